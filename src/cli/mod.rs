@@ -1,0 +1,73 @@
+//! Command-line front end: parses arguments, sets up logging, dispatches to
+//! one module per subcommand group, and turns errors into messages with
+//! context. It owns presentation (tables, `--json`, progress bars) and must
+//! never implement library behaviour itself.
+
+mod cache;
+mod trace;
+mod tune;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Autotuning with one shared, crash-safe tuning cache and per-rank
+/// profiling traces for multi-rank jobs.
+#[derive(Debug, Parser)]
+#[command(name = "ranktune", version, about, long_about = None)]
+struct Cli {
+    /// More log output (-v info, -vv debug). `RANKTUNE_LOG` sets a filter directly.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Tune the built-in CPU kernels into the shared cache (the main job).
+    Tune(tune::TuneArgs),
+    /// Inspect, check, compare, merge, prune, import and export tuning caches.
+    #[command(subcommand)]
+    Cache(cache::CacheCommand),
+    /// Merge and summarize per-rank profiling traces.
+    #[command(subcommand)]
+    Trace(trace::TraceCommand),
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = std::env::var("RANKTUNE_LOG")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .and_then(|s| tracing_subscriber::EnvFilter::try_new(s).ok())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .try_init();
+}
+
+/// Runs the CLI and returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let result = match cli.command {
+        Command::Tune(args) => tune::run(args),
+        Command::Cache(cmd) => cache::run(cmd),
+        Command::Trace(cmd) => trace::run(cmd),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

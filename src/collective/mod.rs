@@ -1,0 +1,1 @@
+//! How ranks exchange bytes.

@@ -1,0 +1,1 @@
+//! Real CPU operators with several tactics each.

@@ -1,0 +1,7 @@
+//! The `ranktune` command-line tool. All logic lives in the `cli` module.
+
+mod cli;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

@@ -1,0 +1,1 @@
+//! Per-rank profiling traces.
