@@ -1,0 +1,45 @@
+//! The storage interface: how the tuner and the CLI load and save caches.
+//!
+//! Backends (the JSON file, later Redis) implement [`Store`]. The contract
+//! every backend keeps: `save` *merges* — it adds or replaces the given
+//! entries and never drops anything else that is stored, even when many
+//! processes save at once; `load` never fails on bad content (bad parts are
+//! skipped or set aside and reported), only on I/O it cannot get past.
+
+use super::document::CacheData;
+use super::entry::{EntryKey, Section};
+use std::path::PathBuf;
+
+/// What a load found.
+#[derive(Clone, Debug, Default)]
+pub struct Loaded {
+    /// Everything that loaded.
+    pub data: CacheData,
+    /// One line per problem (bad entry skipped, file set aside, …).
+    pub warnings: Vec<String>,
+    /// Entries that were skipped because they were malformed.
+    pub bad_entries: usize,
+    /// Where an unparseable file was moved, if one was.
+    pub moved_aside: Option<PathBuf>,
+}
+
+/// What a save did.
+#[derive(Clone, Debug, Default)]
+pub struct SaveReport {
+    /// Entries written by this save.
+    pub written: usize,
+    /// Entries in the store afterwards.
+    pub total: usize,
+    /// Warnings (e.g. locking unsupported on this filesystem).
+    pub warnings: Vec<String>,
+}
+
+/// A place where caches live.
+pub trait Store {
+    /// Loads the whole cache.
+    fn load(&self) -> Result<Loaded, super::CacheError>;
+    /// Merges `update`'s entries into the stored cache.
+    fn save(&self, update: &CacheData) -> Result<SaveReport, super::CacheError>;
+    /// Removes the given entries (e.g. `cache prune`), keeping everything else.
+    fn remove(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, super::CacheError>;
+}

@@ -1,0 +1,1 @@
+//! Trace analysis: merge and summary.
