@@ -4,10 +4,13 @@
 //! tuning decisions; [`document`] holds a whole cache in memory; [`store`]
 //! is the interface backends implement. The tuner never touches files itself.
 
+pub mod compare;
 pub mod document;
 pub mod entry;
 pub mod error;
+pub mod merge;
 pub mod store;
+pub mod trtllm;
 
 pub use document::{CacheData, Metadata};
 pub use entry::{Candidate, Entry, EntryKey, Identity, Section, Stats};
