@@ -86,7 +86,7 @@ fn bad_entries_are_skipped_by_name_and_the_rest_loads() {
     assert!(w.contains("<Tactic object at 0x7f3a>"), "{w}");
     assert!(w.contains("((3, 4096), (4096, 4096))"), "the warning names the entry: {w}");
     assert!(w.contains("not a tuple key"), "{w}");
-    assert!(w.contains("min_time null"), "NaN time: {w}");
+    assert!(w.contains("min_time is null"), "NaN time: {w}");
     assert!(w.contains("runner_id -1"), "{w}");
     assert!(imported
         .warnings

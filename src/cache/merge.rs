@@ -73,7 +73,7 @@ pub fn merge(inputs: &[CacheData]) -> Merged {
             out.overlapping += 1;
         }
         let mut order = found.clone();
-        order.sort_by(|a, b| rank(a, b));
+        order.sort_by(rank);
         let (wi, winner) = order[0];
         let dropped: Vec<(usize, Entry)> = order[1..]
             .iter()

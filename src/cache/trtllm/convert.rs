@@ -83,11 +83,11 @@ pub fn parse_document(bytes: &[u8]) -> Result<Value, ConvertError> {
             return Ok(v);
         }
     }
-    Err(ConvertError::NotJson {
-        line: first.line(),
-        column: first.column(),
-        message: first.to_string(),
-    })
+    let mut message = first.to_string();
+    if let Some(at) = message.rfind(" at line ") {
+        message.truncate(at);
+    }
+    Err(ConvertError::NotJson { line: first.line(), column: first.column(), message })
 }
 
 /// Replaces the bare tokens `NaN`, `Infinity`, `-Infinity` outside strings
@@ -216,9 +216,11 @@ fn import_entry(
         other => other.clone(),
     };
     let min_time = obj.get("min_time").ok_or("no \"min_time\"")?;
-    let ms = min_time.as_f64().filter(|t| t.is_finite() && *t >= 0.0).ok_or_else(|| {
-        format!("min_time {min_time} is not a finite non-negative number of milliseconds")
-    })?;
+    let ms =
+        min_time.as_f64().filter(|t| t.is_finite() && *t >= 0.0).ok_or_else(|| match min_time {
+            Value::Null => "min_time is null (NaN or Infinity in the file?)".to_string(),
+            _ => format!("min_time {min_time} is not a finite non-negative number of milliseconds"),
+        })?;
     let entry = Entry {
         runner_index,
         tactic,
@@ -290,7 +292,7 @@ pub fn parse_timestamp(v: &Value) -> Option<u64> {
         },
         _ => return None,
     };
-    (secs.is_finite() && secs >= 0.0 && secs < 1e13).then_some(secs as u64)
+    (0.0..1e13).contains(&secs).then_some(secs as u64)
 }
 
 fn parse_iso8601(s: &str) -> Option<u64> {
