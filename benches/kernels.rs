@@ -62,24 +62,31 @@ fn parse_options() -> Result<Options, String> {
     Ok(o)
 }
 
-/// One candidate: a name and a closure that runs it once.
-type Candidate<'a> = (String, Box<dyn FnMut() -> Result<(), KernelError> + 'a>);
+/// One candidate: a name and a closure that runs it once into the output.
+type Candidate<'a> = (String, RunFn<'a>);
+type RunFn<'a> = Box<dyn Fn(&mut [f32]) -> Result<(), KernelError> + 'a>;
 
 /// Times the candidates in interleaved rounds and returns each one's
 /// median, in microseconds. Stops after `samples` rounds or when the
-/// time budget is spent (at least 3 rounds).
-fn measure(candidates: &mut [Candidate<'_>], samples: usize, budget: Duration) -> Vec<f64> {
+/// time budget is spent (at least 3 rounds). All candidates write the same
+/// output buffer, so none is favoured by a warmer or larger footprint.
+fn measure(
+    candidates: &[Candidate<'_>],
+    out: &mut [f32],
+    samples: usize,
+    budget: Duration,
+) -> Vec<f64> {
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); candidates.len()];
-    for (name, run) in candidates.iter_mut() {
-        if let Err(e) = run() {
+    for (name, run) in candidates {
+        if let Err(e) = run(out) {
             eprintln!("{name}: {e}");
         }
     }
     let start = Instant::now();
     for round in 0..samples {
-        for ((_, run), t) in candidates.iter_mut().zip(&mut times) {
+        for ((_, run), t) in candidates.iter().zip(&mut times) {
             let t0 = Instant::now();
-            let result = run();
+            let result = run(black_box(&mut *out));
             t.push(t0.elapsed().as_secs_f64() * 1e6);
             black_box(result).ok();
         }
@@ -169,20 +176,17 @@ fn bench_gemm(o: &Options) {
         let a = values(m * k);
         let valid: Vec<usize> =
             (0..tactics.len()).filter(|&i| gemm::valid_for(&tactics[i], m, n, k)).collect();
-        let mut outputs: Vec<Vec<f32>> = valid.iter().map(|_| vec![0.0; m * n]).collect();
-        let mut candidates: Vec<Candidate<'_>> = valid
+        let mut c = vec![0.0; m * n];
+        let candidates: Vec<Candidate<'_>> = valid
             .iter()
-            .zip(outputs.iter_mut())
-            .map(|(&i, c)| {
+            .map(|&i| {
                 let (t, a, b) = (tactics[i], &a, &b);
-                let run: Box<dyn FnMut() -> Result<(), KernelError>> =
-                    Box::new(move || gemm::run(&t, a, b, c, m, n, k));
+                let run: RunFn<'_> = Box::new(move |c| gemm::run(&t, a, b, c, m, n, k));
                 (names[i].clone(), run)
             })
             .collect();
-        let got = measure(&mut candidates, o.samples, o.budget);
+        let got = measure(&candidates, &mut c, o.samples, o.budget);
         medians.push(spread(&valid, &got, tactics.len()));
-        eprintln!("gemm m={m} done");
     }
     print_table("gemm", &format!("m × n={n} × k={k}"), &buckets, &names, &medians);
 }
@@ -197,18 +201,16 @@ fn bench_softmax(o: &Options) {
         let x = values(rows * cols);
         let valid: Vec<usize> =
             (0..tactics.len()).filter(|&i| softmax::valid_for(&tactics[i], rows, cols)).collect();
-        let mut outputs: Vec<Vec<f32>> = valid.iter().map(|_| vec![0.0; rows * cols]).collect();
-        let mut candidates: Vec<Candidate<'_>> = valid
+        let mut out = vec![0.0; rows * cols];
+        let candidates: Vec<Candidate<'_>> = valid
             .iter()
-            .zip(outputs.iter_mut())
-            .map(|(&i, out)| {
+            .map(|&i| {
                 let (t, x) = (tactics[i], &x);
-                let run: Box<dyn FnMut() -> Result<(), KernelError>> =
-                    Box::new(move || softmax::run(&t, x, out, rows, cols));
+                let run: RunFn<'_> = Box::new(move |out| softmax::run(&t, x, out, rows, cols));
                 (names[i].clone(), run)
             })
             .collect();
-        let got = measure(&mut candidates, o.samples, o.budget);
+        let got = measure(&candidates, &mut out, o.samples, o.budget);
         medians.push(spread(&valid, &got, tactics.len()));
     }
     print_table("softmax", &format!("rows × cols={cols}"), &buckets, &names, &medians);
@@ -225,18 +227,17 @@ fn bench_rmsnorm(o: &Options) {
         let x = values(rows * cols);
         let valid: Vec<usize> =
             (0..tactics.len()).filter(|&i| rmsnorm::valid_for(&tactics[i], rows, cols)).collect();
-        let mut outputs: Vec<Vec<f32>> = valid.iter().map(|_| vec![0.0; rows * cols]).collect();
-        let mut candidates: Vec<Candidate<'_>> = valid
+        let mut out = vec![0.0; rows * cols];
+        let candidates: Vec<Candidate<'_>> = valid
             .iter()
-            .zip(outputs.iter_mut())
-            .map(|(&i, out)| {
+            .map(|&i| {
                 let (t, x, w) = (tactics[i], &x, &weight);
-                let run: Box<dyn FnMut() -> Result<(), KernelError>> =
-                    Box::new(move || rmsnorm::run(&t, x, w, out, rows, cols, 1e-6));
+                let run: RunFn<'_> =
+                    Box::new(move |out| rmsnorm::run(&t, x, w, out, rows, cols, 1e-6));
                 (names[i].clone(), run)
             })
             .collect();
-        let got = measure(&mut candidates, o.samples, o.budget);
+        let got = measure(&candidates, &mut out, o.samples, o.budget);
         medians.push(spread(&valid, &got, tactics.len()));
     }
     print_table("rmsnorm", &format!("rows × cols={cols}"), &buckets, &names, &medians);
