@@ -31,6 +31,10 @@ const OP: &str = "gemm";
 pub const DEFAULT_N: usize = 512;
 /// Suggested fixed `k` (input features) for tuning.
 pub const DEFAULT_K: usize = 512;
+/// Suggested `n` for quick runs (tests, demos): seconds for a whole tuning job.
+pub const QUICK_N: usize = 64;
+/// Suggested `k` for quick runs.
+pub const QUICK_K: usize = 64;
 
 /// Loop order of the naive triple loop (`i` over `m`, `j` over `n`, `p`
 /// over `k`).

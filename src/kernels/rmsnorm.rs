@@ -28,6 +28,8 @@ const OP: &str = "rmsnorm";
 
 /// Suggested fixed `cols` (hidden size) for tuning.
 pub const DEFAULT_COLS: usize = 4096;
+/// Suggested `cols` for quick runs (tests, demos).
+pub const QUICK_COLS: usize = 256;
 
 /// Lane counts [`RmsNormTactic::Chunked`] supports.
 pub const LANES: [u8; 4] = [4, 8, 16, 32];

@@ -26,6 +26,8 @@ const OP: &str = "softmax";
 
 /// Suggested fixed `cols` for tuning (an attention row / small vocabulary).
 pub const DEFAULT_COLS: usize = 4096;
+/// Suggested `cols` for quick runs (tests, demos).
+pub const QUICK_COLS: usize = 256;
 
 /// One configuration of the softmax.
 ///
