@@ -166,7 +166,8 @@ fn buckets(max: usize) -> Vec<usize> {
 }
 
 fn bench_gemm(o: &Options) {
-    let (n, k) = if o.quick { (64, 64) } else { (gemm::DEFAULT_N, gemm::DEFAULT_K) };
+    let (n, k) =
+        if o.quick { (gemm::QUICK_N, gemm::QUICK_K) } else { (gemm::DEFAULT_N, gemm::DEFAULT_K) };
     let tactics = gemm::tactics();
     let names: Vec<String> = tactics.iter().map(|t| t.to_string()).collect();
     let buckets = buckets(o.max_tokens);
@@ -192,7 +193,7 @@ fn bench_gemm(o: &Options) {
 }
 
 fn bench_softmax(o: &Options) {
-    let cols = if o.quick { 256 } else { softmax::DEFAULT_COLS };
+    let cols = if o.quick { softmax::QUICK_COLS } else { softmax::DEFAULT_COLS };
     let tactics = softmax::tactics();
     let names: Vec<String> = tactics.iter().map(|t| t.to_string()).collect();
     let buckets = buckets(o.max_tokens);
@@ -217,7 +218,7 @@ fn bench_softmax(o: &Options) {
 }
 
 fn bench_rmsnorm(o: &Options) {
-    let cols = if o.quick { 256 } else { rmsnorm::DEFAULT_COLS };
+    let cols = if o.quick { rmsnorm::QUICK_COLS } else { rmsnorm::DEFAULT_COLS };
     let tactics = rmsnorm::tactics();
     let names: Vec<String> = tactics.iter().map(|t| t.to_string()).collect();
     let buckets = buckets(o.max_tokens);
