@@ -82,9 +82,9 @@ pub(crate) trait Transport: Send {
     fn describe(&self) -> String;
 }
 
-/// Polling backoff: 200 µs doubling up to 10 ms.
+/// Polling backoff: 200 µs doubling up to 5 ms.
 pub(crate) fn backoff(attempt: u32) -> Duration {
-    Duration::from_micros(200u64 << attempt.min(6)).min(Duration::from_millis(10))
+    Duration::from_micros(200u64 << attempt.min(5)).min(Duration::from_millis(5))
 }
 
 /// `now + timeout`, saturating far in the future instead of overflowing.

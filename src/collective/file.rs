@@ -16,7 +16,7 @@
 //!
 //! Every file is written to a temporary name and renamed into place, so a
 //! reader sees a whole message or none. Waiting is polling with a short
-//! backoff (200 µs doubling to 10 ms), bounded by the call's timeout.
+//! backoff (200 µs doubling to 5 ms), bounded by the call's timeout.
 //!
 //! **Job runs never mix.** The job id separates jobs running at the same time.
 //! A job id reused by a later run (torchrun's default `--rdzv-id none`, a fixed
