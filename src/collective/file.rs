@@ -54,6 +54,9 @@ pub const NAMESPACE_DIR: &str = ".ranktune-collective";
 /// Job directories untouched for this long belong to jobs that are long gone.
 const STALE_JOB_AGE: Duration = Duration::from_secs(24 * 3600);
 
+/// Temporary files older than this were left by a writer that died.
+const STALE_TMP_AGE: Duration = Duration::from_secs(3600);
+
 const FORMAT: &str = "ranktune-collective";
 const VERSION: u32 = 1;
 
@@ -387,11 +390,21 @@ impl FileTransport {
     /// sessions of this job id, and other job directories idle for a day.
     fn prune(&self) {
         let ours = self.session.as_deref();
+        let now = SystemTime::now();
         if let Ok(entries) = fs::read_dir(&self.job_dir) {
             for entry in entries.flatten() {
                 let path = entry.path();
-                let is_session = entry.file_name().to_string_lossy().starts_with("s-");
-                if is_session && Some(path.as_path()) != ours {
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                // Temporary files of writers killed mid-write (live ones are
+                // renamed within microseconds).
+                let age = entry.metadata().and_then(|m| m.modified()).ok();
+                let old =
+                    age.and_then(|t| now.duration_since(t).ok()).is_some_and(|a| a > STALE_TMP_AGE);
+                if name.starts_with(".tmp-") && old {
+                    remove_quietly(&path);
+                }
+                if name.starts_with("s-") && Some(path.as_path()) != ours {
                     if let Err(e) = fs::remove_dir_all(&path) {
                         tracing::debug!("could not remove old session {}: {e}", path.display());
                     }
@@ -399,7 +412,6 @@ impl FileTransport {
             }
         }
         let Ok(entries) = fs::read_dir(&self.root) else { return };
-        let now = SystemTime::now();
         for entry in entries.flatten() {
             let path = entry.path();
             if path == self.job_dir || !entry.file_name().to_string_lossy().starts_with("job-") {
@@ -725,9 +737,17 @@ mod tests {
         let recent = tmp.path().join(NAMESPACE_DIR).join("job-recent-0000");
         fs::create_dir_all(&recent).unwrap();
         let mut single = FileCollective::new(0, 1, tmp.path(), job("new")).unwrap();
+        // A temporary file of a writer killed long ago, and one being written now.
+        let job_dir = single.job_dir().to_path_buf();
+        fs::create_dir_all(&job_dir).unwrap();
+        fs::write(job_dir.join(".tmp-dead-1"), b"{").unwrap();
+        set_mtime(&job_dir.join(".tmp-dead-1"), day_ago);
+        fs::write(job_dir.join(".tmp-live-1"), b"{").unwrap();
         single.barrier("b", LONG).unwrap();
         assert!(!old.exists());
         assert!(recent.exists());
+        assert!(!job_dir.join(".tmp-dead-1").exists());
+        assert!(job_dir.join(".tmp-live-1").exists());
     }
 
     fn set_mtime(path: &Path, t: SystemTime) {

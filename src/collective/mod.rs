@@ -167,8 +167,16 @@ impl Choice {
 ///
 /// A one-rank job gets [`SingleRank`]. More ranks get a [`FileCollective`],
 /// which needs a job id: without one this is [`CollectiveError::NoJobId`].
+///
+/// Create one collective per process and keep it for the whole job (pass it
+/// by `&mut`): each new store-based instance starts a new run of the job, so
+/// every rank must create its instances in the same order, and two live
+/// instances of one rank are two processes claiming the same rank.
 pub fn from_env(rank: &RankInfo, dir: &Path) -> Result<Box<dyn Collective>, CollectiveError> {
-    from_env_with(rank, dir, |name| std::env::var(name).ok())
+    // Non-UTF-8 values are read lossily: the same bytes give the same id on every rank.
+    from_env_with(rank, dir, |name| {
+        std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+    })
 }
 
 /// Like [`from_env`], reading variables through `env` (for tests and embedding).
