@@ -106,6 +106,16 @@ pub enum CollectiveError {
         /// Why it cannot be used, and what to use instead.
         reason: String,
     },
+    /// A rank's bytes do not decode as the value the caller expects.
+    #[error("rank {rank}'s data for {op:?} does not decode ({reason}); do all ranks run the same ranktune version and the same code?")]
+    Decode {
+        /// The caller's tag.
+        op: String,
+        /// The rank whose data did not decode.
+        rank: u32,
+        /// The decoder's message.
+        reason: String,
+    },
     /// The caller passed arguments that cannot work (root out of range, root without data).
     #[error("invalid collective call: {0}")]
     InvalidArgument(String),
@@ -119,6 +129,7 @@ impl CollectiveError {
             CollectiveError::Timeout { missing, .. } => missing.clone(),
             CollectiveError::Mismatch { peer, .. } => vec![*peer],
             CollectiveError::Abandoned { by, .. } => by.clone(),
+            CollectiveError::Decode { rank, .. } => vec![*rank],
             _ => Vec::new(),
         }
     }

@@ -26,6 +26,8 @@
 //! - [`SingleRank`]: a one-rank job; returns at once.
 //! - MPI: a later cargo feature (see `docs/collective.md`).
 //!
+//! [`CollectiveExt`] adds JSON-typed versions of the calls.
+//!
 //! [`from_env`] picks one from the environment. This module never decides
 //! what to tune or what the bytes mean: that is the tuner's job.
 
@@ -36,6 +38,7 @@ pub mod job;
 pub mod local;
 pub mod single;
 mod sys;
+pub mod typed;
 
 use std::path::Path;
 use std::time::Duration;
@@ -45,6 +48,7 @@ pub use file::FileCollective;
 pub use job::JobId;
 pub use local::LocalCollective;
 pub use single::SingleRank;
+pub use typed::CollectiveExt;
 
 use crate::rank::RankInfo;
 
