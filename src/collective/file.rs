@@ -260,17 +260,24 @@ impl FileTransport {
         })
     }
 
-    /// Hellos currently in the job directory, by rank.
-    fn hellos(&self) -> Result<BTreeMap<u32, Vec<(PathBuf, Hello)>>, CollectiveError> {
-        let mut by_rank: BTreeMap<u32, Vec<(PathBuf, Hello)>> = BTreeMap::new();
+    /// Paths of the hello files currently in the job directory.
+    fn hello_paths(&self) -> Result<Vec<PathBuf>, CollectiveError> {
+        let mut paths = Vec::new();
         for entry in fs::read_dir(&self.job_dir).map_err(io_err("listing", &self.job_dir))? {
             let entry = entry.map_err(io_err("listing", &self.job_dir))?;
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if !(name.starts_with("hello-") && name.ends_with(".json")) {
-                continue;
+            if name.starts_with("hello-") && name.ends_with(".json") {
+                paths.push(entry.path());
             }
-            let path = entry.path();
+        }
+        Ok(paths)
+    }
+
+    /// Hellos currently in the job directory, by rank.
+    fn hellos(&self) -> Result<BTreeMap<u32, Vec<(PathBuf, Hello)>>, CollectiveError> {
+        let mut by_rank: BTreeMap<u32, Vec<(PathBuf, Hello)>> = BTreeMap::new();
+        for path in self.hello_paths()? {
             let Some(bytes) = read_if_exists(&path)? else { continue };
             let hello: Hello = serde_json::from_slice(&bytes).map_err(|e| {
                 CollectiveError::Corrupt { path: path.clone(), reason: format!("bad hello: {e}") }
@@ -288,16 +295,16 @@ impl FileTransport {
 
     /// One step of rank 0's side of the rendezvous.
     fn lead_step(&mut self) -> Result<Joining, CollectiveError> {
-        if self.world_size > 1 && !self.cleared_hellos {
+        if !self.cleared_hellos {
             // Hellos present before we start are from dead runs, or from live
             // ranks of this run that will post theirs again.
-            for (_, list) in self.hellos()? {
-                for (path, _) in list {
-                    remove_quietly(&path);
-                }
+            for path in self.hello_paths()? {
+                remove_quietly(&path);
             }
             self.cleared_hellos = true;
-            return Ok(Joining::Waiting);
+            if self.world_size > 1 {
+                return Ok(Joining::Waiting);
+            }
         }
         let hellos = self.hellos()?;
         let mut members = vec![self.nonce.clone()];
@@ -687,6 +694,20 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().starts_with("s-"))
             .count();
         assert_eq!(sessions, 1);
+    }
+
+    #[test]
+    fn stale_hellos_of_a_dead_run_do_not_disturb_a_new_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A dead 3-rank run left a hello, and something left a broken one.
+        let mut dead = FileCollective::new(2, 3, tmp.path(), job("again")).unwrap();
+        assert!(dead.barrier("x", Duration::from_millis(20)).is_err());
+        let job_dir = dead.job_dir().to_path_buf();
+        fs::write(job_dir.join("hello-r1-broken.json"), b"{").unwrap();
+        let mut single = FileCollective::new(0, 1, tmp.path(), job("again")).unwrap();
+        single.barrier("b", LONG).unwrap();
+        let results = on_threads(group(tmp.path(), "again", 2), |c| c.barrier("b", LONG));
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
     }
 
     #[test]
