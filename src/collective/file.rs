@@ -101,7 +101,7 @@ fn io_err<'a>(
 }
 
 /// A fresh random hex nonce (std's `RandomState` is seeded from the OS).
-fn new_nonce() -> String {
+pub(crate) fn new_nonce() -> String {
     use std::hash::{BuildHasher, Hasher};
     let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
     let mut a = std::collections::hash_map::RandomState::new().build_hasher();
