@@ -145,7 +145,6 @@ enum Aside {
 
 struct MainFile {
     parsed: Parsed,
-    existed: bool,
     moved_aside: Option<PathBuf>,
 }
 
@@ -254,16 +253,12 @@ impl FileStore {
                     (bytes, (meta.dev(), meta.ino()))
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Ok(MainFile {
-                        parsed: Parsed::default(),
-                        existed: false,
-                        moved_aside: None,
-                    })
+                    return Ok(MainFile { parsed: Parsed::default(), moved_aside: None })
                 }
                 Err(e) => return Err(self.io("reading", &self.path)(e)),
             };
             let reason = match format::parse(&bytes) {
-                Ok(parsed) => return Ok(MainFile { parsed, existed: true, moved_aside: None }),
+                Ok(parsed) => return Ok(MainFile { parsed, moved_aside: None }),
                 Err(ParseError::Unsupported(reason)) => {
                     return Err(CacheError::Unsupported { path: self.path.clone(), reason })
                 }
@@ -302,7 +297,7 @@ impl FileStore {
             );
             tracing::warn!("{msg}");
             let parsed = Parsed { warnings: vec![msg], ..Parsed::default() };
-            return Ok(MainFile { parsed, existed: false, moved_aside: Some(aside_path) });
+            return Ok(MainFile { parsed, moved_aside: Some(aside_path) });
         }
         Err(CacheError::Invalid(format!(
             "{} kept changing while it was read; is something else rewriting it?",
@@ -398,7 +393,7 @@ impl FileStore {
         let mut warnings: Vec<String> =
             main.parsed.warnings.iter().map(|w| self.named(w.clone())).collect();
         let mut data = main.parsed.data;
-        let mut changed = !main.existed;
+        let mut changed = false;
         let mut folded = Vec::new();
         for path in spool::list(&spool_dir)? {
             match self.read_spool(&path, true)? {
