@@ -156,7 +156,7 @@ pub fn import(doc: &Value) -> Result<Imported, ConvertError> {
     let obj = doc.as_object().ok_or(ConvertError::NotAnObject(json_type(doc)))?;
     let mut out = Imported::default();
     let (identity, created_unix) = identity_from_metadata(obj.get("metadata"), &mut out.warnings);
-    let env = identity_digest(&identity);
+    let env = identity.digest();
     out.data.metadata.created_unix = created_unix;
     out.data.metadata.updated_unix = created_unix;
     out.data.metadata.environments.insert(env.clone(), identity);
@@ -467,11 +467,14 @@ fn export_metadata(data: &CacheData, warnings: &mut Vec<String>) -> Value {
         })
         .map(|p| p.into_iter().map(Value::from).collect())
         .unwrap_or_default();
-    let created = if data.metadata.created_unix > 0 {
-        data.metadata.created_unix
-    } else {
-        data.iter().map(|(_, _, e)| e.created_unix).filter(|t| *t > 0).min().unwrap_or(0)
-    };
+    // The earliest entry: for imported entries that is the reference file's
+    // own creation time, so an import followed by an export keeps it.
+    let created = data
+        .iter()
+        .map(|(_, _, e)| e.created_unix)
+        .filter(|t| *t > 0)
+        .min()
+        .unwrap_or(data.metadata.created_unix);
     json!({
         "lib_version": lib_version,
         "creation_timestamp": created as f64,
@@ -489,21 +492,6 @@ fn json_type(v: &Value) -> &'static str {
         Value::Array(_) => "array",
         Value::Object(_) => "object",
     }
-}
-
-/// TEMPORARY until `Identity::digest` lands from the file-store branch:
-/// FNV-1a over the identity's fields.
-fn identity_digest(id: &Identity) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let text = format!(
-        "{}\0{}\0{}\0{}\0{}",
-        id.lib_version, id.device_kind, id.device_name, id.capability, id.cores
-    );
-    for b in text.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
 }
 
 #[cfg(test)]
