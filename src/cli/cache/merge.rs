@@ -11,6 +11,8 @@ use std::process::ExitCode;
 use tracing::warn;
 
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Conflicts (same key, same section, different choice): the newest entry \
+    (created_unix) wins, then the faster, then the earlier input. Each is reported.")]
 pub struct MergeArgs {
     /// The cache to write. If it exists, its entries take part in the merge
     /// as if it were the first input.
