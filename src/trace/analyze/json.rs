@@ -27,12 +27,15 @@ pub struct Flags {
     pub control_char: bool,
     /// Offsets `(start, end)` of integers that fit neither `i64` nor `u64`.
     pub big_ints: Vec<(usize, usize)>,
+    /// A byte of 0x80 or above inside a string (UTF-8 must then be checked).
+    pub non_ascii: bool,
 }
 
 impl Flags {
     /// Resets the flags for the next value.
     pub fn clear(&mut self) {
         self.control_char = false;
+        self.non_ascii = false;
         self.big_ints.clear();
     }
 }
@@ -112,15 +115,19 @@ fn has_less_0x20(x: u64) -> u64 {
 #[inline]
 pub fn scan_string(b: &[u8], mut i: usize, flags: &mut Flags) -> Result<usize, Stop> {
     loop {
-        // Eight bytes at a time while nothing interesting is in them.
+        // Eight bytes at a time; jump straight to the first interesting byte
+        // (quote, backslash, control character or non-ASCII). The lowest set
+        // bit of these masks is always exact.
         while i + 8 <= b.len() {
             let mut w = [0u8; 8];
             w.copy_from_slice(&b[i..i + 8]);
             let x = u64::from_le_bytes(w);
             let hit = has_zero(x ^ (LO * b'"' as u64))
                 | has_zero(x ^ (LO * b'\\' as u64))
-                | has_less_0x20(x);
+                | has_less_0x20(x)
+                | (x & HI);
             if hit != 0 {
+                i += (hit.trailing_zeros() / 8) as usize;
                 break;
             }
             i += 8;
@@ -141,15 +148,27 @@ pub fn scan_string(b: &[u8], mut i: usize, flags: &mut Flags) -> Result<usize, S
                             return Err(Stop::More);
                         }
                         if !b[i + 2..i + 6].iter().all(|h| h.is_ascii_hexdigit()) {
-                            return Err(Stop::Bad { at: i, what: "bad \\u escape in a string" });
+                            return Err(Stop::Bad {
+                                at: i,
+                                what: "bad \\u escape in a string",
+                            });
                         }
                         i += 6;
                     }
-                    _ => return Err(Stop::Bad { at: i, what: "bad escape in a string" }),
+                    _ => {
+                        return Err(Stop::Bad {
+                            at: i,
+                            what: "bad escape in a string",
+                        })
+                    }
                 }
             }
             c if c < 0x20 => {
                 flags.control_char = true;
+                i += 1;
+            }
+            c if c >= 0x80 => {
+                flags.non_ascii = true;
                 i += 1;
             }
             _ => i += 1,
@@ -506,6 +525,59 @@ mod tests {
         assert_eq!(unescape(fields.name.unwrap().of(ev)).unwrap(), "a\"b");
         let args = fields.args.unwrap().of(ev);
         assert_eq!(object_member(args, b"pid").unwrap().of(args), b"9");
+    }
+
+    /// The word-at-a-time string scanner agrees with a byte-at-a-time one.
+    #[test]
+    fn string_scan_matches_naive() {
+        fn naive(b: &[u8], mut i: usize) -> (Result<usize, Stop>, bool, bool) {
+            let (mut ctrl, mut hi) = (false, false);
+            while i < b.len() {
+                match b[i] {
+                    b'"' => return (Ok(i + 1), ctrl, hi),
+                    b'\\' => {
+                        if i + 1 >= b.len() {
+                            break;
+                        }
+                        if !b"\"\\/bfnrt".contains(&b[i + 1]) {
+                            return (Err(Stop::Bad { at: i, what: "" }), ctrl, hi);
+                        }
+                        i += 2;
+                        continue;
+                    }
+                    c if c < 0x20 => ctrl = true,
+                    c if c >= 0x80 => hi = true,
+                    _ => {}
+                }
+                i += 1;
+            }
+            (Err(Stop::More), ctrl, hi)
+        }
+        let alphabet = [b'a', b'"', b'\\', b'n', 1, 0x1f, 0x20, 0xc3, 0xa9, 0x7f, b' '];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..20_000 {
+            let len = (seed % 40) as usize;
+            let mut v = Vec::with_capacity(len);
+            for _ in 0..len {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                v.push(alphabet[(seed % alphabet.len() as u64) as usize]);
+            }
+            let mut f = Flags::default();
+            let got = scan_string(&v, 0, &mut f);
+            let (want, ctrl, hi) = naive(&v, 0);
+            match want {
+                Ok(end) => {
+                    assert_eq!(got, Ok(end), "{v:?}");
+                    assert_eq!((f.control_char, f.non_ascii), (ctrl, hi), "{v:?}");
+                }
+                Err(Stop::Bad { at, .. }) => {
+                    assert!(matches!(got, Err(Stop::Bad { at: a, .. }) if a == at), "{v:?}")
+                }
+                Err(Stop::More) => assert_eq!(got, Err(Stop::More), "{v:?}"),
+            }
+        }
     }
 
     #[test]

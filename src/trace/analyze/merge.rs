@@ -110,13 +110,11 @@ pub fn merge(
         if gz {
             let mut w = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
             let r = merge_to(inputs, &mut w, opts)?;
-            w.finish().and_then(|f| f.sync_all()).map_err(io)?;
+            w.finish().map_err(io)?;
             Ok(r)
         } else {
             let mut w = file;
-            let r = merge_to(inputs, &mut w, opts)?;
-            w.sync_all().map_err(io)?;
-            Ok(r)
+            merge_to(inputs, &mut w, opts)
         }
     })();
     match result {

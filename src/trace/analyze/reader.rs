@@ -726,7 +726,7 @@ impl TraceReader {
         if self.flags.control_char {
             return Some(SkipReason::ControlChar);
         }
-        if std::str::from_utf8(raw).is_err() {
+        if self.flags.non_ascii && std::str::from_utf8(raw).is_err() {
             return Some(SkipReason::InvalidUtf8);
         }
         let Some(ph) = f.ph else {
