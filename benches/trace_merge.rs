@@ -20,13 +20,11 @@ struct Run {
     name: String,
     secs: f64,
     rss_mib: Option<f64>,
+    cpu_secs: Option<f64>,
 }
 
 fn env_num(key: &str, default: f64) -> f64 {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    std::env::var(key).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// Runs a command under /usr/bin/time (when present); returns wall seconds
@@ -36,7 +34,7 @@ fn measure(name: &str, program: &str, args: &[&str], scratch: &Path) -> Run {
     let rss_file = scratch.join("rss.txt");
     let mut cmd = if time.exists() {
         let mut c = Command::new(time);
-        c.arg("-f").arg("%M").arg("-o").arg(&rss_file).arg(program);
+        c.arg("-f").arg("%M %U %S").arg("-o").arg(&rss_file).arg(program);
         c
     } else {
         Command::new(program)
@@ -49,14 +47,16 @@ fn measure(name: &str, program: &str, args: &[&str], scratch: &Path) -> Run {
         eprintln!("{name} failed: {}", String::from_utf8_lossy(&out.stderr));
         std::process::exit(1);
     }
-    let rss_mib = std::fs::read_to_string(&rss_file)
+    let stats: Vec<f64> = std::fs::read_to_string(&rss_file)
         .ok()
-        .and_then(|s| s.lines().last()?.trim().parse::<f64>().ok())
-        .map(|kb| kb / 1024.0);
+        .and_then(|s| s.lines().last().map(str::to_owned))
+        .map(|l| l.split_whitespace().filter_map(|v| v.parse().ok()).collect())
+        .unwrap_or_default();
     Run {
         name: name.into(),
         secs,
-        rss_mib,
+        rss_mib: stats.first().map(|kb| kb / 1024.0),
+        cpu_secs: (stats.len() == 3).then(|| stats[1] + stats[2]),
     }
 }
 
@@ -68,12 +68,7 @@ fn main() {
     let inputs = keep.clone().unwrap_or_else(|| dir.path().join("traces"));
     std::fs::create_dir_all(&inputs).expect("mkdir");
     let ops = 500;
-    let probe = JobSpec {
-        ranks,
-        steps: 1,
-        ops_per_step: ops,
-        ..JobSpec::default()
-    };
+    let probe = JobSpec { ranks, steps: 1, ops_per_step: ops, ..JobSpec::default() };
     let mut v = Vec::new();
     synth::write_rank(&probe, 0, &mut v).expect("probe");
     let steps = ((mb * 1e6) / v.len() as f64).ceil().max(1.0) as u32;
@@ -87,16 +82,14 @@ fn main() {
         ..JobSpec::default()
     };
     let t = Instant::now();
-    let reuse = keep.is_some() && std::fs::read_dir(&inputs).map(|d| d.count() as u32 == ranks).unwrap_or(false);
+    let reuse = keep.is_some()
+        && std::fs::read_dir(&inputs).map(|d| d.count() as u32 == ranks).unwrap_or(false);
     let files: Vec<PathBuf> = if reuse {
         (0..ranks).map(|r| inputs.join(synth::file_name(&spec, r))).collect()
     } else {
         synth::write_job(&spec, &inputs).expect("generate")
     };
-    let bytes: u64 = files
-        .iter()
-        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
-        .sum();
+    let bytes: u64 = files.iter().map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)).sum();
     let total_mb = bytes as f64 / 1e6;
     println!(
         "generated {ranks} Kineto-shaped ranks, {steps} steps × {ops} ops, {total_mb:.0} MB in {:.1} s",
@@ -130,12 +123,7 @@ fn main() {
         &["trace", "merge", &input, "-o", &out_json, "--align", "first-step"],
         dir.path(),
     ));
-    runs.push(measure(
-        "ranktune trace summary",
-        bin,
-        &["trace", "summary", &input],
-        dir.path(),
-    ));
+    runs.push(measure("ranktune trace summary", bin, &["trace", "summary", &input], dir.path()));
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/python_merge.py");
     let python = std::env::var("RANKTUNE_BENCH_NO_PYTHON").is_err();
     if python {
@@ -146,24 +134,33 @@ fn main() {
             dir.path(),
         ));
     }
-    let py = runs
-        .iter()
-        .find(|r| r.name.starts_with("python"))
-        .map(|r| r.secs);
+    let py = runs.iter().find(|r| r.name.starts_with("python")).map(|r| r.secs);
     println!(
-        "\n{:<42} {:>9} {:>10} {:>14} {:>12}",
-        "run", "wall s", "MB/s in", "peak RSS MiB", "vs python"
+        "\n{:<42} {:>8} {:>8} {:>9} {:>10} {:>13} {:>10}",
+        "run", "wall s", "MB/s", "CPU s", "MB/CPU-s", "peak RSS MiB", "vs python"
     );
     for r in &runs {
         println!(
-            "{:<42} {:>9.2} {:>10.0} {:>14} {:>12}",
+            "{:<42} {:>8.2} {:>8.0} {:>9} {:>10} {:>13} {:>10}",
             r.name,
             r.secs,
             total_mb / r.secs,
+            r.cpu_secs.map_or("n/a".into(), |c| format!("{c:.2}")),
+            r.cpu_secs.map_or("n/a".into(), |c| format!("{:.0}", total_mb / c.max(0.01))),
             r.rss_mib.map_or("n/a".into(), |m| format!("{m:.1}")),
             py.map_or("-".into(), |p| format!("{:.1}×", p / r.secs))
         );
     }
+    println!(
+        "\nmachine: {} cores, load average {}",
+        std::thread::available_parallelism().map_or(1, |n| n.get()),
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
     let out_size = std::fs::metadata(&out_json).map(|m| m.len()).unwrap_or(0);
     let gz_size = std::fs::metadata(&out_gz).map(|m| m.len()).unwrap_or(0);
     println!(

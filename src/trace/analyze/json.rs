@@ -148,19 +148,11 @@ pub fn scan_string(b: &[u8], mut i: usize, flags: &mut Flags) -> Result<usize, S
                             return Err(Stop::More);
                         }
                         if !b[i + 2..i + 6].iter().all(|h| h.is_ascii_hexdigit()) {
-                            return Err(Stop::Bad {
-                                at: i,
-                                what: "bad \\u escape in a string",
-                            });
+                            return Err(Stop::Bad { at: i, what: "bad \\u escape in a string" });
                         }
                         i += 6;
                     }
-                    _ => {
-                        return Err(Stop::Bad {
-                            at: i,
-                            what: "bad escape in a string",
-                        })
-                    }
+                    _ => return Err(Stop::Bad { at: i, what: "bad escape in a string" }),
                 }
             }
             c if c < 0x20 => {
