@@ -86,7 +86,7 @@ pub struct Fields {
 
 /// Whitespace skipping. Returns the index of the first non-whitespace byte
 /// (or `b.len()`).
-#[inline]
+#[inline(always)]
 pub fn skip_ws(b: &[u8], mut i: usize) -> usize {
     while i < b.len() {
         match b[i] {
@@ -168,6 +168,27 @@ pub fn scan_string(b: &[u8], mut i: usize, flags: &mut Flags) -> Result<usize, S
     }
 }
 
+/// Index of the first non-digit at or after `i` (eight bytes at a time).
+#[inline(always)]
+fn skip_digits(b: &[u8], mut i: usize) -> usize {
+    while i + 8 <= b.len() {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[i..i + 8]);
+        let t = u64::from_le_bytes(w) ^ (LO * 0x30);
+        // High bit of a byte set when it is not '0'..='9' (no carries
+        // cross bytes: the low seven bits plus 0x76 stay below 0x100).
+        let nd = (((t & (LO * 0x7f)).wrapping_add(LO * 0x76)) | t) & HI;
+        if nd != 0 {
+            return i + (nd.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    i
+}
+
 /// Scans a number starting at `i`; returns its end. Integers beyond 64 bits
 /// are recorded in `flags.big_ints`.
 #[inline]
@@ -178,9 +199,7 @@ pub fn scan_number(b: &[u8], start: usize, flags: &mut Flags) -> Result<usize, S
         i += 1;
     }
     let int_start = i;
-    while i < b.len() && b[i].is_ascii_digit() {
-        i += 1;
-    }
+    i = skip_digits(b, i);
     if i == b.len() {
         return Err(Stop::More);
     }
@@ -243,6 +262,16 @@ pub fn scan_value(b: &[u8], i: usize, flags: &mut Flags) -> Result<usize, Stop> 
     scan_value_depth(b, i, flags, 0)
 }
 
+/// Scalars inline, containers and words through [`scan_value_depth`].
+#[inline(always)]
+fn scan_member_value(b: &[u8], i: usize, flags: &mut Flags, depth: usize) -> Result<usize, Stop> {
+    match b.get(i) {
+        Some(b'"') => scan_string(b, i + 1, flags),
+        Some(b'0'..=b'9') | Some(b'-') => scan_number(b, i, flags),
+        _ => scan_value_depth(b, i, flags, depth),
+    }
+}
+
 fn scan_value_depth(b: &[u8], i: usize, flags: &mut Flags, depth: usize) -> Result<usize, Stop> {
     let Some(&c) = b.get(i) else {
         return Err(Stop::More);
@@ -294,7 +323,7 @@ fn scan_object(b: &[u8], start: usize, flags: &mut Flags, depth: usize) -> Resul
         i = scan_string(b, i + 1, flags)?;
         i = expect(b, skip_ws(b, i), b':', "expected ':'")?;
         i = skip_ws(b, i);
-        i = scan_value_depth(b, i, flags, depth)?;
+        i = scan_member_value(b, i, flags, depth)?;
         i = skip_ws(b, i);
         match b.get(i) {
             None => return Err(Stop::More),
@@ -314,7 +343,7 @@ fn scan_array(b: &[u8], start: usize, flags: &mut Flags, depth: usize) -> Result
         _ => {}
     }
     loop {
-        i = scan_value_depth(b, i, flags, depth)?;
+        i = scan_member_value(b, i, flags, depth)?;
         i = skip_ws(b, i);
         match b.get(i) {
             None => return Err(Stop::More),
@@ -362,7 +391,7 @@ pub fn parse_event(
         i = expect(b, skip_ws(b, i), b':', "expected ':'")?;
         i = skip_ws(b, i);
         let v_start = i;
-        i = scan_value_depth(b, i, flags, 1)?;
+        i = scan_member_value(b, i, flags, 1)?;
         let span = Some(Span::new(v_start - start, i - start));
         let slot = match key {
             b"ph" => &mut fields.ph,
@@ -570,6 +599,19 @@ mod tests {
                 Err(Stop::More) => assert_eq!(got, Err(Stop::More), "{v:?}"),
             }
         }
+    }
+
+    #[test]
+    fn digit_skip_matches_naive() {
+        for n in 0..300u32 {
+            let mut v: Vec<u8> = (0..(n % 23)).map(|k| b'0' + ((n + k) % 10) as u8).collect();
+            let stop = [b'.', b'/', b':', b'a', 0xb0, 0x39 + 0x80, b' ', b'e'][(n % 8) as usize];
+            v.push(stop);
+            v.extend_from_slice(b"123456789");
+            let want = v.iter().position(|c| !c.is_ascii_digit()).unwrap();
+            assert_eq!(skip_digits(&v, 0), want, "{v:?}");
+        }
+        assert_eq!(skip_digits(b"12345678901", 0), 11);
     }
 
     #[test]
