@@ -336,3 +336,18 @@ fn output_is_deterministic_and_can_be_read_back() {
     assert!(r.warnings().is_empty(), "{:?}", r.warnings());
     assert!(r.meta("ranktuneMerge").is_some());
 }
+
+#[test]
+fn rank_found_in_metadata_after_the_events() {
+    let dir = tempfile::tempdir().unwrap();
+    for r in [3, 5] {
+        let t = format!(
+            "{{\"traceEvents\":[{{\"ph\":\"X\",\"name\":\"x\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":1}}],\n \"distributedInfo\": {{\"rank\": {r}, \"world_size\": 8}}}}"
+        );
+        std::fs::write(dir.path().join(format!("t{}.json", r * 11)), t).unwrap();
+    }
+    let res = inputs::resolve(&[dir.path().display().to_string()], &[]).unwrap();
+    let ranks: Vec<u32> = res.inputs.iter().map(|i| i.rank).collect();
+    assert_eq!(ranks, [3, 5]);
+    assert_eq!(res.inputs[0].world_size, Some(8));
+}

@@ -6,7 +6,10 @@
 //! `"distributedInfo": {"rank": N}`; a `-rank-N`, `rankN` (also `rank_N`,
 //! `rank-N`) or trailing `_N` in the file name. Two files claiming one rank
 //! are an error. It reads only each file's header (up to the first event),
-//! except for a trace whose metadata comes after its events.
+//! except for an object-form trace with no rank in its header, name or
+//! `--rank`, which is read to its end in case `distributedInfo` follows the
+//! events. `baseTimeNanoseconds` is taken from the header (where Kineto and
+//! ranktune write it); without one, times are taken as absolute.
 
 use super::reader::TraceReader;
 use super::AnalyzeError;
@@ -205,13 +208,14 @@ pub fn resolve(inputs: &[String], explicit: &[(PathBuf, u32)]) -> Result<Resolve
         };
         let mut info = reader.meta("distributedInfo").cloned();
         let mut base = reader.meta("baseTimeNanoseconds").cloned();
-        if info.is_none() || base.is_none() {
-            // Metadata may follow the events (rare): read to the end.
-            if reader.form() == super::reader::Form::Object {
-                reader.drain()?;
-                info = info.or_else(|| reader.meta("distributedInfo").cloned());
-                base = base.or_else(|| reader.meta("baseTimeNanoseconds").cloned());
-            }
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let named =
+            explicit.iter().any(|(f, _)| same_file(&path, f)) || rank_from_name(&name).is_some();
+        if info.is_none() && !named && reader.form() == super::reader::Form::Object {
+            // The rank may follow the events (rare): read to the end.
+            reader.drain()?;
+            info = reader.meta("distributedInfo").cloned();
+            base = base.or_else(|| reader.meta("baseTimeNanoseconds").cloned());
         }
         let base_ns = base
             .as_ref()
