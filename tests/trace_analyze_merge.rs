@@ -335,6 +335,11 @@ fn output_is_deterministic_and_can_be_read_back() {
     assert_eq!(n, ra.events + 5 * 5 * 2);
     assert!(r.warnings().is_empty(), "{:?}", r.warnings());
     assert!(r.meta("ranktuneMerge").is_some());
+    // A merged file next to the inputs is not taken for a rank.
+    std::fs::copy(&a, dir.path().join("merged.json")).unwrap();
+    let again = inputs::resolve(&[dir.path().display().to_string()], &[]).unwrap();
+    assert_eq!(again.inputs.len(), 5);
+    assert!(again.warnings.iter().any(|w| w.contains("output of `ranktune trace merge`")));
 }
 
 #[test]

@@ -206,6 +206,13 @@ pub fn resolve(inputs: &[String], explicit: &[(PathBuf, u32)]) -> Result<Resolve
             }
             Err(e) => return Err(e),
         };
+        if reader.meta("ranktuneMerged").is_some() {
+            res.warnings.push(format!(
+                "skipped {}: it is the output of `ranktune trace merge`, not one rank's trace",
+                path.display()
+            ));
+            continue;
+        }
         let mut info = reader.meta("distributedInfo").cloned();
         let mut base = reader.meta("baseTimeNanoseconds").cloned();
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

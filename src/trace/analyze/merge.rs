@@ -213,7 +213,7 @@ pub fn merge_to(
     let overflow = AtomicU64::new(stride * 1000);
     let mut head: Vec<u8> = Vec::with_capacity(256);
     head.extend_from_slice(
-        b"{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\",\"baseTimeNanoseconds\":",
+        b"{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\",\"ranktuneMerged\":true,\"baseTimeNanoseconds\":",
     );
     timefmt::write_u128(report.base_ns.max(0) as u128, &mut head);
     head.extend_from_slice(b",\n\"traceEvents\":[\n");
