@@ -21,7 +21,7 @@ pub struct InputArgs {
     /// Trace files, directories (their *.json and *.json.gz) or globs.
     #[arg(required = true, value_name = "INPUTS")]
     inputs: Vec<String>,
-    /// Set a file's rank when neither the file nor its name says it (FILE=N).
+    /// Set a file's rank (FILE=N, repeatable); overrides distributedInfo and the name.
     #[arg(long = "rank", value_name = "FILE=N", value_parser = inputs::parse_rank_arg)]
     ranks: Vec<(PathBuf, u32)>,
 }
