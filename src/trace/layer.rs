@@ -1,0 +1,171 @@
+//! A `tracing` Layer that records spans and events into the trace recorder.
+//!
+//! Spans become complete (`X`) events from creation to close, named after the
+//! span, with the span's target as category and its fields (including ones
+//! recorded later) as `args`. Events (`info!` …) become instants named by
+//! their message. Spans that start while the session is not recording (no
+//! session, or outside the iteration window) are not recorded at all and
+//! cost one check. This module owns only the translation from `tracing`.
+
+use super::api::{close_object, push_json_str};
+use super::clock;
+use super::recorder::{self, Event, Name, Payload};
+use std::fmt::{self, Write as _};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::Subscriber;
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
+
+/// The Layer; add it to a `tracing_subscriber::Registry`-based subscriber.
+/// It records only while a [`super::TraceSession`] is active.
+///
+/// ```
+/// use tracing_subscriber::layer::SubscriberExt;
+/// let subscriber = tracing_subscriber::registry().with(ranktune::trace::layer());
+/// # drop(subscriber);
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TraceLayer {
+    _private: (),
+}
+
+/// The Layer that feeds the active trace session (see [`TraceLayer`]).
+pub fn layer() -> TraceLayer {
+    TraceLayer { _private: () }
+}
+
+/// Stored in a span's extensions while it is open.
+struct Open {
+    start_ns: u64,
+    args: String,
+}
+
+/// Collects fields as the inside of a JSON object (`"k":v,...`).
+struct Fields<'a> {
+    out: &'a mut String,
+    message: Option<&'a mut String>,
+}
+
+impl Fields<'_> {
+    fn key(&mut self, field: &Field) {
+        if self.out.len() > 1 {
+            self.out.push(',');
+        }
+        push_json_str(self.out, field.name());
+        self.out.push(':');
+    }
+}
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() == "message" {
+            if let Some(m) = self.message.as_deref_mut() {
+                let _ = write!(m, "{value:?}");
+                return;
+            }
+        }
+        self.key(field);
+        push_json_str(self.out, &format!("{value:?}"));
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            if let Some(m) = self.message.as_deref_mut() {
+                m.push_str(value);
+                return;
+            }
+        }
+        self.key(field);
+        push_json_str(self.out, value);
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.key(field);
+        let _ = write!(self.out, "{value}");
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.key(field);
+        let _ = write!(self.out, "{value}");
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.key(field);
+        if value.is_finite() {
+            let _ = write!(self.out, "{value}");
+        } else {
+            push_json_str(self.out, &value.to_string());
+        }
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.key(field);
+        self.out.push_str(if value { "true" } else { "false" });
+    }
+}
+
+fn finish(args: String) -> Option<Box<str>> {
+    (args.len() > 1).then(|| close_object(args))
+}
+
+impl<S> Layer<S> for TraceLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        if !recorder::is_recording() {
+            return;
+        }
+        let Some(span) = ctx.span(id) else { return };
+        let mut args = String::new();
+        if !attrs.fields().is_empty() {
+            args.push('{');
+            attrs.record(&mut Fields { out: &mut args, message: None });
+        }
+        span.extensions_mut().insert(Open { start_ns: clock::now_ns(), args });
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let mut ext = span.extensions_mut();
+        if let Some(open) = ext.get_mut::<Open>() {
+            if open.args.is_empty() {
+                open.args.push('{');
+            }
+            values.record(&mut Fields { out: &mut open.args, message: None });
+        }
+    }
+
+    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
+        if !recorder::is_recording() {
+            return;
+        }
+        let meta = event.metadata();
+        let mut args = String::from("{");
+        let mut message = String::new();
+        event.record(&mut Fields { out: &mut args, message: Some(&mut message) });
+        let name = if message.is_empty() {
+            Name::Static(meta.name())
+        } else {
+            Name::Owned(message.into_boxed_str())
+        };
+        recorder::push(Event {
+            name,
+            cat: meta.target(),
+            ts_ns: clock::now_ns(),
+            payload: Payload::Instant,
+            args: finish(args),
+        });
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else { return };
+        let Some(open) = span.extensions_mut().remove::<Open>() else { return };
+        let end = clock::now_ns();
+        let meta = span.metadata();
+        recorder::push(Event {
+            name: Name::Static(meta.name()),
+            cat: meta.target(),
+            ts_ns: open.start_ns,
+            payload: Payload::Complete { dur_ns: end.saturating_sub(open.start_ns) },
+            args: finish(open.args),
+        });
+    }
+}

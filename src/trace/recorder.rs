@@ -1,0 +1,354 @@
+//! The recorder: per-thread event buffers with a bounded total.
+//!
+//! Each thread that records gets its own [`ThreadBuf`], registered once per
+//! session. Events go into fixed-size chunks owned by that thread: the hot
+//! path is a thread-local lookup, one slot write and one release store. No
+//! global lock is taken and nothing is allocated per event (a chunk of
+//! [`CHUNK_EVENTS`] slots is allocated once per that many events, and only
+//! events that carry dynamic args or names allocate those).
+//!
+//! Memory is bounded: the session's `max_events` is a budget that threads
+//! draw from a chunk at a time; when it is spent, further events are counted
+//! as dropped (the count goes into the trace file) and not stored.
+//!
+//! The exporter reads the chunks while threads keep recording: a writer only
+//! ever writes the slot past the chunk's published length and then publishes
+//! it (release); a reader only reads slots below the length it loaded
+//! (acquire). So a snapshot is always a consistent prefix of every thread's
+//! events. This module never does I/O; see `export` for that.
+
+use super::clock;
+use super::window::IterWindow;
+use std::cell::{RefCell, UnsafeCell};
+use std::mem::MaybeUninit;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+/// Events per chunk (the unit of allocation and of budget reservation).
+pub(crate) const CHUNK_EVENTS: usize = 1024;
+
+/// An event's name.
+#[derive(Clone, Debug)]
+pub(crate) enum Name {
+    /// A name known at compile time (native spans, `tracing` metadata).
+    Static(&'static str),
+    /// A name made at run time (e.g. a `tracing` event's message).
+    Owned(Box<str>),
+    /// `ProfilerStep#<N>`, rendered at export.
+    Step(u64),
+}
+
+/// What kind of event, with its kind-specific value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Payload {
+    /// `ph: X` with a duration in nanoseconds.
+    Complete { dur_ns: u64 },
+    /// `ph: i`, thread scope.
+    Instant,
+    /// `ph: C` with one series named `value`.
+    Counter(f64),
+}
+
+/// One recorded event.
+#[derive(Clone, Debug)]
+pub(crate) struct Event {
+    pub name: Name,
+    pub cat: &'static str,
+    pub ts_ns: u64,
+    pub payload: Payload,
+    /// A JSON object's text, or `None` for no args.
+    pub args: Option<Box<str>>,
+}
+
+/// A fixed-capacity, append-only block of events with one writer.
+struct Chunk {
+    slots: Box<[UnsafeCell<MaybeUninit<Event>>]>,
+    len: AtomicUsize,
+}
+
+// SAFETY: only the owning thread writes, and only the slot at `len` before
+// publishing it with a release store; other threads read only slots below a
+// length they loaded with acquire, which are never written again.
+unsafe impl Sync for Chunk {}
+// SAFETY: `Event` is `Send`; the chunk owns its events.
+unsafe impl Send for Chunk {}
+
+impl Chunk {
+    fn new(capacity: usize) -> Chunk {
+        let slots = (0..capacity).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
+        Chunk { slots, len: AtomicUsize::new(0) }
+    }
+
+    /// Appends if there is room; only the owning thread may call this.
+    #[inline]
+    fn push(&self, event: Event) -> Result<(), Event> {
+        let len = self.len.load(Ordering::Relaxed);
+        match self.slots.get(len) {
+            Some(slot) => {
+                // SAFETY: slot `len` is unpublished, so no reader looks at it,
+                // and this thread is the only writer.
+                unsafe { (*slot.get()).write(event) };
+                self.len.store(len + 1, Ordering::Release);
+                Ok(())
+            }
+            None => Err(event),
+        }
+    }
+
+    /// Calls `f` on every published event.
+    fn for_each(&self, f: &mut dyn FnMut(&Event)) {
+        let len = self.len.load(Ordering::Acquire);
+        for slot in &self.slots[..len] {
+            // SAFETY: slots below a published length are initialized and
+            // never written again.
+            f(unsafe { (*slot.get()).assume_init_ref() });
+        }
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        let len = *self.len.get_mut();
+        for slot in &mut self.slots[..len] {
+            // SAFETY: initialized (published) and dropped exactly once here.
+            unsafe { slot.get_mut().assume_init_drop() };
+        }
+    }
+}
+
+/// One thread's events in one session.
+pub(crate) struct ThreadBuf {
+    pub tid: u64,
+    pub name: Mutex<String>,
+    chunks: Mutex<Vec<Arc<Chunk>>>,
+    dropped: AtomicU64,
+}
+
+impl ThreadBuf {
+    /// Calls `f` on every event recorded so far.
+    pub(crate) fn for_each(&self, f: &mut dyn FnMut(&Event)) {
+        let chunks = self.chunks.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        for chunk in &chunks {
+            chunk.for_each(f);
+        }
+    }
+
+    pub(crate) fn thread_name(&self) -> String {
+        self.name.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
+
+/// Step bookkeeping (not on the hot path).
+struct Steps {
+    iter: u64,
+    start_ns: u64,
+}
+
+/// All threads' buffers of one session, its budget and its window state.
+pub(crate) struct Recorder {
+    gen: u64,
+    budget: AtomicUsize,
+    max_events: usize,
+    threads: Mutex<Vec<Arc<ThreadBuf>>>,
+    recording: AtomicBool,
+    window: Option<IterWindow>,
+    steps: Mutex<Steps>,
+}
+
+/// Generation of the active recorder; 0 when no session is recording.
+static GEN: AtomicU64 = AtomicU64::new(0);
+static NEXT_GEN: AtomicU64 = AtomicU64::new(1);
+static CURRENT: Mutex<Option<Arc<Recorder>>> = Mutex::new(None);
+
+struct Local {
+    gen: u64,
+    rec: Arc<Recorder>,
+    buf: Arc<ThreadBuf>,
+    chunk: Option<Arc<Chunk>>,
+}
+
+thread_local! {
+    static LOCAL: RefCell<Option<Local>> = const { RefCell::new(None) };
+}
+
+impl Recorder {
+    /// A new recorder; it records nothing until [`Recorder::activate`].
+    pub(crate) fn new(max_events: usize, window: Option<IterWindow>) -> Arc<Recorder> {
+        clock::init();
+        let recording = window.as_ref().is_none_or(|w| w.contains(0));
+        Arc::new(Recorder {
+            gen: NEXT_GEN.fetch_add(1, Ordering::Relaxed),
+            budget: AtomicUsize::new(max_events),
+            max_events,
+            threads: Mutex::new(Vec::new()),
+            recording: AtomicBool::new(recording),
+            window,
+            steps: Mutex::new(Steps { iter: 0, start_ns: clock::now_ns() }),
+        })
+    }
+
+    /// Makes this the recorder every thread records into.
+    pub(crate) fn activate(self: &Arc<Self>) {
+        *CURRENT.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(self));
+        GEN.store(self.gen, Ordering::Release);
+    }
+
+    /// Stops recording into this recorder (if it is the active one).
+    pub(crate) fn deactivate(&self) {
+        let mut cur = CURRENT.lock().unwrap_or_else(PoisonError::into_inner);
+        if cur.as_ref().is_some_and(|r| r.gen == self.gen) {
+            GEN.store(0, Ordering::Release);
+            *cur = None;
+        }
+    }
+
+    /// Frees the recorded events (after the final export).
+    pub(crate) fn clear(&self) {
+        for buf in self.threads.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+            buf.chunks.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        }
+    }
+
+    /// The registered threads, in registration order.
+    pub(crate) fn threads(&self) -> Vec<Arc<ThreadBuf>> {
+        self.threads.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Events not stored because the budget was spent.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.threads().iter().map(|t| t.dropped.load(Ordering::Relaxed)).sum()
+    }
+
+    pub(crate) fn max_events(&self) -> usize {
+        self.max_events
+    }
+
+    pub(crate) fn window(&self) -> Option<&IterWindow> {
+        self.window.as_ref()
+    }
+
+    /// The current iteration.
+    pub(crate) fn iteration(&self) -> u64 {
+        self.steps.lock().unwrap_or_else(PoisonError::into_inner).iter
+    }
+
+    /// Ends the current iteration (recording it as `ProfilerStep#<N>` when
+    /// inside the window) and starts the next.
+    pub(crate) fn step(&self) {
+        let now = clock::now_ns();
+        let mut steps = self.steps.lock().unwrap_or_else(PoisonError::into_inner);
+        let iter = steps.iter;
+        if self.window.as_ref().is_none_or(|w| w.contains(iter)) {
+            let dur_ns = now.saturating_sub(steps.start_ns);
+            push(Event {
+                name: Name::Step(iter),
+                cat: "user_annotation",
+                ts_ns: steps.start_ns,
+                payload: Payload::Complete { dur_ns },
+                args: None,
+            });
+        }
+        steps.iter = iter.saturating_add(1);
+        steps.start_ns = now;
+        let next = self.window.as_ref().is_none_or(|w| w.contains(steps.iter));
+        self.recording.store(next, Ordering::Relaxed);
+    }
+
+    fn register(self: &Arc<Self>) -> Arc<ThreadBuf> {
+        let current = std::thread::current();
+        let tid = super::sys::thread_id();
+        let name = current.name().map_or_else(|| format!("thread {tid}"), str::to_string);
+        let buf = Arc::new(ThreadBuf {
+            tid,
+            name: Mutex::new(name),
+            chunks: Mutex::new(Vec::new()),
+            dropped: AtomicU64::new(0),
+        });
+        self.threads.lock().unwrap_or_else(PoisonError::into_inner).push(Arc::clone(&buf));
+        buf
+    }
+
+    /// Reserves up to one chunk of budget; 0 when spent.
+    fn reserve(&self) -> usize {
+        let mut got = 0;
+        let _ = self.budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+            got = left.min(CHUNK_EVENTS);
+            (got > 0).then_some(left - got)
+        });
+        got
+    }
+}
+
+/// Runs `f` with this thread's state for the active session, registering the
+/// thread on first use. Returns `None` when no session is active.
+#[inline]
+fn with_local<R>(f: impl FnOnce(&mut Local) -> R) -> Option<R> {
+    let gen = GEN.load(Ordering::Acquire);
+    if gen == 0 {
+        return None;
+    }
+    LOCAL
+        .try_with(|cell| {
+            let mut slot = cell.try_borrow_mut().ok()?;
+            if slot.as_ref().is_none_or(|l| l.gen != gen) {
+                *slot = Some(refresh()?);
+            }
+            slot.as_mut().map(f)
+        })
+        .ok()
+        .flatten()
+}
+
+#[cold]
+fn refresh() -> Option<Local> {
+    let rec = CURRENT.lock().unwrap_or_else(PoisonError::into_inner).clone()?;
+    let buf = rec.register();
+    Some(Local { gen: rec.gen, rec, buf, chunk: None })
+}
+
+/// Whether events are being kept right now (a session is active and the
+/// current iteration is inside its window).
+#[inline]
+pub(crate) fn is_recording() -> bool {
+    with_local(|l| l.rec.recording.load(Ordering::Relaxed)).unwrap_or(false)
+}
+
+/// Stores `event` in this thread's buffer of the active session.
+#[inline]
+pub(crate) fn push(event: Event) {
+    with_local(|l| {
+        if let Some(chunk) = &l.chunk {
+            match chunk.push(event) {
+                Ok(()) => return,
+                Err(back) => push_slow(l, back),
+            }
+        } else {
+            push_slow(l, event);
+        }
+    });
+}
+
+#[cold]
+fn push_slow(l: &mut Local, event: Event) {
+    let capacity = l.rec.reserve();
+    if capacity == 0 {
+        l.chunk = None;
+        l.buf.dropped.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    let chunk = Arc::new(Chunk::new(capacity));
+    // A fresh chunk with capacity >= 1 always takes the event.
+    let _ = chunk.push(event);
+    l.buf.chunks.lock().unwrap_or_else(PoisonError::into_inner).push(Arc::clone(&chunk));
+    l.chunk = Some(chunk);
+}
+
+/// Renames the calling thread in the active session's trace.
+pub(crate) fn set_thread_name(name: &str) {
+    with_local(|l| *l.buf.name.lock().unwrap_or_else(PoisonError::into_inner) = name.to_string());
+}
+
+/// The active recorder, if any (for `step()` without a session handle).
+pub(crate) fn current() -> Option<Arc<Recorder>> {
+    CURRENT.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
