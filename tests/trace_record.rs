@@ -81,7 +81,8 @@ fn session_writes_spans_instants_counters_and_threads() {
     assert_ne!(worker_tid, outer["tid"]);
     assert_eq!(doc["otherData"]["dropped_events"], 0);
     // Nothing is left behind but the trace itself (no temp or probe files).
-    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let names: Vec<_> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names, vec![std::ffi::OsString::from("trace_3.json")]);
 }
 
@@ -113,7 +114,10 @@ fn window_keeps_only_its_iterations_both_ends_included() {
             named(&doc, "body").iter().map(|e| e["args"]["iter"].as_u64().unwrap()).collect();
         assert_eq!(iters, want, "window {window}");
         let first = &named(&doc, &format!("ProfilerStep#{}", want[0]))[0];
-        assert_eq!((first["ph"].as_str(), first["cat"].as_str()), (Some("X"), Some("user_annotation")));
+        assert_eq!(
+            (first["ph"].as_str(), first["cat"].as_str()),
+            (Some("X"), Some("user_annotation"))
+        );
         assert_eq!(doc["otherData"]["last_iteration"], 10);
     }
 }
@@ -125,7 +129,8 @@ fn tracing_layer_records_spans_with_fields_and_events() {
     let session = TraceSession::start(config(&dir.path().join("t.json")), &rank(1, 2)).unwrap();
     let subscriber = tracing_subscriber::registry().with(session.layer());
     tracing::subscriber::with_default(subscriber, || {
-        let tune = tracing::info_span!("tune", op = "gemm", bucket = 64_u64, best = tracing::field::Empty);
+        let tune =
+            tracing::info_span!("tune", op = "gemm", bucket = 64_u64, best = tracing::field::Empty);
         let _t = tune.enter();
         for tactic in 0..3_i64 {
             let _m = tracing::info_span!("measure", runner = "tiled", tactic).entered();
@@ -215,7 +220,8 @@ fn start_errors_are_clear_and_early() {
     assert!(matches!(err, TraceError::NotWritable { .. }), "{err}");
     assert!(err.to_string().contains("trace_0.json"), "{err}");
     // A template that would make ranks collide.
-    let err = TraceSession::start(config(&dir.path().join("{host}.json")), &rank(0, 2)).err().unwrap();
+    let err =
+        TraceSession::start(config(&dir.path().join("{host}.json")), &rank(0, 2)).err().unwrap();
     assert!(matches!(err, TraceError::AmbiguousTemplate { .. }), "{err}");
     // One session at a time.
     let s = TraceSession::start(config(&dir.path().join("a.json")), &rank(0, 1)).unwrap();

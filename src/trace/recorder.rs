@@ -319,7 +319,7 @@ pub(crate) fn push(event: Event) {
     with_local(|l| {
         if let Some(chunk) = &l.chunk {
             match chunk.push(event) {
-                Ok(()) => return,
+                Ok(()) => {}
                 Err(back) => push_slow(l, back),
             }
         } else {

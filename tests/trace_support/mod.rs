@@ -41,11 +41,13 @@ pub fn check_trace(path: &Path, rank: u64, world: u64) -> Value {
     let doc: Value = serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("{} is not valid JSON: {e}\n{text}", path.display()));
     assert_eq!(hta_rank(&text), Some(rank), "HTA regex in {}", path.display());
-    assert!(text.contains(&format!("\"distributedInfo\": {{\"rank\": {rank}, \"world_size\": {world}")));
+    assert!(
+        text.contains(&format!("\"distributedInfo\": {{\"rank\": {rank}, \"world_size\": {world}"))
+    );
     assert_eq!(doc["distributedInfo"]["rank"], rank);
     assert_eq!(doc["distributedInfo"]["world_size"], world);
     assert!(doc["baseTimeNanoseconds"].as_u64().unwrap() > 1_600_000_000_000_000_000);
-    assert_eq!(doc["otherData"]["pid"].as_u64().is_some(), true);
+    assert!(doc["otherData"]["pid"].as_u64().is_some());
     assert_eq!(doc["otherData"]["ranktune_version"], env!("CARGO_PKG_VERSION"));
     let events = doc["traceEvents"].as_array().expect("traceEvents array");
     for e in events {
