@@ -20,7 +20,7 @@ pub struct SpanGuard {
     name: &'static str,
     cat: &'static str,
     /// Start time, or `u64::MAX` when not recording.
-    start_ns: u64,
+    start: u64,
     args: Option<String>,
 }
 
@@ -28,21 +28,25 @@ pub struct SpanGuard {
 /// returned guard drops, if a session was recording when it started.
 #[inline]
 pub fn span(name: &'static str, cat: &'static str) -> SpanGuard {
-    let start_ns = if recorder::is_recording() { clock::now_ns() } else { u64::MAX };
-    SpanGuard { name, cat, start_ns, args: None }
+    let start = if recorder::is_recording() { clock::now() } else { u64::MAX };
+    SpanGuard { name, cat, start, args: None }
 }
 
 impl SpanGuard {
     /// Whether this span will be recorded.
     pub fn is_recording(&self) -> bool {
-        self.start_ns != u64::MAX
+        self.start != u64::MAX
     }
 
     /// Adds an argument shown with the event (`args.key`). Does nothing
     /// (and formats nothing) when the span is not recording.
     pub fn with_arg(mut self, key: &str, value: impl serde::Serialize) -> SpanGuard {
         if self.is_recording() {
-            let args = self.args.get_or_insert_with(|| String::from("{"));
+            let args = self.args.get_or_insert_with(|| {
+                let mut s = String::with_capacity(64);
+                s.push('{');
+                s
+            });
             push_field(args, key, &value);
         }
         self
@@ -52,15 +56,15 @@ impl SpanGuard {
 impl Drop for SpanGuard {
     #[inline]
     fn drop(&mut self) {
-        if self.start_ns == u64::MAX {
+        if self.start == u64::MAX {
             return;
         }
-        let end = clock::now_ns();
+        let end = clock::now();
         recorder::push(Event {
             name: Name::Static(self.name),
             cat: self.cat,
-            ts_ns: self.start_ns,
-            payload: Payload::Complete { dur_ns: end.saturating_sub(self.start_ns) },
+            ts: self.start,
+            payload: Payload::Complete { dur: end.saturating_sub(self.start) },
             args: self.args.take().map(close_object),
         });
     }
@@ -99,9 +103,9 @@ pub(crate) fn push_json_str(out: &mut String, s: &str) {
 }
 
 /// Closes an open JSON object text made with [`push_field`].
-pub(crate) fn close_object(mut args: String) -> Box<str> {
+pub(crate) fn close_object(mut args: String) -> String {
     args.push('}');
-    args.into_boxed_str()
+    args
 }
 
 /// Records an instant (`ph: i`, thread scope) event now.
@@ -110,7 +114,7 @@ pub fn instant(name: &'static str, cat: &'static str) {
         recorder::push(Event {
             name: Name::Static(name),
             cat,
-            ts_ns: clock::now_ns(),
+            ts: clock::now(),
             payload: Payload::Instant,
             args: None,
         });
@@ -123,7 +127,7 @@ pub fn counter(name: &'static str, value: f64) {
         recorder::push(Event {
             name: Name::Static(name),
             cat: "counter",
-            ts_ns: clock::now_ns(),
+            ts: clock::now(),
             payload: Payload::Counter(value),
             args: None,
         });

@@ -26,6 +26,7 @@
 //! target is gzip-compressed. This module never decides *when* to export.
 
 use super::path::parent_dir;
+use super::clock::Scale;
 use super::recorder::{Event, Name, Payload, Recorder};
 use super::TraceError;
 use std::fs;
@@ -95,6 +96,7 @@ fn write_file(file: fs::File, path: &Path, rec: &Recorder, meta: &Meta) -> io::R
 
 /// Writes the whole JSON document.
 pub(crate) fn write_json(w: &mut dyn Write, rec: &Recorder, meta: &Meta) -> io::Result<()> {
+    let scale = Scale::measure();
     let threads = rec.threads();
     let dropped = rec.dropped();
     let window = rec.window().map_or_else(|| "all".to_string(), |w| w.to_string());
@@ -153,7 +155,7 @@ pub(crate) fn write_json(w: &mut dyn Write, rec: &Recorder, meta: &Meta) -> io::
             }
             line.clear();
             line.push_str(",\n  ");
-            render_event(&mut line, e, pid, t.tid);
+            render_event(&mut line, e, pid, t.tid, scale);
             if let Err(err) = w.write_all(line.as_bytes()) {
                 failed = Some(err);
             }
@@ -186,7 +188,7 @@ fn push_us(out: &mut String, ns: u64) {
     let _ = write!(out, "{}.{:03}", ns / 1000, ns % 1000);
 }
 
-fn render_event(out: &mut String, e: &Event, pid: u32, tid: u64) {
+fn render_event(out: &mut String, e: &Event, pid: u32, tid: u64, scale: Scale) {
     use std::fmt::Write as _;
     let ph = match e.payload {
         Payload::Complete { .. } => "X",
@@ -204,11 +206,11 @@ fn render_event(out: &mut String, e: &Event, pid: u32, tid: u64) {
     out.push_str(",\"cat\":");
     super::api::push_json_str(out, e.cat);
     let _ = write!(out, ",\"pid\":{pid},\"tid\":{tid},\"ts\":");
-    push_us(out, e.ts_ns);
+    push_us(out, scale.to_ns(e.ts));
     match e.payload {
-        Payload::Complete { dur_ns } => {
+        Payload::Complete { dur } => {
             out.push_str(",\"dur\":");
-            push_us(out, dur_ns);
+            push_us(out, scale.to_ns(dur));
         }
         Payload::Instant => out.push_str(",\"s\":\"t\""),
         Payload::Counter(v) => {
@@ -246,35 +248,35 @@ mod tests {
             Event {
                 name: Name::Step(7),
                 cat: "user_annotation",
-                ts_ns: 1500,
-                payload: Payload::Complete { dur_ns: 2_000_001 },
+                ts: 1500,
+                payload: Payload::Complete { dur: 2_000_001 },
                 args: None,
             },
             Event {
                 name: Name::Owned("quote \" and \\".into()),
                 cat: "c",
-                ts_ns: 1,
+                ts: 1,
                 payload: Payload::Instant,
-                args: Some(r#"{"rank":5}"#.into()),
+                args: Some(r#"{"rank":5}"#.to_string()),
             },
             Event {
                 name: Name::Static("ctr"),
                 cat: "counter",
-                ts_ns: 2,
+                ts: 2,
                 payload: Payload::Counter(f64::NAN),
                 args: None,
             },
         ];
         for e in &events {
             let mut s = String::new();
-            render_event(&mut s, e, 3, 99);
+            render_event(&mut s, e, 3, 99, Scale::identity());
             let v: serde_json::Value =
                 serde_json::from_str(&s).unwrap_or_else(|x| panic!("{s}: {x}"));
             assert_eq!(v["pid"], 3);
             assert_eq!(v["tid"], 99);
         }
         let mut s = String::new();
-        render_event(&mut s, &events[0], 3, 99);
+        render_event(&mut s, &events[0], 3, 99, Scale::identity());
         assert!(
             s.contains(r#""name":"ProfilerStep#7""#) && s.contains(r#""ts":1.500,"dur":2000.001"#),
             "{s}"

@@ -38,7 +38,7 @@ pub fn layer() -> TraceLayer {
 
 /// Stored in a span's extensions while it is open.
 struct Open {
-    start_ns: u64,
+    start: u64,
     args: String,
 }
 
@@ -101,7 +101,7 @@ impl Visit for Fields<'_> {
     }
 }
 
-fn finish(args: String) -> Option<Box<str>> {
+fn finish(args: String) -> Option<String> {
     (args.len() > 1).then(|| close_object(args))
 }
 
@@ -116,10 +116,11 @@ where
         let Some(span) = ctx.span(id) else { return };
         let mut args = String::new();
         if !attrs.fields().is_empty() {
+            args.reserve(64);
             args.push('{');
             attrs.record(&mut Fields { out: &mut args, message: None });
         }
-        span.extensions_mut().insert(Open { start_ns: clock::now_ns(), args });
+        span.extensions_mut().insert(Open { start: clock::now(), args });
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
@@ -127,6 +128,7 @@ where
         let mut ext = span.extensions_mut();
         if let Some(open) = ext.get_mut::<Open>() {
             if open.args.is_empty() {
+                open.args.reserve(64);
                 open.args.push('{');
             }
             values.record(&mut Fields { out: &mut open.args, message: None });
@@ -138,7 +140,8 @@ where
             return;
         }
         let meta = event.metadata();
-        let mut args = String::from("{");
+        let mut args = String::with_capacity(64);
+        args.push('{');
         let mut message = String::new();
         event.record(&mut Fields { out: &mut args, message: Some(&mut message) });
         let name = if message.is_empty() {
@@ -149,7 +152,7 @@ where
         recorder::push(Event {
             name,
             cat: meta.target(),
-            ts_ns: clock::now_ns(),
+            ts: clock::now(),
             payload: Payload::Instant,
             args: finish(args),
         });
@@ -158,13 +161,13 @@ where
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
         let Some(span) = ctx.span(&id) else { return };
         let Some(open) = span.extensions_mut().remove::<Open>() else { return };
-        let end = clock::now_ns();
+        let end = clock::now();
         let meta = span.metadata();
         recorder::push(Event {
             name: Name::Static(meta.name()),
             cat: meta.target(),
-            ts_ns: open.start_ns,
-            payload: Payload::Complete { dur_ns: end.saturating_sub(open.start_ns) },
+            ts: open.start,
+            payload: Payload::Complete { dur: end.saturating_sub(open.start) },
             args: finish(open.args),
         });
     }

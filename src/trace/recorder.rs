@@ -41,8 +41,8 @@ pub(crate) enum Name {
 /// What kind of event, with its kind-specific value.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Payload {
-    /// `ph: X` with a duration in nanoseconds.
-    Complete { dur_ns: u64 },
+    /// `ph: X` with a duration in clock ticks.
+    Complete { dur: u64 },
     /// `ph: i`, thread scope.
     Instant,
     /// `ph: C` with one series named `value`.
@@ -54,10 +54,11 @@ pub(crate) enum Payload {
 pub(crate) struct Event {
     pub name: Name,
     pub cat: &'static str,
-    pub ts_ns: u64,
+    /// Clock ticks since the base (see `clock`).
+    pub ts: u64,
     pub payload: Payload,
     /// A JSON object's text, or `None` for no args.
-    pub args: Option<Box<str>>,
+    pub args: Option<String>,
 }
 
 /// A fixed-capacity, append-only block of events with one writer.
@@ -141,7 +142,7 @@ impl ThreadBuf {
 /// Step bookkeeping (not on the hot path).
 struct Steps {
     iter: u64,
-    start_ns: u64,
+    start: u64,
 }
 
 /// All threads' buffers of one session, its budget and its window state.
@@ -183,7 +184,7 @@ impl Recorder {
             threads: Mutex::new(Vec::new()),
             recording: AtomicBool::new(recording),
             window,
-            steps: Mutex::new(Steps { iter: 0, start_ns: clock::now_ns() }),
+            steps: Mutex::new(Steps { iter: 0, start: clock::now() }),
         })
     }
 
@@ -235,21 +236,21 @@ impl Recorder {
     /// Ends the current iteration (recording it as `ProfilerStep#<N>` when
     /// inside the window) and starts the next.
     pub(crate) fn step(&self) {
-        let now = clock::now_ns();
+        let now = clock::now();
         let mut steps = self.steps.lock().unwrap_or_else(PoisonError::into_inner);
         let iter = steps.iter;
         if self.window.as_ref().is_none_or(|w| w.contains(iter)) {
-            let dur_ns = now.saturating_sub(steps.start_ns);
+            let dur = now.saturating_sub(steps.start);
             push(Event {
                 name: Name::Step(iter),
                 cat: "user_annotation",
-                ts_ns: steps.start_ns,
-                payload: Payload::Complete { dur_ns },
+                ts: steps.start,
+                payload: Payload::Complete { dur },
                 args: None,
             });
         }
         steps.iter = iter.saturating_add(1);
-        steps.start_ns = now;
+        steps.start = now;
         let next = self.window.as_ref().is_none_or(|w| w.contains(steps.iter));
         self.recording.store(next, Ordering::Relaxed);
     }
