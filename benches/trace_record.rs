@@ -56,11 +56,15 @@ fn native(c: &mut Criterion) {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut g = c.benchmark_group("span");
     g.bench_function("native_no_session", |b| {
-        b.iter_custom(|iters| cpu_timed(iters, |_| drop(black_box(trace::span("measure", "bench")))));
+        b.iter_custom(|iters| {
+            cpu_timed(iters, |_| drop(black_box(trace::span("measure", "bench"))))
+        });
     });
     g.bench_function("native_recorded", |b| {
         b.iter_custom(|iters| {
-            timed_in_session(dir.path(), iters, |_| drop(black_box(trace::span("measure", "bench"))))
+            timed_in_session(dir.path(), iters, |_| {
+                drop(black_box(trace::span("measure", "bench")))
+            })
         });
     });
     g.bench_function("native_recorded_with_arg", |b| {

@@ -137,6 +137,8 @@ fn tracing_layer_records_spans_with_fields_and_events() {
             tracing::info!(mean_us = 1.5, "measured");
         }
         tune.record("best", 2);
+        let blob = "y".repeat(5000);
+        drop(tracing::info_span!("big", blob = %blob, keep = 1_u64));
     });
     let doc = check_trace(&session.stop().unwrap(), 1, 2);
     let tune = named(&doc, "tune");
@@ -149,6 +151,8 @@ fn tracing_layer_records_spans_with_fields_and_events() {
     let tactics: Vec<_> = measures.iter().map(|m| m["args"]["tactic"].as_i64().unwrap()).collect();
     assert_eq!(tactics, vec![0, 1, 2]);
     assert_eq!(measures[0]["args"]["runner"], "tiled");
+    // An oversized field is left out; the event and its other fields stay.
+    assert_eq!(named(&doc, "big")[0]["args"], serde_json::json!({"keep": 1}));
     let ev = named(&doc, "measured");
     assert_eq!(ev.len(), 3);
     assert_eq!((ev[0]["ph"].as_str(), ev[0]["args"]["mean_us"].as_f64()), (Some("i"), Some(1.5)));

@@ -72,6 +72,14 @@ impl Drop for SpanGuard {
 
 /// Appends `"key":value,` to an open JSON object text.
 pub(crate) fn push_field(args: &mut String, key: &str, value: &impl serde::Serialize) {
+    let mark = args.len();
+    push_field_unbounded(args, key, value);
+    if args.len() > super::layer::MAX_ARGS_BYTES {
+        args.truncate(mark);
+    }
+}
+
+fn push_field_unbounded(args: &mut String, key: &str, value: &impl serde::Serialize) {
     if args.len() > 1 {
         args.push(',');
     }
@@ -160,6 +168,16 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&close_object(s)).unwrap();
         assert_eq!(v["a\"b"], "x\ny\u{1}");
         assert_eq!(v["n"], 3);
+    }
+
+    #[test]
+    fn oversized_args_are_left_out_and_the_rest_stays_valid() {
+        let mut s = String::from("{");
+        push_field(&mut s, "small", &1);
+        push_field(&mut s, "huge", &"x".repeat(5000));
+        push_field(&mut s, "after", &2);
+        let v: serde_json::Value = serde_json::from_str(&close_object(s)).unwrap();
+        assert_eq!(v, serde_json::json!({"small": 1, "after": 2}));
     }
 
     #[test]

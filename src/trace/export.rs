@@ -25,8 +25,8 @@
 //! over the target: the trace file is always complete or absent. A `.gz`
 //! target is gzip-compressed. This module never decides *when* to export.
 
-use super::path::parent_dir;
 use super::clock::Scale;
+use super::path::parent_dir;
 use super::recorder::{Event, Name, Payload, Recorder};
 use super::TraceError;
 use std::fs;

@@ -48,13 +48,27 @@ struct Fields<'a> {
     message: Option<&'a mut String>,
 }
 
+/// Most bytes of args kept per event; fields past it are left out, so one
+/// huge `Debug` value cannot defeat the buffer bound.
+pub(crate) const MAX_ARGS_BYTES: usize = 1024;
+
 impl Fields<'_> {
-    fn key(&mut self, field: &Field) {
+    /// Starts a field; returns where it began, for [`Fields::end`].
+    fn key(&mut self, field: &Field) -> usize {
+        let mark = self.out.len();
         if self.out.len() > 1 {
             self.out.push(',');
         }
         push_json_str(self.out, field.name());
         self.out.push(':');
+        mark
+    }
+
+    /// Ends a field, taking it back out if it made the args too long.
+    fn end(&mut self, mark: usize) {
+        if self.out.len() > MAX_ARGS_BYTES {
+            self.out.truncate(mark);
+        }
     }
 }
 
@@ -66,8 +80,9 @@ impl Visit for Fields<'_> {
                 return;
             }
         }
-        self.key(field);
+        let m = self.key(field);
         push_json_str(self.out, &format!("{value:?}"));
+        self.end(m);
     }
     fn record_str(&mut self, field: &Field, value: &str) {
         if field.name() == "message" {
@@ -76,28 +91,33 @@ impl Visit for Fields<'_> {
                 return;
             }
         }
-        self.key(field);
+        let m = self.key(field);
         push_json_str(self.out, value);
+        self.end(m);
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.key(field);
+        let m = self.key(field);
         let _ = write!(self.out, "{value}");
+        self.end(m);
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.key(field);
+        let m = self.key(field);
         let _ = write!(self.out, "{value}");
+        self.end(m);
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.key(field);
+        let m = self.key(field);
         if value.is_finite() {
             let _ = write!(self.out, "{value}");
         } else {
             push_json_str(self.out, &value.to_string());
         }
+        self.end(m);
     }
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.key(field);
+        let m = self.key(field);
         self.out.push_str(if value { "true" } else { "false" });
+        self.end(m);
     }
 }
 
