@@ -174,6 +174,10 @@ pub fn prepare(path: &Path) -> Result<(), TraceError> {
         return Err(TraceError::IsDirectory(path.to_path_buf()));
     }
     let dir = parent_dir(path);
+    if dir.exists() && !dir.is_dir() {
+        let msg = format!("{} exists and is not a directory", dir.display());
+        return Err(not_writable(std::io::Error::new(std::io::ErrorKind::NotADirectory, msg)));
+    }
     fs::create_dir_all(&dir).map_err(not_writable)?;
     let probe = dir.join(format!(
         ".{}.probe-{}",
