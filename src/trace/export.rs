@@ -27,7 +27,7 @@
 
 use super::clock::Scale;
 use super::path::parent_dir;
-use super::recorder::{Event, Name, Payload, Recorder};
+use super::recorder::{self, Payload, Recorder, Stored};
 use super::TraceError;
 use std::fs;
 use std::io::{self, BufWriter, Write};
@@ -98,6 +98,7 @@ fn write_file(file: fs::File, path: &Path, rec: &Recorder, meta: &Meta) -> io::R
 pub(crate) fn write_json(w: &mut dyn Write, rec: &Recorder, meta: &Meta) -> io::Result<()> {
     let scale = Scale::measure();
     let threads = rec.threads();
+    let sites = recorder::sites();
     let dropped = rec.dropped();
     let window = rec.window().map_or_else(|| "all".to_string(), |w| w.to_string());
     writeln!(w, "{{")?;
@@ -155,7 +156,7 @@ pub(crate) fn write_json(w: &mut dyn Write, rec: &Recorder, meta: &Meta) -> io::
             }
             line.clear();
             line.push_str(",\n  ");
-            render_event(&mut line, e, pid, t.tid, scale);
+            render_event(&mut line, e, &sites, pid, t.tid, scale);
             if let Err(err) = w.write_all(line.as_bytes()) {
                 failed = Some(err);
             }
@@ -188,26 +189,30 @@ fn push_us(out: &mut String, ns: u64) {
     let _ = write!(out, "{}.{:03}", ns / 1000, ns % 1000);
 }
 
-fn render_event(out: &mut String, e: &Event, pid: u32, tid: u64, scale: Scale) {
+fn render_event(
+    out: &mut String,
+    e: &Stored,
+    sites: &[(&'static str, &'static str)],
+    pid: u32,
+    tid: u64,
+    scale: Scale,
+) {
     use std::fmt::Write as _;
-    let ph = match e.payload {
+    let payload = e.payload();
+    let ph = match payload {
         Payload::Complete { .. } => "X",
         Payload::Instant => "i",
         Payload::Counter(_) => "C",
     };
+    let (name, cat) = sites.get(e.site as usize).copied().unwrap_or(("?", "?"));
+    let name = e.name().unwrap_or(name);
     let _ = write!(out, "{{\"ph\":\"{ph}\",\"name\":");
-    match &e.name {
-        Name::Static(s) => super::api::push_json_str(out, s),
-        Name::Owned(s) => super::api::push_json_str(out, s),
-        Name::Step(n) => {
-            let _ = write!(out, "\"ProfilerStep#{n}\"");
-        }
-    }
+    super::api::push_json_str(out, name);
     out.push_str(",\"cat\":");
-    super::api::push_json_str(out, e.cat);
+    super::api::push_json_str(out, cat);
     let _ = write!(out, ",\"pid\":{pid},\"tid\":{tid},\"ts\":");
     push_us(out, scale.to_ns(e.ts));
-    match e.payload {
+    match payload {
         Payload::Complete { dur } => {
             out.push_str(",\"dur\":");
             push_us(out, scale.to_ns(dur));
@@ -221,8 +226,8 @@ fn render_event(out: &mut String, e: &Event, pid: u32, tid: u64, scale: Scale) {
             }
         }
     }
-    if let Some(args) = &e.args {
-        if !matches!(e.payload, Payload::Counter(_)) {
+    if let Some(args) = e.args() {
+        if !matches!(payload, Payload::Counter(_)) {
             out.push_str(",\"args\":");
             out.push_str(args);
         }
@@ -244,42 +249,56 @@ mod tests {
 
     #[test]
     fn events_render_as_valid_json() {
+        use super::super::recorder::Kind;
+        let sites = [("", "user_annotation"), ("", "c"), ("ctr", "counter")];
         let events = [
-            Event {
-                name: Name::Step(7),
-                cat: "user_annotation",
+            Stored {
                 ts: 1500,
-                payload: Payload::Complete { dur: 2_000_001 },
-                args: None,
+                val: 2_000_001,
+                text: Some("ProfilerStep#7".into()),
+                site: 0,
+                name_len: 14,
+                kind: Kind::Complete,
             },
-            Event {
-                name: Name::Owned("quote \" and \\".into()),
-                cat: "c",
+            Stored {
                 ts: 1,
-                payload: Payload::Instant,
-                args: Some(r#"{"rank":5}"#.to_string()),
+                val: 0,
+                text: Some(r#"quote " and \{"rank":5}"#.into()),
+                site: 1,
+                name_len: 13,
+                kind: Kind::Instant,
             },
-            Event {
-                name: Name::Static("ctr"),
-                cat: "counter",
+            Stored {
                 ts: 2,
-                payload: Payload::Counter(f64::NAN),
-                args: None,
+                val: f64::NAN.to_bits(),
+                text: None,
+                site: 2,
+                name_len: 0,
+                kind: Kind::Counter,
             },
         ];
         for e in &events {
             let mut s = String::new();
-            render_event(&mut s, e, 3, 99, Scale::identity());
+            render_event(&mut s, e, &sites, 3, 99, Scale::identity());
             let v: serde_json::Value =
                 serde_json::from_str(&s).unwrap_or_else(|x| panic!("{s}: {x}"));
             assert_eq!(v["pid"], 3);
             assert_eq!(v["tid"], 99);
         }
         let mut s = String::new();
-        render_event(&mut s, &events[0], 3, 99, Scale::identity());
+        render_event(&mut s, &events[0], &sites, 3, 99, Scale::identity());
         assert!(
             s.contains(r#""name":"ProfilerStep#7""#) && s.contains(r#""ts":1.500,"dur":2000.001"#),
             "{s}"
         );
+        let mut s = String::new();
+        render_event(&mut s, &events[1], &sites, 3, 99, Scale::identity());
+        assert!(s.contains(r#""name":"quote \" and \\","#), "{s}");
+        assert!(s.contains(r#""args":{"rank":5}"#), "{s}");
+    }
+
+    #[test]
+    fn stored_events_are_small() {
+        assert_eq!(std::mem::size_of::<Stored>(), 48);
     }
 }

@@ -49,7 +49,8 @@ pub(crate) enum Payload {
     Counter(f64),
 }
 
-/// One recorded event.
+/// One event as the recording code describes it (built on the stack and
+/// compacted by [`push`]).
 #[derive(Clone, Debug)]
 pub(crate) struct Event {
     pub name: Name,
@@ -61,9 +62,114 @@ pub(crate) struct Event {
     pub args: Option<String>,
 }
 
+/// One event as stored: 48 bytes, so that fresh memory (page faults) costs
+/// little per event. `(name, cat)` is interned to `site`; a run-time name
+/// and the args share one string (`text`, name first, `name_len` bytes), so
+/// an event allocates at most once.
+#[derive(Clone, Debug)]
+pub(crate) struct Stored {
+    pub ts: u64,
+    /// Duration in ticks (`X`) or the counter value's bits (`C`).
+    pub val: u64,
+    pub text: Option<String>,
+    pub site: u32,
+    /// Length of the run-time name at the start of `text` (0: use the site's).
+    pub name_len: u16,
+    pub kind: Kind,
+}
+
+/// The phase of a stored event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Kind {
+    Complete,
+    Instant,
+    Counter,
+}
+
+impl Stored {
+    /// The run-time name, if the event has one.
+    pub(crate) fn name(&self) -> Option<&str> {
+        let text = self.text.as_deref()?;
+        (self.name_len > 0).then(|| text.get(..usize::from(self.name_len)).unwrap_or(text))
+    }
+
+    /// The args object's text, if any.
+    pub(crate) fn args(&self) -> Option<&str> {
+        let text = self.text.as_deref()?;
+        text.get(usize::from(self.name_len)..).filter(|a| !a.is_empty())
+    }
+
+    /// The event's payload, as it was recorded.
+    pub(crate) fn payload(&self) -> Payload {
+        match self.kind {
+            Kind::Complete => Payload::Complete { dur: self.val },
+            Kind::Instant => Payload::Instant,
+            Kind::Counter => Payload::Counter(f64::from_bits(self.val)),
+        }
+    }
+}
+
+/// Interned `(name, cat)` pairs of this process (static strings, so the
+/// table is bounded by the program's own call sites).
+struct Sites {
+    list: Vec<(&'static str, &'static str)>,
+    index: std::collections::HashMap<(&'static str, &'static str), u32>,
+}
+
+static SITES: Mutex<Option<Sites>> = Mutex::new(None);
+
+fn intern_global(name: &'static str, cat: &'static str) -> u32 {
+    let mut guard = SITES.lock().unwrap_or_else(PoisonError::into_inner);
+    let sites = guard
+        .get_or_insert_with(|| Sites { list: Vec::new(), index: std::collections::HashMap::new() });
+    if let Some(&id) = sites.index.get(&(name, cat)) {
+        return id;
+    }
+    let id = u32::try_from(sites.list.len()).unwrap_or(u32::MAX);
+    sites.list.push((name, cat));
+    sites.index.insert((name, cat), id);
+    id
+}
+
+/// All interned sites, indexed by id (for export).
+pub(crate) fn sites() -> Vec<(&'static str, &'static str)> {
+    SITES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .as_ref()
+        .map_or_else(Vec::new, |s| s.list.clone())
+}
+
+const SITE_CACHE: usize = 64;
+
+/// A thread's direct-mapped cache of site ids, keyed by string identity.
+struct SiteCache {
+    slots: [(usize, usize, usize, usize, u32); SITE_CACHE],
+}
+
+impl SiteCache {
+    fn new() -> SiteCache {
+        SiteCache { slots: [(0, 0, 0, 0, 0); SITE_CACHE] }
+    }
+
+    #[inline]
+    fn get(&mut self, name: &'static str, cat: &'static str) -> u32 {
+        let key = (name.as_ptr() as usize, name.len(), cat.as_ptr() as usize, cat.len());
+        let h = (key.0 >> 3) ^ (key.0 >> 11) ^ (key.2 >> 5) ^ key.1;
+        let slot = &mut self.slots[h % SITE_CACHE];
+        if (slot.0, slot.1, slot.2, slot.3) == key {
+            return slot.4;
+        }
+        let id = intern_global(name, cat);
+        *slot = (key.0, key.1, key.2, key.3, id);
+        id
+    }
+}
+
 /// A fixed-capacity, append-only block of events with one writer.
 struct Chunk {
-    slots: Box<[UnsafeCell<MaybeUninit<Event>>]>,
+    slots: Box<[UnsafeCell<MaybeUninit<Stored>>]>,
     len: AtomicUsize,
 }
 
@@ -71,7 +177,7 @@ struct Chunk {
 // publishing it with a release store; other threads read only slots below a
 // length they loaded with acquire, which are never written again.
 unsafe impl Sync for Chunk {}
-// SAFETY: `Event` is `Send`; the chunk owns its events.
+// SAFETY: `Stored` is `Send`; the chunk owns its events.
 unsafe impl Send for Chunk {}
 
 impl Chunk {
@@ -82,7 +188,7 @@ impl Chunk {
 
     /// Appends if there is room; only the owning thread may call this.
     #[inline]
-    fn push(&self, event: Event) -> Result<(), Event> {
+    fn push(&self, event: Stored) -> Result<(), Stored> {
         let len = self.len.load(Ordering::Relaxed);
         match self.slots.get(len) {
             Some(slot) => {
@@ -97,7 +203,7 @@ impl Chunk {
     }
 
     /// Calls `f` on every published event.
-    fn for_each(&self, f: &mut dyn FnMut(&Event)) {
+    fn for_each(&self, f: &mut dyn FnMut(&Stored)) {
         let len = self.len.load(Ordering::Acquire);
         for slot in &self.slots[..len] {
             // SAFETY: slots below a published length are initialized and
@@ -127,7 +233,7 @@ pub(crate) struct ThreadBuf {
 
 impl ThreadBuf {
     /// Calls `f` on every event recorded so far.
-    pub(crate) fn for_each(&self, f: &mut dyn FnMut(&Event)) {
+    pub(crate) fn for_each(&self, f: &mut dyn FnMut(&Stored)) {
         let chunks = self.chunks.lock().unwrap_or_else(PoisonError::into_inner).clone();
         for chunk in &chunks {
             chunk.for_each(f);
@@ -166,6 +272,7 @@ struct Local {
     rec: Arc<Recorder>,
     buf: Arc<ThreadBuf>,
     chunk: Option<Arc<Chunk>>,
+    sites: SiteCache,
 }
 
 thread_local! {
@@ -304,7 +411,7 @@ fn with_local<R>(f: impl FnOnce(&mut Local) -> R) -> Option<R> {
 fn refresh() -> Option<Local> {
     let rec = CURRENT.lock().unwrap_or_else(PoisonError::into_inner).clone()?;
     let buf = rec.register();
-    Some(Local { gen: rec.gen, rec, buf, chunk: None })
+    Some(Local { gen: rec.gen, rec, buf, chunk: None, sites: SiteCache::new() })
 }
 
 /// Whether events are being kept right now (a session is active and the
@@ -318,6 +425,7 @@ pub(crate) fn is_recording() -> bool {
 #[inline]
 pub(crate) fn push(event: Event) {
     with_local(|l| {
+        let event = compact(l, event);
         if let Some(chunk) = &l.chunk {
             match chunk.push(event) {
                 Ok(()) => {}
@@ -329,8 +437,39 @@ pub(crate) fn push(event: Event) {
     });
 }
 
+/// Turns an event into its stored form, interning `(name, cat)`.
+#[inline]
+fn compact(l: &mut Local, e: Event) -> Stored {
+    let (kind, val) = match e.payload {
+        Payload::Complete { dur } => (Kind::Complete, dur),
+        Payload::Instant => (Kind::Instant, 0),
+        Payload::Counter(v) => (Kind::Counter, v.to_bits()),
+    };
+    let (name, owned) = match e.name {
+        Name::Static(s) => (s, None),
+        Name::Owned(s) => ("", Some(s.into_string())),
+        Name::Step(n) => ("", Some(format!("ProfilerStep#{n}"))),
+    };
+    let (text, name_len) = match (owned, e.args) {
+        (None, args) => (args, 0),
+        (Some(mut name), args) => {
+            let mut cut = name.len().min(usize::from(u16::MAX));
+            while !name.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            name.truncate(cut);
+            let len = u16::try_from(cut).unwrap_or(u16::MAX);
+            if let Some(args) = args {
+                name.push_str(&args);
+            }
+            (Some(name), len)
+        }
+    };
+    Stored { ts: e.ts, val, text, site: l.sites.get(name, e.cat), name_len, kind }
+}
+
 #[cold]
-fn push_slow(l: &mut Local, event: Event) {
+fn push_slow(l: &mut Local, event: Stored) {
     let capacity = l.rec.reserve();
     if capacity == 0 {
         l.chunk = None;
