@@ -137,6 +137,15 @@ fn tracing_layer_records_spans_with_fields_and_events() {
             tracing::info!(mean_us = 1.5, "measured");
         }
         tune.record("best", 2);
+        // Only an empty field at creation, filled in later.
+        let late = tracing::info_span!("late", result = tracing::field::Empty);
+        late.record("result", "ok");
+        drop(late);
+        // Created on one thread, closed on another. (No parent: the other
+        // thread has no default subscriber here, so it could not release a
+        // parent reference; with a global subscriber that is no issue.)
+        let moved = tracing::info_span!(parent: None, "moved", n = 1_u64);
+        std::thread::spawn(move || drop(moved)).join().unwrap();
         let blob = "y".repeat(5000);
         drop(tracing::info_span!("big", blob = %blob, keep = 1_u64));
     });
@@ -151,6 +160,11 @@ fn tracing_layer_records_spans_with_fields_and_events() {
     let tactics: Vec<_> = measures.iter().map(|m| m["args"]["tactic"].as_i64().unwrap()).collect();
     assert_eq!(tactics, vec![0, 1, 2]);
     assert_eq!(measures[0]["args"]["runner"], "tiled");
+    assert_eq!(named(&doc, "late")[0]["args"], serde_json::json!({"result": "ok"}));
+    let moved = named(&doc, "moved");
+    assert_eq!(moved.len(), 1, "a span closed on another thread is recorded");
+    assert_eq!(moved[0]["args"]["n"], 1);
+    assert_ne!(moved[0]["tid"], tune[0]["tid"], "recorded on the closing thread");
     // An oversized field is left out; the event and its other fields stay.
     assert_eq!(named(&doc, "big")[0]["args"], serde_json::json!({"keep": 1}));
     let ev = named(&doc, "measured");

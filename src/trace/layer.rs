@@ -2,23 +2,25 @@
 //!
 //! Spans become complete (`X`) events from creation to close, named after the
 //! span, with the span's target as category and its fields (including ones
-//! recorded later) as `args`. Events (`info!` …) become instants named by
+//! recorded later) as `args`. Open spans are kept in the creating thread's
+//! table in the recorder (not in the Registry's extensions, which box every
+//! value and take two span look-ups), found from any thread at close; so the
+//! Layer works on any subscriber, not only a `Registry`. Events (`info!` …) become instants named by
 //! their message. Spans that start while the session is not recording (no
 //! session, or outside the iteration window) are not recorded at all and
 //! cost one check. This module owns only the translation from `tracing`.
 
 use super::api::{close_object, push_json_str};
 use super::clock;
-use super::recorder::{self, Event, Name, Payload};
+use super::recorder::{self, Event, Name, OpenSpan, Payload};
 use std::fmt::{self, Write as _};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::Subscriber;
 use tracing_subscriber::layer::Context;
-use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
-/// The Layer; add it to a `tracing_subscriber::Registry`-based subscriber.
+/// The Layer; add it to a subscriber (e.g. `tracing_subscriber::registry()`).
 /// It records only while a [`super::TraceSession`] is active.
 ///
 /// ```
@@ -34,12 +36,6 @@ pub struct TraceLayer {
 /// The Layer that feeds the active trace session (see [`TraceLayer`]).
 pub fn layer() -> TraceLayer {
     TraceLayer { _private: () }
-}
-
-/// Stored in a span's extensions while it is open.
-struct Open {
-    start: u64,
-    args: String,
 }
 
 /// Collects fields as the inside of a JSON object (`"k":v,...`).
@@ -125,34 +121,44 @@ fn finish(args: String) -> Option<String> {
     (args.len() > 1).then(|| close_object(args))
 }
 
-impl<S> Layer<S> for TraceLayer
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+impl<S: Subscriber> Layer<S> for TraceLayer {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
         if !recorder::is_recording() {
             return;
         }
-        let Some(span) = ctx.span(id) else { return };
         let mut args = String::new();
         if !attrs.fields().is_empty() {
             args.reserve(64);
             args.push('{');
             attrs.record(&mut Fields { out: &mut args, message: None });
         }
-        span.extensions_mut().insert(Open { start: clock::now(), args });
+        let meta = attrs.metadata();
+        let span = OpenSpan { start: clock::now(), name: meta.name(), cat: meta.target(), args };
+        recorder::open_span(id.into_u64(), span);
     }
 
-    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(id) else { return };
-        let mut ext = span.extensions_mut();
-        if let Some(open) = ext.get_mut::<Open>() {
-            if open.args.is_empty() {
-                open.args.reserve(64);
-                open.args.push('{');
-            }
-            values.record(&mut Fields { out: &mut open.args, message: None });
+    fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
+        // Format outside the table's lock (a Debug impl may use tracing).
+        let mut more = String::from("{");
+        values.record(&mut Fields { out: &mut more, message: None });
+        if more.len() <= 1 {
+            return;
         }
+        let key = id.into_u64();
+        recorder::with_open_span(key, |open| {
+            if let Some(span) = open.get_mut(&key) {
+                if span.args.is_empty() {
+                    span.args.push('{');
+                }
+                let comma = usize::from(span.args.len() > 1);
+                if span.args.len() + comma + more.len() <= MAX_ARGS_BYTES {
+                    if comma == 1 {
+                        span.args.push(',');
+                    }
+                    span.args.push_str(&more[1..]);
+                }
+            }
+        });
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
@@ -178,17 +184,16 @@ where
         });
     }
 
-    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(&id) else { return };
-        let Some(open) = span.extensions_mut().remove::<Open>() else { return };
-        let end = clock::now();
-        let meta = span.metadata();
-        recorder::push(Event {
-            name: Name::Static(meta.name()),
-            cat: meta.target(),
-            ts: open.start,
-            payload: Payload::Complete { dur: end.saturating_sub(open.start) },
-            args: finish(open.args),
+    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
+        recorder::close_span(id.into_u64(), |open| {
+            let end = clock::now();
+            Event {
+                name: Name::Static(open.name),
+                cat: open.cat,
+                ts: open.start,
+                payload: Payload::Complete { dur: end.saturating_sub(open.start) },
+                args: finish(open.args),
+            }
         });
     }
 }

@@ -20,6 +20,8 @@
 use super::clock;
 use super::window::IterWindow;
 use std::cell::{RefCell, UnsafeCell};
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -223,12 +225,44 @@ impl Drop for Chunk {
     }
 }
 
+/// A `tracing` span that is open (created, not yet closed).
+pub(crate) struct OpenSpan {
+    pub start: u64,
+    pub name: &'static str,
+    pub cat: &'static str,
+    /// Open JSON object text (`{"k":v,...` without the `}`), or empty.
+    pub args: String,
+}
+
+/// Hashes span ids (already unique integers) with one multiply.
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type OpenMap = HashMap<u64, OpenSpan, BuildHasherDefault<IdHasher>>;
+
 /// One thread's events in one session.
 pub(crate) struct ThreadBuf {
     pub tid: u64,
     pub name: Mutex<String>,
     chunks: Mutex<Vec<Arc<Chunk>>>,
     dropped: AtomicU64,
+    /// `tracing` spans opened on this thread and not closed yet. Only this
+    /// thread touches it, except when a span closes on another thread.
+    open: Mutex<OpenMap>,
 }
 
 impl ThreadBuf {
@@ -314,6 +348,7 @@ impl Recorder {
     pub(crate) fn clear(&self) {
         for buf in self.threads.lock().unwrap_or_else(PoisonError::into_inner).iter() {
             buf.chunks.lock().unwrap_or_else(PoisonError::into_inner).clear();
+            buf.open.lock().unwrap_or_else(PoisonError::into_inner).clear();
         }
     }
 
@@ -371,6 +406,7 @@ impl Recorder {
             name: Mutex::new(name),
             chunks: Mutex::new(Vec::new()),
             dropped: AtomicU64::new(0),
+            open: Mutex::new(OpenMap::default()),
         });
         self.threads.lock().unwrap_or_else(PoisonError::into_inner).push(Arc::clone(&buf));
         buf
@@ -424,17 +460,20 @@ pub(crate) fn is_recording() -> bool {
 /// Stores `event` in this thread's buffer of the active session.
 #[inline]
 pub(crate) fn push(event: Event) {
-    with_local(|l| {
-        let event = compact(l, event);
-        if let Some(chunk) = &l.chunk {
-            match chunk.push(event) {
-                Ok(()) => {}
-                Err(back) => push_slow(l, back),
-            }
-        } else {
-            push_slow(l, event);
+    with_local(|l| store(l, event));
+}
+
+#[inline]
+fn store(l: &mut Local, event: Event) {
+    let event = compact(l, event);
+    if let Some(chunk) = &l.chunk {
+        match chunk.push(event) {
+            Ok(()) => {}
+            Err(back) => push_slow(l, back),
         }
-    });
+    } else {
+        push_slow(l, event);
+    }
 }
 
 /// Turns an event into its stored form, interning `(name, cat)`.
@@ -481,6 +520,51 @@ fn push_slow(l: &mut Local, event: Stored) {
     let _ = chunk.push(event);
     l.buf.chunks.lock().unwrap_or_else(PoisonError::into_inner).push(Arc::clone(&chunk));
     l.chunk = Some(chunk);
+}
+
+/// Remembers an open `tracing` span (in this thread's table).
+pub(crate) fn open_span(id: u64, span: OpenSpan) {
+    with_local(|l| {
+        l.buf.open.lock().unwrap_or_else(PoisonError::into_inner).insert(id, span);
+    });
+}
+
+/// Runs `f` on open span `id`, looking in this thread's table first and then
+/// in the other threads' (a span may be used on another thread than the
+/// one that created it). Returns `None` if the span is not known.
+pub(crate) fn with_open_span<R>(id: u64, f: impl FnOnce(&mut OpenMap) -> R) -> Option<R> {
+    with_local(|l| {
+        let mut f = Some(f);
+        let mut run = |buf: &ThreadBuf| {
+            let mut open = buf.open.lock().unwrap_or_else(PoisonError::into_inner);
+            if open.contains_key(&id) {
+                f.take().map(|f| f(&mut open))
+            } else {
+                None
+            }
+        };
+        if let Some(r) = run(&l.buf) {
+            return Some(r);
+        }
+        let others = l.rec.threads();
+        others.iter().filter(|b| !Arc::ptr_eq(b, &l.buf)).find_map(|b| run(b))
+    })
+    .flatten()
+}
+
+/// Closes open span `id` (wherever it was opened) and records it as a
+/// complete event ending at `end`, with `make` building the event.
+pub(crate) fn close_span(id: u64, make: impl FnOnce(OpenSpan) -> Event) {
+    with_local(|l| {
+        let take =
+            |buf: &ThreadBuf| buf.open.lock().unwrap_or_else(PoisonError::into_inner).remove(&id);
+        let open = take(&l.buf).or_else(|| {
+            l.rec.threads().iter().filter(|b| !Arc::ptr_eq(b, &l.buf)).find_map(|b| take(b))
+        });
+        if let Some(open) = open {
+            store(l, make(open));
+        }
+    });
 }
 
 /// Renames the calling thread in the active session's trace.
