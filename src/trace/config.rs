@@ -63,6 +63,40 @@ impl TraceConfig {
         Self::from_env_with(|name| std::env::var(name).ok())
     }
 
+    /// For a CLI: `path` (e.g. `--trace PATH`) wins over `RANKTUNE_TRACE`;
+    /// the other settings still come from the environment. `Ok(None)` when
+    /// neither gives a path.
+    pub fn from_env_or(path: Option<PathBuf>) -> Result<Option<TraceConfig>, TraceError> {
+        let all = PATH_VARS.iter().chain(&WINDOW_VARS).chain([&MAX_EVENTS_VAR, &SIGNALS_VAR]);
+        for var in all {
+            if let Err(std::env::VarError::NotUnicode(_)) = std::env::var(var) {
+                return Err(TraceError::EnvNotUnicode { var: var.to_string() });
+            }
+        }
+        Self::from_env_or_with(path, |name| std::env::var(name).ok())
+    }
+
+    /// Like [`TraceConfig::from_env_or`], reading variables through `env`.
+    pub fn from_env_or_with(
+        path: Option<PathBuf>,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<TraceConfig>, TraceError> {
+        match path {
+            None => Self::from_env_with(env),
+            Some(path) => {
+                // Read the other settings as if the path variable were set.
+                let from_env = Self::from_env_with(|name| {
+                    if PATH_VARS.contains(&name) {
+                        Some("-".to_string())
+                    } else {
+                        env(name)
+                    }
+                })?;
+                Ok(from_env.map(|cfg| TraceConfig { path: path.clone(), ..cfg }))
+            }
+        }
+    }
+
     /// Like [`TraceConfig::from_env`], reading variables through `env`.
     pub fn from_env_with(
         env: impl Fn(&str) -> Option<String>,
@@ -130,6 +164,29 @@ mod tests {
         assert_eq!(c.window.unwrap().to_string(), "7");
         let c = cfg(&[("TLLM_TORCH_PROFILE_TRACE", "b.json")]).unwrap().unwrap();
         assert_eq!(c, TraceConfig::new("b.json"));
+    }
+
+    #[test]
+    fn cli_path_wins_and_env_settings_still_apply() {
+        let map: HashMap<String, String> = [
+            ("RANKTUNE_TRACE", "env.json"),
+            ("RANKTUNE_PROFILE_ITERS", "3-4"),
+            ("RANKTUNE_TRACE_MAX_EVENTS", "77"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let c = TraceConfig::from_env_or_with(Some("cli.json".into()), |n| map.get(n).cloned())
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.path, PathBuf::from("cli.json"));
+        assert_eq!((c.window.unwrap().to_string(), c.max_events), ("3-4".to_string(), 77));
+        let c = TraceConfig::from_env_or_with(None, |n| map.get(n).cloned()).unwrap().unwrap();
+        assert_eq!(c.path, PathBuf::from("env.json"));
+        let none = TraceConfig::from_env_or_with(None, |_| None).unwrap();
+        assert_eq!(none, None);
+        let c = TraceConfig::from_env_or_with(Some("x/".into()), |_| None).unwrap().unwrap();
+        assert_eq!(c, TraceConfig::new("x/"));
     }
 
     #[test]
