@@ -7,6 +7,7 @@
 pub mod document;
 pub mod entry;
 pub mod error;
+pub mod memory;
 pub mod store;
 
 pub use document::{CacheData, Metadata};

@@ -1,0 +1,118 @@
+//! Per-op tuning configuration: dynamic dims, constraints, the token clamp,
+//! and how a call's shapes become a [`BucketKey`] (and the reverse: the
+//! profiles to tune).
+//!
+//! Owns shape → key. [`TuningConfig::key_of`] runs on the hot path and must
+//! never allocate or log.
+
+use super::bucket::{Constraint, DynamicDim};
+use super::key::BucketKey;
+use super::runner::TuneInputs;
+
+/// The default clamp for dynamic dims (TensorRT-LLM's `tune_max_num_tokens`).
+pub const DEFAULT_MAX_TOKENS: u64 = 8192;
+
+/// How an op's input shapes are bucketed.
+///
+/// Dims not named in `dynamic` or `constraints` are static: kept as they are.
+#[derive(Clone, Debug)]
+pub struct TuningConfig {
+    /// Bucketed dims.
+    pub dynamic: Vec<DynamicDim>,
+    /// Dims derived from the bucketed ones, applied in order after them.
+    pub constraints: Vec<Constraint>,
+    /// Dynamic values are clamped to this before mapping, and no bucket above
+    /// it is generated.
+    pub max_tokens: u64,
+}
+
+impl Default for TuningConfig {
+    fn default() -> Self {
+        TuningConfig {
+            dynamic: Vec::new(),
+            constraints: Vec::new(),
+            max_tokens: DEFAULT_MAX_TOKENS,
+        }
+    }
+}
+
+impl TuningConfig {
+    /// A config with these dynamic dims and the default clamp.
+    pub fn new(dynamic: Vec<DynamicDim>) -> Self {
+        TuningConfig { dynamic, ..Default::default() }
+    }
+
+    /// Adds a constraint.
+    pub fn with_constraint(mut self, c: Constraint) -> Self {
+        self.constraints.push(c);
+        self
+    }
+
+    /// Sets the clamp.
+    pub fn with_max_tokens(mut self, max: u64) -> Self {
+        self.max_tokens = max.max(1);
+        self
+    }
+
+    /// Maps raw shapes (already in `key`) to their bucket, in place.
+    #[inline]
+    pub fn bucketize(&self, key: &mut BucketKey) -> bool {
+        for d in &self.dynamic {
+            let v = key.dim(d.input, d.dim).min(self.max_tokens);
+            if !key.set(d.input, d.dim, d.map.map(v)) {
+                return false;
+            }
+        }
+        for c in &self.constraints {
+            let v = (c.derive)(key);
+            if !key.set(c.input, c.dim, v) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The bucket key of a call. `None` when the shapes exceed the key limits
+    /// or do not have the dims the config names. Never allocates.
+    #[inline]
+    pub fn key_of<I: TuneInputs>(&self, inputs: &I) -> Option<BucketKey> {
+        let mut key = BucketKey::default();
+        for i in 0..inputs.num_inputs() {
+            if !key.push_input(inputs.shape(i).iter().map(|&d| d as u64)) {
+                return None;
+            }
+        }
+        self.bucketize(&mut key).then_some(key)
+    }
+
+    /// Every profile to tune: the product of the dynamic dims' buckets, with
+    /// static dims taken from `base` and constraints applied.
+    pub fn profiles(&self, base: &[Vec<u64>]) -> Vec<BucketKey> {
+        let Some(base) = BucketKey::from_nested(base) else {
+            return Vec::new();
+        };
+        let lists: Vec<Vec<u64>> =
+            self.dynamic.iter().map(|d| d.gen.generate(self.max_tokens)).collect();
+        let mut out = vec![base];
+        for (d, list) in self.dynamic.iter().zip(&lists) {
+            let mut next = Vec::with_capacity(out.len() * list.len());
+            for k in &out {
+                for &b in list {
+                    let mut k2 = *k;
+                    if k2.set(d.input, d.dim, b) {
+                        next.push(k2);
+                    }
+                }
+            }
+            out = next;
+        }
+        for k in &mut out {
+            for c in &self.constraints {
+                let v = (c.derive)(k);
+                k.set(c.input, c.dim, v);
+            }
+        }
+        out.dedup();
+        out
+    }
+}
