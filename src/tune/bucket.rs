@@ -115,6 +115,8 @@ pub struct DynamicDim {
     pub gen: BucketGen,
     /// Runtime value → bucket.
     pub map: BucketMap,
+    /// This dim's own clamp; `None` uses the config's `max_tokens`.
+    pub max: Option<u64>,
 }
 
 impl DynamicDim {
@@ -125,6 +127,7 @@ impl DynamicDim {
             dim,
             gen: BucketGen::PowersOfTwo { min: 1 },
             map: BucketMap::LastPowerOfTwo,
+            max: None,
         }
     }
 
@@ -138,6 +141,7 @@ impl DynamicDim {
             dim,
             gen: BucketGen::Explicit(list.clone()),
             map: BucketMap::FloorIn(list.into()),
+            max: None,
         }
     }
 
@@ -153,7 +157,14 @@ impl DynamicDim {
             dim,
             gen: BucketGen::Custom(Arc::new(gen)),
             map: BucketMap::Custom(Arc::new(map)),
+            max: None,
         }
+    }
+
+    /// Gives this dim its own clamp instead of the config's `max_tokens`.
+    pub fn with_max(mut self, max: u64) -> Self {
+        self.max = Some(max.max(1));
+        self
     }
 }
 

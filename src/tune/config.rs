@@ -22,7 +22,7 @@ pub struct TuningConfig {
     /// Dims derived from the bucketed ones, applied in order after them.
     pub constraints: Vec<Constraint>,
     /// Dynamic values are clamped to this before mapping, and no bucket above
-    /// it is generated.
+    /// it is generated (unless the dim has its own `max`).
     pub max_tokens: u64,
 }
 
@@ -58,7 +58,7 @@ impl TuningConfig {
     #[inline]
     pub fn bucketize(&self, key: &mut BucketKey) -> bool {
         for d in &self.dynamic {
-            let v = key.dim(d.input, d.dim).min(self.max_tokens);
+            let v = key.dim(d.input, d.dim).min(d.max.unwrap_or(self.max_tokens));
             if !key.set(d.input, d.dim, d.map.map(v)) {
                 return false;
             }
@@ -92,7 +92,7 @@ impl TuningConfig {
             return Vec::new();
         };
         let lists: Vec<Vec<u64>> =
-            self.dynamic.iter().map(|d| d.gen.generate(self.max_tokens)).collect();
+            self.dynamic.iter().map(|d| d.gen.generate(d.max.unwrap_or(self.max_tokens))).collect();
         let mut out = vec![base];
         for (d, list) in self.dynamic.iter().zip(&lists) {
             let mut next = Vec::with_capacity(out.len() * list.len());

@@ -612,7 +612,7 @@ impl Tuner {
                     let err = match res {
                         Ok(Ok(())) => continue,
                         Ok(Err(e)) => e.0,
-                        Err(p) => format!("panicked: {}", panic_message(&p)),
+                        Err(p) => format!("panicked: {}", panic_message(&*p)),
                     };
                     // The inputs may be half-written: rebuild them for the next one.
                     io = None;
