@@ -81,6 +81,7 @@ impl fmt::Debug for BucketMap {
 }
 
 /// The last power of two `<= v` (1 for 0 and 1).
+#[inline]
 pub fn last_power_of_two(v: u64) -> u64 {
     if v <= 1 {
         1
@@ -168,6 +169,31 @@ impl DynamicDim {
     }
 }
 
+/// How a constrained dim is computed from the bucketed shapes.
+#[derive(Clone)]
+pub enum Derive {
+    /// Equal to `inputs[input].shape[dim]`.
+    SameAs {
+        /// Which input.
+        input: usize,
+        /// Which dim of it.
+        dim: usize,
+    },
+    /// A user function; must not allocate (it runs on the hot path).
+    Fn(Arc<dyn Fn(&BucketKey) -> u64 + Send + Sync>),
+}
+
+impl Derive {
+    /// The derived value.
+    #[inline]
+    pub fn value(&self, key: &BucketKey) -> u64 {
+        match self {
+            Derive::SameAs { input, dim } => key.dim(*input, *dim),
+            Derive::Fn(f) => f(key),
+        }
+    }
+}
+
 /// A dim derived from the (bucketed) others, e.g. `out.rows = a.rows`.
 #[derive(Clone)]
 pub struct Constraint {
@@ -175,8 +201,8 @@ pub struct Constraint {
     pub input: usize,
     /// Which dim of it.
     pub dim: usize,
-    /// Computes the dim from the bucketed shapes; must not allocate.
-    pub derive: Arc<dyn Fn(&BucketKey) -> u64 + Send + Sync>,
+    /// How it is computed.
+    pub derive: Derive,
 }
 
 impl fmt::Debug for Constraint {
@@ -186,17 +212,17 @@ impl fmt::Debug for Constraint {
 }
 
 impl Constraint {
-    /// `inputs[input].shape[dim]` is computed by `derive`.
+    /// `inputs[input].shape[dim]` is computed by `derive` (which must not allocate).
     pub fn new(
         input: usize,
         dim: usize,
         derive: impl Fn(&BucketKey) -> u64 + Send + Sync + 'static,
     ) -> Self {
-        Constraint { input, dim, derive: Arc::new(derive) }
+        Constraint { input, dim, derive: Derive::Fn(Arc::new(derive)) }
     }
 
     /// `inputs[input].shape[dim]` equals `inputs[from_input].shape[from_dim]`.
     pub fn same_as(input: usize, dim: usize, from_input: usize, from_dim: usize) -> Self {
-        Self::new(input, dim, move |k| k.dim(from_input, from_dim))
+        Constraint { input, dim, derive: Derive::SameAs { input: from_input, dim: from_dim } }
     }
 }

@@ -58,31 +58,39 @@ impl TuningConfig {
     #[inline]
     pub fn bucketize(&self, key: &mut BucketKey) -> bool {
         for d in &self.dynamic {
-            let v = key.dim(d.input, d.dim).min(d.max.unwrap_or(self.max_tokens));
-            if !key.set(d.input, d.dim, d.map.map(v)) {
+            let Some(p) = key.pos(d.input, d.dim) else {
                 return false;
-            }
+            };
+            let v = key.at(p).min(d.max.unwrap_or(self.max_tokens));
+            key.set_at(p, d.map.map(v));
         }
         for c in &self.constraints {
-            let v = (c.derive)(key);
-            if !key.set(c.input, c.dim, v) {
+            let Some(p) = key.pos(c.input, c.dim) else {
                 return false;
-            }
+            };
+            let v = c.derive.value(key);
+            key.set_at(p, v);
         }
         true
     }
 
     /// The bucket key of a call. `None` when the shapes exceed the key limits
     /// or do not have the dims the config names. Never allocates.
-    #[inline]
     pub fn key_of<I: TuneInputs>(&self, inputs: &I) -> Option<BucketKey> {
         let mut key = BucketKey::default();
+        self.key_into(inputs, &mut key).then_some(key)
+    }
+
+    /// Like [`key_of`](Self::key_of), writing into `key` (which must be
+    /// empty) so the hot path never moves the key around. `false`: no key.
+    #[inline]
+    pub fn key_into<I: TuneInputs>(&self, inputs: &I, key: &mut BucketKey) -> bool {
         for i in 0..inputs.num_inputs() {
-            if !key.push_input(inputs.shape(i).iter().map(|&d| d as u64)) {
-                return None;
+            if !key.push_dims(inputs.shape(i)) {
+                return false;
             }
         }
-        self.bucketize(&mut key).then_some(key)
+        self.bucketize(key)
     }
 
     /// Every profile to tune: the product of the dynamic dims' buckets, with
@@ -108,7 +116,7 @@ impl TuningConfig {
         }
         for k in &mut out {
             for c in &self.constraints {
-                let v = (c.derive)(k);
+                let v = c.derive.value(k);
                 k.set(c.input, c.dim, v);
             }
         }

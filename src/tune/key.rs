@@ -7,13 +7,13 @@
 /// Most inputs an op may have.
 pub const MAX_INPUTS: usize = 8;
 /// Most dims over all inputs of an op.
-pub const MAX_DIMS: usize = 24;
+pub const MAX_DIMS: usize = 16;
 
 /// The bucketed shapes of one op call: for each input, its dims.
 ///
 /// A plain `Copy` value: building, hashing and comparing it never allocates.
-/// Unused slots are zero, so the derived equality is exact.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Equality looks at the used dims only.
+#[derive(Clone, Copy, Debug)]
 pub struct BucketKey {
     dims: [u64; MAX_DIMS],
     ends: [u8; MAX_INPUTS],
@@ -21,12 +21,68 @@ pub struct BucketKey {
 }
 
 impl Default for BucketKey {
+    #[inline]
     fn default() -> Self {
         BucketKey { dims: [0; MAX_DIMS], ends: [0; MAX_INPUTS], inputs: 0 }
     }
 }
 
+impl PartialEq for BucketKey {
+    #[inline]
+    fn eq(&self, other: &Self) -> bool {
+        self.inputs == other.inputs
+            && self.ends == other.ends
+            && self.dims[..self.used()].iter().zip(&other.dims[..other.used()]).all(|(a, b)| a == b)
+    }
+}
+
+impl Eq for BucketKey {}
+
+impl std::hash::Hash for BucketKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash_with(0));
+    }
+}
+
 impl BucketKey {
+    #[inline]
+    fn used(&self) -> usize {
+        if self.inputs == 0 {
+            0
+        } else {
+            self.ends[self.inputs as usize - 1] as usize
+        }
+    }
+
+    /// Appends one input's shape given as `usize` dims (the hot path's form);
+    /// `false` when the limits are exceeded.
+    #[inline]
+    pub fn push_dims(&mut self, shape: &[usize]) -> bool {
+        let i = self.inputs as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        let end = start + shape.len();
+        if i >= MAX_INPUTS || end > MAX_DIMS {
+            return false;
+        }
+        for (slot, d) in self.dims[start..end].iter_mut().zip(shape) {
+            *slot = *d as u64;
+        }
+        self.ends[i] = end as u8;
+        self.inputs += 1;
+        true
+    }
+
+    /// Flat position of `inputs[input].shape[dim]`.
+    #[inline]
+    pub(crate) fn pos(&self, input: usize, dim: usize) -> Option<usize> {
+        if input >= self.inputs as usize || input >= MAX_INPUTS {
+            return None;
+        }
+        let start = if input == 0 { 0 } else { self.ends[input - 1] as usize };
+        let p = start + dim;
+        (p < self.ends[input] as usize).then_some(p)
+    }
+
     /// Appends one input's shape; `false` when the limits are exceeded.
     #[inline]
     pub fn push_input(&mut self, shape: impl IntoIterator<Item = u64>) -> bool {
@@ -73,25 +129,37 @@ impl BucketKey {
         &self.dims[start..self.ends[input] as usize]
     }
 
+    #[inline]
+    pub(crate) fn at(&self, p: usize) -> u64 {
+        self.dims.get(p).copied().unwrap_or(0)
+    }
+
+    #[inline]
+    pub(crate) fn set_at(&mut self, p: usize, v: u64) {
+        if let Some(d) = self.dims.get_mut(p) {
+            *d = v;
+        }
+    }
+
     /// `inputs[input].shape[dim]`, or 0 when out of range.
     #[inline]
     pub fn dim(&self, input: usize, dim: usize) -> u64 {
-        self.input(input).get(dim).copied().unwrap_or(0)
+        match self.pos(input, dim) {
+            Some(p) => self.dims[p],
+            None => 0,
+        }
     }
 
     /// Sets `inputs[input].shape[dim]`; `false` when out of range.
     #[inline]
     pub fn set(&mut self, input: usize, dim: usize, value: u64) -> bool {
-        if input >= self.inputs as usize {
-            return false;
+        match self.pos(input, dim) {
+            Some(p) => {
+                self.dims[p] = value;
+                true
+            }
+            None => false,
         }
-        let start = if input == 0 { 0 } else { self.ends[input - 1] as usize };
-        let end = self.ends[input] as usize;
-        if start + dim >= end {
-            return false;
-        }
-        self.dims[start + dim] = value;
-        true
     }
 
     /// The nested form stored in cache keys.
@@ -101,19 +169,27 @@ impl BucketKey {
 
     /// A well-mixed 64-bit hash of `(op_id, self)`. Not stable across
     /// library versions; only used in memory.
-    #[inline]
+    #[inline(always)]
     pub fn hash_with(&self, op_id: u64) -> u64 {
-        const K: u64 = 0x9e37_79b9_7f4a_7c15;
-        let used = if self.inputs == 0 { 0 } else { self.ends[self.inputs as usize - 1] as usize };
-        let mut h = op_id ^ u64::from_le_bytes(self.ends).wrapping_mul(K);
-        for d in &self.dims[..used] {
-            h = (h.rotate_left(5) ^ *d).wrapping_mul(K);
+        // foldhash-style: one 64×64→128 folded multiply per two dims.
+        #[inline(always)]
+        fn fold(a: u64, b: u64) -> u64 {
+            let m = u128::from(a) * u128::from(b);
+            (m as u64) ^ ((m >> 64) as u64)
         }
-        // splitmix64 finalizer
-        h ^= h >> 30;
-        h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        h ^= h >> 27;
-        h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
-        h ^ (h >> 31)
+        const K0: u64 = 0x243f_6a88_85a3_08d3;
+        const K1: u64 = 0x1319_8a2e_0370_7344;
+        const K2: u64 = 0xa409_3822_299f_31d0;
+        let mut h = fold(op_id ^ K0, u64::from_le_bytes(self.ends) ^ K1);
+        let used = self.used();
+        let mut i = 0;
+        while i + 1 < used {
+            h = fold(self.dims[i] ^ h, self.dims[i + 1] ^ K1);
+            i += 2;
+        }
+        if i < used {
+            h = fold(self.dims[i] ^ h, K2);
+        }
+        fold(h ^ K2, K0)
     }
 }

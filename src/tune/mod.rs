@@ -48,7 +48,7 @@ pub mod runner;
 pub mod session;
 pub mod tuner;
 
-pub use bucket::{last_power_of_two, BucketGen, BucketMap, Constraint, DynamicDim};
+pub use bucket::{last_power_of_two, BucketGen, BucketMap, Constraint, Derive, DynamicDim};
 pub use config::{TuningConfig, DEFAULT_MAX_TOKENS};
 pub use decide::{decide, DEFAULT_TIE_TOLERANCE};
 pub use key::BucketKey;

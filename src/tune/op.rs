@@ -121,6 +121,7 @@ impl<I: TuneInputs> Op<I> {
     }
 
     /// The bucketing config.
+    #[inline]
     pub fn config(&self) -> &TuningConfig {
         &self.config
     }
@@ -131,11 +132,13 @@ impl<I: TuneInputs> Op<I> {
     }
 
     /// In-memory id (hash of name and checksum).
+    #[inline]
     pub fn id(&self) -> u64 {
         self.id
     }
 
     /// The bucket key of a call (see [`TuningConfig::key_of`]).
+    #[inline]
     pub fn key_of(&self, inputs: &I) -> Option<BucketKey> {
         self.config.key_of(inputs)
     }

@@ -191,11 +191,11 @@ enum SlotKind {
 #[derive(Clone, Copy)]
 struct Slot {
     op_id: u64,
-    key: BucketKey,
     runner: u32,
     tactic: u32,
     op_slot: u32,
     kind: SlotKind,
+    key: BucketKey,
 }
 
 /// Keys are already well mixed: hash them as themselves.
@@ -363,9 +363,11 @@ impl Tuner {
     /// synthetic inputs of the bucket's shape and the best is stored.
     #[inline]
     pub fn choose_one<I: TuneInputs>(&self, op: &Op<I>, inputs: &I) -> Choice {
-        match op.key_of(inputs) {
-            Some(key) => self.choose_for_key(op, &key),
-            None => self.unkeyable(op),
+        let mut key = BucketKey::default();
+        if op.config().key_into(inputs, &mut key) {
+            self.choose_for_key(op, &key)
+        } else {
+            self.unkeyable(op)
         }
     }
 
@@ -396,21 +398,11 @@ impl Tuner {
         LOCAL
             .try_with(|cell| {
                 let mut locals = cell.try_borrow_mut().ok()?;
-                let idx = match locals.iter().position(|l| l.uid == self.uid) {
-                    Some(i) => i,
-                    None => {
-                        if locals.len() >= LOCAL_SLOTS {
-                            locals.remove(0);
-                        }
-                        locals.push(self.fresh_local(None));
-                        locals.len() - 1
-                    }
-                };
-                if locals[idx].generation != generation {
-                    let old = Arc::clone(&locals[idx].counters);
-                    locals[idx] = self.fresh_local(Some(old));
+                // Most recently used tuner first: usually one comparison.
+                if !matches!(locals.first(), Some(l) if l.uid == self.uid && l.generation == generation) {
+                    self.local_slow(&mut locals, generation);
                 }
-                let local = &locals[idx];
+                let local = locals.first()?;
                 let slot = local.snap.get(&h)?;
                 if slot.op_id != op_id || slot.key != *key {
                     return None;
@@ -419,11 +411,7 @@ impl Tuner {
                 match slot.kind {
                     SlotKind::Hit => {
                         bump(local.counters.hits.get(i));
-                        Some(Choice {
-                            runner: slot.runner,
-                            tactic: slot.tactic,
-                            source: Source::Cache,
-                        })
+                        Some(Choice { runner: slot.runner, tactic: slot.tactic, source: Source::Cache })
                     }
                     SlotKind::Fallback if self.tuning.load(Ordering::Relaxed) => None,
                     SlotKind::Fallback | SlotKind::Failed => {
@@ -434,6 +422,26 @@ impl Tuner {
             })
             .ok()
             .flatten()
+    }
+
+    /// Puts this tuner's current view first in the thread's list.
+    #[cold]
+    fn local_slow(&self, locals: &mut Vec<Local>, generation: u64) {
+        let old = match locals.iter().position(|l| l.uid == self.uid) {
+            Some(i) => {
+                let l = locals.remove(i);
+                if l.generation == generation {
+                    locals.insert(0, l);
+                    return;
+                }
+                Some(l.counters)
+            }
+            None => None,
+        };
+        if locals.len() >= LOCAL_SLOTS {
+            locals.pop();
+        }
+        locals.insert(0, self.fresh_local(old));
     }
 
     /// This thread's view of the current snapshot (slow path: after a publish).
