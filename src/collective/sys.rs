@@ -1,0 +1,25 @@
+//! Platform calls the collective layer needs (host name), isolated here.
+
+/// This machine's host name, or `"unknown-host"` when the OS will not say.
+pub(crate) fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: `buf` is valid for `buf.len()` bytes; gethostname writes at most
+    // that many and we only read up to the first NUL within the buffer.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast::<libc::c_char>(), buf.len()) };
+    if rc != 0 {
+        return "unknown-host".into();
+    }
+    let end = buf.iter().position(|b| *b == 0).unwrap_or(buf.len());
+    match String::from_utf8_lossy(&buf[..end]).trim() {
+        "" => "unknown-host".into(),
+        name => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn hostname_is_not_empty() {
+        assert!(!super::hostname().is_empty());
+    }
+}
