@@ -69,11 +69,11 @@ impl Sampling {
     /// The default adaptive scheme (after CubeCL's adaptive scheduler).
     pub const ADAPTIVE: Sampling = Sampling::Adaptive {
         warmups: 1,
-        min_samples: 3,
+        min_samples: 4,
         max_samples: 10,
         eliminate_ratio: 1.5,
         stable_tol: 0.02,
-        stable_runs: 2,
+        stable_runs: 3,
     };
 }
 
@@ -103,7 +103,7 @@ fn median(samples: &[f64]) -> f64 {
 
 /// A timed sample shorter than this is repeated so the clock's resolution and
 /// overhead do not dominate (runs per sample are calibrated once).
-pub const MIN_SAMPLE_US: f64 = 20.0;
+pub const MIN_SAMPLE_US: f64 = 50.0;
 
 /// Measures `n` candidates. `run(i, reps)` runs candidate `i` `reps` times
 /// in a row. Returns, per candidate, its statistics or the error of its

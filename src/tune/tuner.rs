@@ -762,6 +762,19 @@ impl Tuner {
         n
     }
 
+    /// The loaded (valid or not yet checked) entry for `op`'s bucket, if any:
+    /// for reports on cache hits.
+    pub fn loaded_entry(&self, op: &str, runner: &str, bucket: &[Vec<u64>]) -> Option<Entry> {
+        let inner = self.lock();
+        let list = inner.loaded.get(op)?;
+        list.iter()
+            .filter(|le| {
+                le.env_problem.is_none() && le.key.runner == runner && le.key.bucket == bucket
+            })
+            .max_by_key(|le| (le.section != Section::Shared, le.entry.created_unix))
+            .map(|le| le.entry.clone())
+    }
+
     /// Entries found stale so far, with the reason.
     pub fn stale_entries(&self) -> Vec<(EntryKey, StaleReason)> {
         self.lock().stale.clone()
