@@ -46,7 +46,9 @@ pub enum Sampling {
     /// candidates are refined fastest first; a candidate stops once its median
     /// is stable (`stable_runs` samples in a row that do not improve it by more
     /// than `stable_tol`) or as soon as its best sample is slower than
-    /// `eliminate_ratio` × the leader's median.
+    /// `eliminate_ratio` × the leader's median. A candidate in a close race
+    /// with the leader (median within the widest tie band) takes
+    /// `max_samples`: that race is what decides.
     Adaptive {
         /// Untimed runs first.
         warmups: u32,
@@ -157,8 +159,13 @@ pub fn measure_all(
                             break;
                         }
                     }
+                    // A close race (within the widest tie band of the
+                    // leader) is what decides: sample it fully.
+                    let close = leader.is_some_and(|lead| {
+                        median(s) <= lead * (1.0 + super::decide::NOISE_BAND_CAP)
+                    });
                     if s.len() >= max_samples as usize
-                        || (s.len() >= min_samples as usize && stable >= stable_runs)
+                        || (!close && s.len() >= min_samples as usize && stable >= stable_runs)
                     {
                         break;
                     }

@@ -304,7 +304,7 @@ fn now_unix() -> u64 {
 }
 
 fn describe(id: &Identity) -> String {
-    format!("{} {} ({}, {} cores)", id.device_kind, id.device_name, id.capability, id.cores)
+    id.describe()
 }
 
 impl Tuner {
