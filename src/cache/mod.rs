@@ -12,6 +12,7 @@ pub mod entry;
 pub mod error;
 pub mod file;
 pub mod identity;
+pub mod memory;
 pub mod merge;
 pub mod store;
 pub mod trtllm;

@@ -1,0 +1,72 @@
+//! An in-memory [`Store`] for tests and embedding: same merging contract as
+//! the file store, no I/O.
+
+use super::document::CacheData;
+use super::entry::{EntryKey, Section};
+use super::store::{Loaded, SaveReport, Store};
+use super::CacheError;
+use std::sync::Mutex;
+
+/// A [`Store`] that keeps the cache in memory. `save` merges.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    data: Mutex<CacheData>,
+    saves: Mutex<usize>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A store holding `data`.
+    pub fn with_data(data: CacheData) -> Self {
+        MemoryStore { data: Mutex::new(data), saves: Mutex::new(0) }
+    }
+
+    /// A copy of what is stored.
+    pub fn data(&self) -> CacheData {
+        self.data.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Number of saves so far.
+    pub fn saves(&self) -> usize {
+        *self.saves.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Store for MemoryStore {
+    fn load(&self) -> Result<Loaded, CacheError> {
+        Ok(Loaded { data: self.data(), ..Default::default() })
+    }
+
+    fn save(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
+        let mut data = self.data.lock().unwrap_or_else(|p| p.into_inner());
+        for (section, key, entry) in update.iter() {
+            data.insert(section, key.clone(), entry.clone());
+        }
+        for (digest, id) in &update.metadata.environments {
+            data.metadata.environments.insert(digest.clone(), id.clone());
+        }
+        if !update.metadata.lib_version.is_empty() {
+            data.metadata.lib_version = update.metadata.lib_version.clone();
+        }
+        data.metadata.updated_unix = update.metadata.updated_unix;
+        *self.saves.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        Ok(SaveReport { written: update.len(), total: data.len(), warnings: Vec::new() })
+    }
+
+    fn remove(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, CacheError> {
+        let mut data = self.data.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = 0;
+        for (s, k) in keys {
+            if let Some(m) = data.sections.get_mut(s) {
+                if m.remove(k).is_some() {
+                    n += 1;
+                }
+            }
+        }
+        Ok(SaveReport { written: n, total: data.len(), warnings: Vec::new() })
+    }
+}
