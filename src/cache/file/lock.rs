@@ -62,7 +62,7 @@ pub(crate) fn acquire(
         source,
     })?;
     let start = Instant::now();
-    let mut pause = Duration::from_micros(200);
+    let mut pause = Duration::from_millis(1);
     let mut announced = false;
     loop {
         match sys::try_lock_exclusive(&file) {
@@ -102,6 +102,6 @@ pub(crate) fn acquire(
             );
         }
         std::thread::sleep(pause.min(timeout.saturating_sub(waited)));
-        pause = (pause * 2).min(Duration::from_millis(20));
+        pause = (pause * 2).min(Duration::from_millis(10));
     }
 }

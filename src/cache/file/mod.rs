@@ -66,7 +66,7 @@ use crate::cache::document::CacheData;
 use crate::cache::entry::{EntryKey, Identity, Section};
 use crate::cache::store::{Loaded, SaveReport, Store};
 use crate::cache::CacheError;
-use format::{ParseError, Parsed};
+use format::{ParseError, Parsed, RawDoc};
 use lock::Acquired;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -81,6 +81,12 @@ pub const LOCK_TIMEOUT_ENV: &str = "RANKTUNE_LOCK_TIMEOUT";
 
 /// Temp files of killed writers that nobody can be writing any more.
 const STALE_TEMP_AGE: Duration = Duration::from_secs(600);
+
+/// Group commit: the lock holder waits until the spool has been quiet this
+/// long before folding (see `spool::settle`)...
+const GATHER_QUIET: Duration = Duration::from_millis(20);
+/// ...but never longer than this.
+const GATHER_CAP: Duration = Duration::from_millis(500);
 
 static WARNED_NO_LOCK: AtomicBool = AtomicBool::new(false);
 
@@ -143,19 +149,53 @@ enum Aside {
     HaveLock,
 }
 
-struct MainFile {
-    parsed: Parsed,
-    moved_aside: Option<PathBuf>,
+struct MainFile<T> {
+    doc: T,
+    /// Where an unparseable file went, and the warning that says so.
+    moved_aside: Option<(PathBuf, String)>,
 }
 
-enum SpoolRead {
-    Folded(Parsed),
+enum SpoolRead<T> {
+    Read(T),
+    /// It did not parse and was set aside (or, read-only, skipped).
+    Corrupt(String),
     Gone,
     Unsupported(String),
 }
 
+/// How a document is parsed: fully (loads) or as raw entries (folds).
+type ParseFn<T> = dyn Fn(&[u8]) -> Result<T, ParseError>;
+
 fn unix_now() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+fn raw_len(doc: &RawDoc) -> usize {
+    doc.sections.values().map(|s| s.keyed.len() + s.unkeyed.len()).sum()
+}
+
+/// Applies raw `src` over `dst`; true when anything changed.
+fn merge_raw(dst: &mut RawDoc, src: RawDoc) -> bool {
+    let mut changed = false;
+    for (digest, id) in src.metadata.environments {
+        if dst.metadata.environments.get(&digest) != Some(&id) {
+            dst.metadata.environments.insert(digest, id);
+            changed = true;
+        }
+    }
+    for (section, entries) in src.sections {
+        let slot = dst.sections.entry(section).or_default();
+        for (key, text) in entries.keyed {
+            if slot.keyed.get(&key) != Some(&text) {
+                slot.keyed.insert(key, text);
+                changed = true;
+            }
+        }
+        for text in entries.unkeyed {
+            changed |= slot.unkeyed.insert(text);
+        }
+    }
+    changed
 }
 
 /// Applies `src` over `dst`; true when anything changed.
@@ -235,7 +275,11 @@ impl FileStore {
         move |source| CacheError::Io { action, path, source }
     }
 
-    fn read_main(&self, aside: Aside) -> Result<MainFile, CacheError> {
+    fn read_main<T: Default>(
+        &self,
+        aside: Aside,
+        parse: &ParseFn<T>,
+    ) -> Result<MainFile<T>, CacheError> {
         for _ in 0..5 {
             let (bytes, ident) = match std::fs::File::open(&self.path) {
                 Ok(mut f) => {
@@ -253,12 +297,12 @@ impl FileStore {
                     (bytes, (meta.dev(), meta.ino()))
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Ok(MainFile { parsed: Parsed::default(), moved_aside: None })
+                    return Ok(MainFile { doc: T::default(), moved_aside: None })
                 }
                 Err(e) => return Err(self.io("reading", &self.path)(e)),
             };
-            let reason = match format::parse(&bytes) {
-                Ok(parsed) => return Ok(MainFile { parsed, moved_aside: None }),
+            let reason = match parse(&bytes) {
+                Ok(doc) => return Ok(MainFile { doc, moved_aside: None }),
                 Err(ParseError::Unsupported(reason)) => {
                     return Err(CacheError::Unsupported { path: self.path.clone(), reason })
                 }
@@ -296,8 +340,7 @@ impl FileStore {
                 aside_path.display()
             );
             tracing::warn!("{msg}");
-            let parsed = Parsed { warnings: vec![msg], ..Parsed::default() };
-            return Ok(MainFile { parsed, moved_aside: Some(aside_path) });
+            return Ok(MainFile { doc: T::default(), moved_aside: Some((aside_path, msg)) });
         }
         Err(CacheError::Invalid(format!(
             "{} kept changing while it was read; is something else rewriting it?",
@@ -317,14 +360,19 @@ impl FileStore {
         candidate
     }
 
-    fn read_spool(&self, path: &Path, set_aside: bool) -> Result<SpoolRead, CacheError> {
+    fn read_spool<T>(
+        &self,
+        path: &Path,
+        set_aside: bool,
+        parse: &ParseFn<T>,
+    ) -> Result<SpoolRead<T>, CacheError> {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(SpoolRead::Gone),
             Err(e) => return Err(self.io("reading spool file", path)(e)),
         };
-        match format::parse(&bytes) {
-            Ok(p) => Ok(SpoolRead::Folded(p)),
+        match parse(&bytes) {
+            Ok(p) => Ok(SpoolRead::Read(p)),
             Err(ParseError::Unsupported(r)) => {
                 Ok(SpoolRead::Unsupported(format!("spool file {} left alone: {r}", path.display())))
             }
@@ -337,8 +385,7 @@ impl FileStore {
                     std::fs::rename(path, &aside).map_err(self.io("setting aside", path))?;
                     msg.push_str(&format!("; moved it to {}", aside.display()));
                 }
-                let parsed = Parsed { warnings: vec![msg], ..Parsed::default() };
-                Ok(SpoolRead::Folded(parsed))
+                Ok(SpoolRead::Corrupt(msg))
             }
         }
     }
@@ -349,22 +396,28 @@ impl FileStore {
         let mut warnings = Vec::new();
         let mut bad_entries = 0;
         for path in spool::list(&self.spool_path())? {
-            match self.read_spool(&path, false)? {
-                SpoolRead::Folded(p) => spools.push(p),
+            match self.read_spool(&path, false, &format::parse)? {
+                SpoolRead::Read(p) => spools.push(p),
                 SpoolRead::Gone => {}
-                SpoolRead::Unsupported(msg) => warnings.push(msg),
+                SpoolRead::Corrupt(msg) | SpoolRead::Unsupported(msg) => warnings.push(msg),
             }
         }
-        let main = self.read_main(aside)?;
-        let mut data = main.parsed.data;
-        warnings.extend(main.parsed.warnings.into_iter().map(|w| self.named(w)));
-        bad_entries += main.parsed.bad_entries;
+        let main = self.read_main(aside, &format::parse)?;
+        let mut data = main.doc.data;
+        let mut all = Vec::new();
+        let moved_aside = main.moved_aside.map(|(path, msg)| {
+            all.push(msg);
+            path
+        });
+        all.extend(main.doc.warnings.into_iter().map(|w| self.named(w)));
+        all.append(&mut warnings);
+        bad_entries += main.doc.bad_entries;
         for s in spools {
-            warnings.extend(s.warnings);
+            all.extend(s.warnings);
             bad_entries += s.bad_entries;
             merge_into(&mut data, s.data);
         }
-        Ok(Loaded { data, warnings, bad_entries, moved_aside: main.moved_aside })
+        Ok(Loaded { data, warnings: all, bad_entries, moved_aside })
     }
 
     fn named(&self, w: String) -> String {
@@ -375,13 +428,17 @@ impl FileStore {
         }
     }
 
-    /// Folds every spool (and removes `remove`) into a new main file.
-    /// `locked`: we hold the lock, so spools can be deleted afterwards.
+    /// Folds every spool (and removes `remove`) into a new main file, under
+    /// the lock when `locked` (then the folded spools are deleted). Entries
+    /// stay text (see [`format::parse_raw`]); `strict` also drops malformed
+    /// entries. Returns (entries after, entries removed, warnings).
     fn fold(
         &self,
         locked: bool,
         remove: &[(Section, EntryKey)],
+        strict: bool,
     ) -> Result<(usize, usize, Vec<String>), CacheError> {
+        let t0 = std::time::Instant::now();
         let spool_dir = self.spool_path();
         if locked {
             write::remove_stale_temps(&self.path, true, Duration::ZERO);
@@ -389,46 +446,47 @@ impl FileStore {
         } else {
             write::remove_stale_temps(&self.path, false, STALE_TEMP_AGE);
         }
-        let main = self.read_main(Aside::HaveLock)?;
-        let mut warnings: Vec<String> =
-            main.parsed.warnings.iter().map(|w| self.named(w.clone())).collect();
-        let mut data = main.parsed.data;
-        let mut changed = false;
+        let main = self.read_main(Aside::HaveLock, &move |b| format::parse_raw(b, strict))?;
+        let t_main = t0.elapsed();
+        let mut doc = main.doc;
+        let mut warnings: Vec<String> = main.moved_aside.into_iter().map(|(_, m)| m).collect();
+        warnings.extend(doc.warnings.drain(..).map(|w| self.named(w)));
+        let main_entries = raw_len(&doc);
+        let mut changed = strict && doc.bad_entries > 0;
         let mut folded = Vec::new();
         for path in spool::list(&spool_dir)? {
-            match self.read_spool(&path, true)? {
-                SpoolRead::Folded(p) => {
-                    warnings.extend(p.warnings);
-                    changed |= merge_into(&mut data, p.data);
+            match self.read_spool(&path, true, &|b| format::parse_raw(b, false))? {
+                SpoolRead::Read(p) => {
+                    warnings.extend(p.warnings.iter().cloned());
+                    changed |= merge_raw(&mut doc, p);
                     folded.push(path);
                 }
+                SpoolRead::Corrupt(msg) => warnings.push(msg),
                 SpoolRead::Gone => {}
                 SpoolRead::Unsupported(msg) => warnings.push(msg),
             }
         }
+        let t_spools = t0.elapsed();
         let mut removed = 0;
         for (section, key) in remove {
-            if let Some(entries) = data.sections.get_mut(section) {
-                if entries.remove(key).is_some() {
+            if let Some(entries) = doc.sections.get_mut(section) {
+                if entries.keyed.remove(key).is_some() {
                     removed += 1;
                 }
             }
         }
-        data.sections.retain(|_, entries| !entries.is_empty());
+        doc.sections.retain(|_, s| !(s.keyed.is_empty() && s.unkeyed.is_empty()));
         changed |= removed > 0;
         if changed {
             let now = unix_now();
-            let m = &mut data.metadata;
+            let m = &mut doc.metadata;
             m.lib_version = env!("CARGO_PKG_VERSION").to_string();
             m.host = sys::hostname();
             if m.created_unix == 0 {
                 m.created_unix = now;
             }
             m.updated_unix = now;
-            if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent).map_err(self.io("creating directory", parent))?;
-            }
-            write::write_atomic(&self.path, &format::to_bytes(&data))?;
+            write::write_atomic(&self.path, &format::raw_to_bytes(&doc))?;
         }
         if locked || !remove.is_empty() {
             let mut any = false;
@@ -439,10 +497,19 @@ impl FileStore {
                 sys::fsync_dir(&spool_dir).map_err(self.io("fsyncing directory", &spool_dir))?;
             }
         }
+        let total = raw_len(&doc);
+        tracing::debug!(
+            "folded {} spool(s) into {} ({main_entries} entries before, {total} after): \
+             read {t_main:?}, spools {:?}, total {:?}",
+            folded.len(),
+            self.path.display(),
+            t_spools - t_main,
+            t0.elapsed()
+        );
         for w in &warnings {
             tracing::warn!("{w}");
         }
-        Ok((data.len(), removed, warnings))
+        Ok((total, removed, warnings))
     }
 
     fn warn_no_lock(&self, why: &str) -> String {
@@ -464,8 +531,12 @@ impl FileStore {
         let mut out = CacheData::default();
         let mut warnings = Vec::new();
         out.metadata.environments = update.metadata.environments.clone();
-        let current = Identity::current();
-        let current_digest = current.digest();
+        static CURRENT: std::sync::OnceLock<(Identity, String)> = std::sync::OnceLock::new();
+        let (current, current_digest) = CURRENT.get_or_init(|| {
+            let id = Identity::current();
+            let digest = id.digest();
+            (id, digest)
+        });
         for (section, key, entry) in update.iter() {
             if let Err(why) = format::validate_entry(key, entry) {
                 let msg = format!("not saving entry {section} {key}: {why}");
@@ -473,7 +544,7 @@ impl FileStore {
                 warnings.push(msg);
                 continue;
             }
-            if entry.env == current_digest && !out.metadata.environments.contains_key(&entry.env) {
+            if entry.env == *current_digest && !out.metadata.environments.contains_key(&entry.env) {
                 out.metadata.environments.insert(current_digest.clone(), current.clone());
             }
             out.insert(section, key.clone(), entry.clone());
@@ -515,7 +586,7 @@ impl Store for FileStore {
         if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(self.io("creating directory", parent))?;
         }
-        let spool_file = spool::write_spool(&self.spool_path(), &format::to_bytes(&update))?;
+        let spool_file = spool::write_spool(&self.spool_path(), || format::to_bytes(&update))?;
         let folded_elsewhere = || std::fs::symlink_metadata(&spool_file).is_err();
         let outcome = if self.locking {
             lock::acquire(&self.lock_path(), self.lock_timeout, folded_elsewhere)
@@ -543,7 +614,12 @@ impl Store for FileStore {
         if locked && folded_elsewhere() {
             return Ok(SaveReport { written, total: written, warnings });
         }
-        let (total, _, fold_warnings) = self.fold(locked, &[])?;
+        if locked {
+            let t = std::time::Instant::now();
+            spool::settle(&self.spool_path(), GATHER_QUIET, GATHER_CAP);
+            tracing::debug!("gathered saves for {:?}", t.elapsed());
+        }
+        let (total, _, fold_warnings) = self.fold(locked, &[], false)?;
         warnings.extend(fold_warnings);
         Ok(SaveReport { written, total, warnings })
     }
@@ -565,7 +641,7 @@ impl Store for FileStore {
             }
             Acquired::Done => (false, None),
         };
-        let (total, removed, fold_warnings) = self.fold(locked, keys)?;
+        let (total, removed, fold_warnings) = self.fold(locked, keys, true)?;
         warnings.extend(fold_warnings);
         Ok(SaveReport { written: removed, total, warnings })
     }
