@@ -619,7 +619,15 @@ impl Store for FileStore {
             spool::settle(&self.spool_path(), GATHER_QUIET, GATHER_CAP);
             tracing::debug!("gathered saves for {:?}", t.elapsed());
         }
-        let (total, _, fold_warnings) = self.fold(locked, &[], false)?;
+        let (total, _, fold_warnings) = match self.fold(locked, &[], false) {
+            Ok(r) => r,
+            Err(e) => {
+                // Withdraw the spool so that an error means "not saved" and
+                // nothing lingers (e.g. next to a file of a newer version).
+                let _ = std::fs::remove_file(&spool_file);
+                return Err(e);
+            }
+        };
         warnings.extend(fold_warnings);
         Ok(SaveReport { written, total, warnings })
     }
