@@ -95,7 +95,7 @@ pub(crate) fn acquire(
         if !announced && waited >= QUIET_WAIT.min(timeout / 2) {
             announced = true;
             tracing::warn!(
-                "waiting for lock on {} (held by {}); giving up after {:.0}s (RANKTUNE_LOCK_TIMEOUT)",
+                "waiting for lock on {} (held by {}); giving up after {:.1}s (RANKTUNE_LOCK_TIMEOUT)",
                 lock.display(),
                 holder(lock),
                 timeout.as_secs_f64()
