@@ -21,28 +21,33 @@
 //! rewrite of an ever-growing file per rank — quadratic in ranks. Instead,
 //! [`FileStore::save`]:
 //!
-//! 1. writes its entries to a new spool file (temp + fsync + rename + fsync
-//!    of the spool directory). From here on the save is durable and visible
-//!    to readers, whatever happens next;
+//! 1. writes its entries to a new spool file (exclusive temp file, then
+//!    rename; no waiting). From here on readers see the entries;
 //! 2. waits for the lock, watching its spool file: if the spool file
 //!    disappears, the lock holder has folded it into `C` (spools are
 //!    deleted only after `C` was renamed into place and its directory
 //!    fsynced), so the save is done without taking the lock at all;
-//! 3. with the lock, if its spool file is still there, it folds **every**
-//!    waiting spool: reads `C`, applies the spools in save order, writes
-//!    one new `C` (exclusive temp, fsync, rename, fsync directory), then
-//!    deletes the folded spools.
+//! 3. with the lock, if its spool file is still there, it waits until the
+//!    spool has been quiet briefly (ranks that finish together are folded
+//!    together), then folds **every** waiting spool: reads `C`, applies the
+//!    spools in save order, writes one new `C` (exclusive temp, fsync,
+//!    rename, fsync directory), then deletes the folded spools.
 //!
 //! When 64 ranks save at once, the first lock holder folds everything that
-//! has arrived, and the rest usually find their spool already folded: a
-//! handful of rewrites instead of 64.
+//! has arrived, and the rest find their spool already folded: one or two
+//! rewrites instead of 64. A fold parses only entry keys and copies entry
+//! text ([`format`]'s raw documents), so it costs about a scan and a copy.
+//!
+//! Spool files are not fsynced: a save returns only after a rewrite that
+//! includes it was fsynced. A spool lost to a power cut belonged to a save
+//! that had not returned; a damaged one does not parse and is set aside.
 //!
 //! # Crash safety (kill -9 between any two steps)
 //!
 //! - during step 1: only a dot-named temp file in the spool is left; it is
 //!   never read and is removed once old; the save had not returned;
 //! - after step 1: the entries are in the spool; readers see them and the
-//!   next save folds them;
+//!   next save folds them (durable from then on);
 //! - during the rewrite: `C` is untouched; the lock dies with the process;
 //!   the next holder removes the temp file;
 //! - after the rename, before the spools are deleted: the spools are
@@ -68,6 +73,7 @@ use crate::cache::store::{Loaded, SaveReport, Store};
 use crate::cache::CacheError;
 use format::{ParseError, Parsed, RawDoc};
 use lock::Acquired;
+use std::borrow::Cow;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -526,30 +532,43 @@ impl FileStore {
     }
 
     /// The part of `update` that will be written: valid entries, plus the
-    /// identities they refer to.
-    fn prepare(update: &CacheData) -> (CacheData, Vec<String>) {
-        let mut out = CacheData::default();
-        let mut warnings = Vec::new();
-        out.metadata.environments = update.metadata.environments.clone();
+    /// identities they refer to. Borrows `update` when it is all valid and
+    /// complete (the usual case: no copy of the entries).
+    fn prepare(update: &CacheData) -> (Cow<'_, CacheData>, Vec<String>) {
         static CURRENT: std::sync::OnceLock<(Identity, String)> = std::sync::OnceLock::new();
         let (current, current_digest) = CURRENT.get_or_init(|| {
             let id = Identity::current();
             let digest = id.digest();
             (id, digest)
         });
+        let mut warnings = Vec::new();
+        let mut invalid = std::collections::BTreeSet::new();
+        let mut needs_current = false;
         for (section, key, entry) in update.iter() {
             if let Err(why) = format::validate_entry(key, entry) {
                 let msg = format!("not saving entry {section} {key}: {why}");
                 tracing::warn!("{msg}");
                 warnings.push(msg);
-                continue;
+                invalid.insert((section, key.clone()));
+            } else if entry.env == *current_digest {
+                needs_current = true;
             }
-            if entry.env == *current_digest && !out.metadata.environments.contains_key(&entry.env) {
-                out.metadata.environments.insert(current_digest.clone(), current.clone());
-            }
-            out.insert(section, key.clone(), entry.clone());
         }
-        (out, warnings)
+        needs_current &= !update.metadata.environments.contains_key(current_digest);
+        if invalid.is_empty() && !needs_current {
+            return (Cow::Borrowed(update), warnings);
+        }
+        let mut out = CacheData::default();
+        out.metadata.environments = update.metadata.environments.clone();
+        if needs_current {
+            out.metadata.environments.insert(current_digest.clone(), current.clone());
+        }
+        for (section, key, entry) in update.iter() {
+            if !invalid.contains(&(section, key.clone())) {
+                out.insert(section, key.clone(), entry.clone());
+            }
+        }
+        (Cow::Owned(out), warnings)
     }
 }
 
