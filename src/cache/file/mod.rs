@@ -258,6 +258,25 @@ impl FileStore {
         &self.path
     }
 
+    /// This store with a symlinked cache path replaced by its target, so a
+    /// save rewrites the target and the link stays a link.
+    fn resolved(&self) -> Cow<'_, FileStore> {
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::canonicalize(&self.path).ok().or_else(|| {
+                    // A dangling link: resolve it by hand (one level).
+                    let link = std::fs::read_link(&self.path).ok()?;
+                    Some(write::parent_dir(&self.path).join(link))
+                });
+                match target {
+                    Some(path) => Cow::Owned(FileStore { path, ..self.clone() }),
+                    None => Cow::Borrowed(self),
+                }
+            }
+            _ => Cow::Borrowed(self),
+        }
+    }
+
     /// The sidecar lock file, `<path>.lock`.
     pub fn lock_path(&self) -> PathBuf {
         lock::lock_path(&self.path)
@@ -273,7 +292,7 @@ impl FileStore {
     /// [`CacheError::Corrupt`]; bad entries are skipped and listed in
     /// [`Loaded::warnings`]. For `cache show` and `cache check`.
     pub fn inspect(&self) -> Result<Loaded, CacheError> {
-        self.load_with(Aside::Never)
+        self.resolved().load_with(Aside::Never)
     }
 
     fn io(&self, action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CacheError {
@@ -579,7 +598,7 @@ impl Store for FileStore {
     /// I/O errors and on files this build must not touch
     /// ([`CacheError::Unsupported`]).
     fn load(&self) -> Result<Loaded, CacheError> {
-        let loaded = self.load_with(Aside::TakeLock)?;
+        let loaded = self.resolved().load_with(Aside::TakeLock)?;
         for w in &loaded.warnings {
             if loaded.moved_aside.is_none() || !w.contains("does not parse") {
                 tracing::warn!("{w}");
@@ -597,6 +616,20 @@ impl Store for FileStore {
     /// included this save, counting would cost a full read, and `total` is
     /// reported as `written`.
     fn save(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
+        let this = self.resolved();
+        this.save_resolved(update)
+    }
+
+    /// Removes `keys` through the same locked path as `save` (folding any
+    /// waiting saves first), and drops malformed entries, naming each in the
+    /// report's warnings. `written` in the report is the number removed.
+    fn remove(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, CacheError> {
+        self.resolved().remove_resolved(keys)
+    }
+}
+
+impl FileStore {
+    fn save_resolved(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
         let (update, mut warnings) = Self::prepare(update);
         let written = update.len();
         if written == 0 && update.metadata.environments.is_empty() {
@@ -651,9 +684,7 @@ impl Store for FileStore {
         Ok(SaveReport { written, total, warnings })
     }
 
-    /// Removes `keys` through the same locked path as `save` (folding any
-    /// waiting saves first). `written` in the report is the number removed.
-    fn remove(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, CacheError> {
+    fn remove_resolved(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, CacheError> {
         let mut warnings = Vec::new();
         let outcome = if self.locking {
             lock::acquire(&self.lock_path(), self.lock_timeout, || false)?
