@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ranktune::cache::{Entry, Identity, Section, Store};
 use ranktune::kernels::{gemm, rmsnorm, runners, softmax};
 use ranktune::rank::{RankInfo, RankOverrides};
+use ranktune::trace::{TraceConfig, TraceSession};
 use ranktune::tune::{Op, Session, Source, TuneInputs, TuneRecord, Tuner, TunerOptions};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -80,6 +81,13 @@ pub struct TuneArgs {
     /// Print one JSON document instead of the table.
     #[arg(long)]
     json: bool,
+    /// Write one Chrome trace per rank: `trace.json` becomes `trace_<rank>.json`,
+    /// a directory gets `<dir>/trace_<rank>.json`, `{rank}` and friends are
+    /// expanded [default: $RANKTUNE_TRACE or $TLLM_TORCH_PROFILE_TRACE; none].
+    /// Each tuned bucket is one iteration (`ProfilerStep#N`), so
+    /// $RANKTUNE_PROFILE_ITERS selects buckets.
+    #[arg(long, value_name = "PATH")]
+    trace: Option<PathBuf>,
     /// Internal: run as a child of `--ranks` (JSON on stdout, progress lines on stderr).
     #[arg(long, hide = true)]
     child: bool,
@@ -262,6 +270,15 @@ fn run_rank(args: &TuneArgs, cache: &Path) -> anyhow::Result<RankReport> {
     let softmax_base = runners::rows_base(cols);
     let rms_base = runners::rows_base(rms_cols);
 
+    // Start tracing before any work, so a bad trace path fails now rather
+    // than after a long run; the session writes its file when dropped, also
+    // on an early return or a panic.
+    let trace =
+        match TraceConfig::from_env_or(args.trace.clone()).context("reading the trace settings")? {
+            Some(cfg) => Some(TraceSession::start(cfg, &info).context("starting the trace")?),
+            None => None,
+        };
+
     let (id, digest) = identity();
     let tuner = Tuner::new(TunerOptions::new(Section::Rank(info.rank), id, digest));
     let store = open_store(cache)?;
@@ -295,6 +312,10 @@ fn run_rank(args: &TuneArgs, cache: &Path) -> anyhow::Result<RankReport> {
     progress.bar.finish_and_clear();
     let saved =
         session.finish().with_context(|| format!("saving the tuning cache {}", cache.display()))?;
+    if let Some(trace) = trace {
+        let path = trace.stop().context("writing the trace")?;
+        tracing::info!("rank {} wrote its trace to {}", info.rank, path.display());
+    }
     let stats = tuner.stats().total;
     Ok(RankReport {
         rank: info.rank,
@@ -336,6 +357,8 @@ fn tune_op<I: TuneInputs>(
         };
         progress.step(&format!("{} {}", op.name(), shape_label(&bucket)));
         rows.push(row);
+        // One bucket is one iteration of the trace (a no-op without one).
+        ranktune::trace::step();
     }
 }
 
@@ -459,6 +482,9 @@ fn launch(args: &TuneArgs, cache: &Path, n: u32) -> anyhow::Result<JobReport> {
         cmd.arg("--max-tokens").arg(max_tokens(args).to_string());
         if args.quick {
             cmd.arg("--quick");
+        }
+        if let Some(trace) = &args.trace {
+            cmd.arg("--trace").arg(trace);
         }
         for v in LAUNCHER_VARS {
             cmd.env_remove(v);
