@@ -4,6 +4,7 @@
 //! never implement library behaviour itself.
 
 mod cache;
+mod table;
 mod trace;
 mod tune;
 
