@@ -234,10 +234,46 @@ impl Drop for Chunk {
 /// A `tracing` span that is open (created, not yet closed).
 pub(crate) struct OpenSpan {
     pub start: u64,
-    pub name: &'static str,
-    pub cat: &'static str,
+    /// The span's metadata: name, target (the category), level.
+    pub meta: &'static tracing::Metadata<'static>,
     /// Open JSON object text (`{"k":v,...` without the `}`), or empty.
     pub args: String,
+    /// Handles still referring to the span (the lean Subscriber's
+    /// `clone_span`/`try_close` count; the Layer leaves it at 1).
+    pub refs: u32,
+    /// Names of the spans this one follows from (`follows_from`).
+    pub follows: Vec<&'static str>,
+}
+
+impl OpenSpan {
+    /// A span opened now with `args` (an open object text, or empty).
+    pub(crate) fn new(meta: &'static tracing::Metadata<'static>, args: String) -> OpenSpan {
+        OpenSpan { start: clock::now(), meta, args, refs: 1, follows: Vec::new() }
+    }
+
+    /// The complete event of this span, ending now.
+    pub(crate) fn into_event(self) -> Event {
+        let end = clock::now();
+        let mut args = self.args;
+        if !self.follows.is_empty() {
+            let mut more = String::from("{\"follows_from\":[");
+            for (i, name) in self.follows.iter().enumerate() {
+                if i > 0 {
+                    more.push(',');
+                }
+                super::api::push_json_str(&mut more, name);
+            }
+            more.push(']');
+            super::layer::merge_args(&mut args, &more);
+        }
+        Event {
+            name: Name::Static(self.meta.name()),
+            cat: self.meta.target(),
+            ts: self.start,
+            payload: Payload::Complete { dur: end.saturating_sub(self.start) },
+            args: super::layer::finish(args),
+        }
+    }
 }
 
 /// Hashes span ids (already unique integers) with one multiply.
@@ -571,6 +607,31 @@ pub(crate) fn close_span(id: u64, make: impl FnOnce(OpenSpan) -> Event) {
             store(l, make(open));
         }
     });
+}
+
+/// Drops one reference to open span `id` (wherever it was opened); when it
+/// was the last, closes the span and records it with `make`, as
+/// [`close_span`] does. Returns whether the span closed now.
+pub(crate) fn release_span(id: u64, make: impl FnOnce(OpenSpan) -> Event) -> bool {
+    with_local(|l| {
+        let release = |buf: &ThreadBuf| {
+            let mut open = buf.open.lock().unwrap_or_else(PoisonError::into_inner);
+            let span = open.get_mut(&id)?;
+            span.refs = span.refs.saturating_sub(1);
+            Some(if span.refs == 0 { open.remove(&id) } else { None })
+        };
+        let found = release(&l.buf).or_else(|| {
+            l.rec.threads().iter().filter(|b| !Arc::ptr_eq(b, &l.buf)).find_map(|b| release(b))
+        });
+        match found {
+            Some(Some(open)) => {
+                store(l, make(open));
+                true
+            }
+            _ => false,
+        }
+    })
+    .unwrap_or(false)
 }
 
 /// Renames the calling thread in the active session's trace.
