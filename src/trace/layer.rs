@@ -10,7 +10,7 @@
 //! session, or outside the iteration window) are not recorded at all and
 //! cost one check. This module owns only the translation from `tracing`.
 
-use super::api::{close_object, push_json_str};
+use super::api::{close_object, push_i64, push_json_str, push_u64};
 use super::clock;
 use super::recorder::{self, Event, Name, OpenSpan, Payload};
 use std::fmt::{self, Write as _};
@@ -93,12 +93,12 @@ impl Visit for Fields<'_> {
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
         let m = self.key(field);
-        let _ = write!(self.out, "{value}");
+        push_i64(self.out, value);
         self.end(m);
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
         let m = self.key(field);
-        let _ = write!(self.out, "{value}");
+        push_u64(self.out, value);
         self.end(m);
     }
     fn record_f64(&mut self, field: &Field, value: f64) {

@@ -3,9 +3,9 @@
 //! Each thread that records gets its own [`ThreadBuf`], registered once per
 //! session. Events go into fixed-size chunks owned by that thread: the hot
 //! path is a thread-local lookup, one slot write and one release store. No
-//! global lock is taken and nothing is allocated per event (a chunk of
-//! [`CHUNK_EVENTS`] slots is allocated once per that many events, and only
-//! events that carry dynamic args or names allocate those). Stored events
+//! global lock is taken and nothing is allocated per event (a thread's first
+//! chunk has [`CHUNK_EVENTS`] slots and each next one twice as many, up to
+//! a bound; only events that carry dynamic args or names allocate those). Stored events
 //! are 48 bytes: `(name, category)` pairs are `&'static str` and interned
 //! once per call site (a thread-local cache in front of a global table that
 //! is locked only on a cache miss).
@@ -32,8 +32,15 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// Events per chunk (the unit of allocation and of budget reservation).
+/// Events in a thread's first chunk (the unit of allocation and of budget
+/// reservation). Each next chunk of the thread is twice as big, up to
+/// [`MAX_CHUNK_EVENTS`] and a sixteenth of the session's budget: fewer
+/// allocations, and chunks of 2 MiB and more are backed by huge pages where
+/// the OS allows, one page fault per 2 MiB instead of one per 4 KiB.
 pub(crate) const CHUNK_EVENTS: usize = 1024;
+
+/// The largest chunk, in events (6 MiB of 48-byte events).
+const MAX_CHUNK_EVENTS: usize = 1 << 17;
 
 /// An event's name.
 #[derive(Clone, Debug)]
@@ -190,8 +197,17 @@ unsafe impl Send for Chunk {}
 
 impl Chunk {
     fn new(capacity: usize) -> Chunk {
-        let slots = (0..capacity).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
-        Chunk { slots, len: AtomicUsize::new(0) }
+        let mut slots: Vec<UnsafeCell<MaybeUninit<Stored>>> = Vec::with_capacity(capacity);
+        // Before anything touches the memory, so big chunks fault in whole
+        // huge pages.
+        super::sys::advise_huge_pages(
+            slots.as_ptr().cast(),
+            capacity * std::mem::size_of::<Stored>(),
+        );
+        // SAFETY: the capacity is allocated, and uninitialized memory is a
+        // valid `MaybeUninit` (nothing is read before it is written).
+        unsafe { slots.set_len(capacity) };
+        Chunk { slots: slots.into_boxed_slice(), len: AtomicUsize::new(0) }
     }
 
     /// Appends if there is room; only the owning thread may call this.
@@ -342,12 +358,18 @@ pub(crate) struct Recorder {
 static GEN: AtomicU64 = AtomicU64::new(0);
 static NEXT_GEN: AtomicU64 = AtomicU64::new(1);
 static CURRENT: Mutex<Option<Arc<Recorder>>> = Mutex::new(None);
+/// Whether the active recorder keeps events now (its `recording` flag,
+/// mirrored here so that the check at a span's start is one global load,
+/// without the thread-local look-up). Written only under `CURRENT`'s lock.
+static RECORDING: AtomicBool = AtomicBool::new(false);
 
 struct Local {
     gen: u64,
     rec: Arc<Recorder>,
     buf: Arc<ThreadBuf>,
     chunk: Option<Arc<Chunk>>,
+    /// Size of this thread's next chunk, in events.
+    next_chunk: usize,
     sites: SiteCache,
 }
 
@@ -373,8 +395,10 @@ impl Recorder {
 
     /// Makes this the recorder every thread records into.
     pub(crate) fn activate(self: &Arc<Self>) {
-        *CURRENT.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(self));
+        let mut cur = CURRENT.lock().unwrap_or_else(PoisonError::into_inner);
+        *cur = Some(Arc::clone(self));
         GEN.store(self.gen, Ordering::Release);
+        RECORDING.store(self.recording.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
     /// Stops recording into this recorder (if it is the active one).
@@ -382,6 +406,7 @@ impl Recorder {
         let mut cur = CURRENT.lock().unwrap_or_else(PoisonError::into_inner);
         if cur.as_ref().is_some_and(|r| r.gen == self.gen) {
             GEN.store(0, Ordering::Release);
+            RECORDING.store(false, Ordering::Relaxed);
             *cur = None;
         }
     }
@@ -436,7 +461,11 @@ impl Recorder {
         steps.iter = iter.saturating_add(1);
         steps.start = now;
         let next = self.window.as_ref().is_none_or(|w| w.contains(steps.iter));
+        let cur = CURRENT.lock().unwrap_or_else(PoisonError::into_inner);
         self.recording.store(next, Ordering::Relaxed);
+        if cur.as_ref().is_some_and(|r| r.gen == self.gen) {
+            RECORDING.store(next, Ordering::Relaxed);
+        }
     }
 
     fn register(self: &Arc<Self>) -> Arc<ThreadBuf> {
@@ -454,11 +483,11 @@ impl Recorder {
         buf
     }
 
-    /// Reserves up to one chunk of budget; 0 when spent.
-    fn reserve(&self) -> usize {
+    /// Reserves up to `want` events of budget; 0 when spent.
+    fn reserve(&self, want: usize) -> usize {
         let mut got = 0;
         let _ = self.budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
-            got = left.min(CHUNK_EVENTS);
+            got = left.min(want);
             (got > 0).then_some(left - got)
         });
         got
@@ -489,14 +518,21 @@ fn with_local<R>(f: impl FnOnce(&mut Local) -> R) -> Option<R> {
 fn refresh() -> Option<Local> {
     let rec = CURRENT.lock().unwrap_or_else(PoisonError::into_inner).clone()?;
     let buf = rec.register();
-    Some(Local { gen: rec.gen, rec, buf, chunk: None, sites: SiteCache::new() })
+    Some(Local {
+        gen: rec.gen,
+        rec,
+        buf,
+        chunk: None,
+        next_chunk: CHUNK_EVENTS,
+        sites: SiteCache::new(),
+    })
 }
 
 /// Whether events are being kept right now (a session is active and the
 /// current iteration is inside its window).
 #[inline]
 pub(crate) fn is_recording() -> bool {
-    with_local(|l| l.rec.recording.load(Ordering::Relaxed)).unwrap_or(false)
+    RECORDING.load(Ordering::Relaxed)
 }
 
 /// Stores `event` in this thread's buffer of the active session.
@@ -551,7 +587,10 @@ fn compact(l: &mut Local, e: Event) -> Stored {
 
 #[cold]
 fn push_slow(l: &mut Local, event: Stored) {
-    let capacity = l.rec.reserve();
+    let want = l.next_chunk;
+    let capacity = l.rec.reserve(want);
+    let limit = (l.rec.max_events / 16).clamp(CHUNK_EVENTS, MAX_CHUNK_EVENTS);
+    l.next_chunk = want.saturating_mul(2).min(limit);
     if capacity == 0 {
         l.chunk = None;
         l.buf.dropped.fetch_add(1, Ordering::Relaxed);
