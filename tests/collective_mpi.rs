@@ -36,6 +36,10 @@ fn four_ranks_under_mpirun() {
         .args(["--exact", "mpi_rank_child", "--ignored", "--nocapture", "--test-threads", "1"])
         .env("RANKTUNE_MPI_TEST_CHILD", "1")
         .env_remove("RANKTUNE_COLLECTIVE")
+        // Containers often forbid the cross-process memory copy (ptrace) Open
+        // MPI's shared-memory transport uses for large messages; copy through
+        // shared buffers instead, which works everywhere.
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
