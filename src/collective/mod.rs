@@ -55,7 +55,7 @@ pub use mpi::MpiCollective;
 pub use single::SingleRank;
 pub use typed::CollectiveExt;
 
-use crate::rank::RankInfo;
+use crate::rank::{RankInfo, RankSource};
 
 /// Exchange of bytes between the ranks of one job.
 ///
@@ -174,7 +174,8 @@ impl Choice {
 ///
 /// A one-rank job gets [`SingleRank`]. More ranks started by an MPI launcher
 /// (`OMPI_COMM_WORLD_SIZE`, `PMI_SIZE` or `PMIX_RANK` is set) get MPI when the
-/// `mpi` feature is built. Other jobs get a [`FileCollective`], which needs a
+/// `mpi` feature is built and the ranks come from that launcher (not from
+/// `RANKTUNE_*` or explicit settings). Other jobs get a [`FileCollective`], which needs a
 /// job id: without one this is [`CollectiveError::NoJobId`].
 ///
 /// Create one collective per process and keep it for the whole job (pass it
@@ -198,7 +199,7 @@ pub fn from_env_with(
     let choice = Choice::parse(&requested)?;
     let world = rank.world_size;
     let choice = match choice {
-        Choice::Auto if world > 1 && cfg!(feature = "mpi") && launched_by_mpi(&env) => Choice::Mpi,
+        Choice::Auto if world > 1 && cfg!(feature = "mpi") && mpi_launch(rank, &env) => Choice::Mpi,
         other => other,
     };
     match choice {
@@ -232,6 +233,14 @@ pub fn from_env_with(
 /// Whether an MPI launcher (mpirun, srun with PMI/PMIx) started this process.
 fn launched_by_mpi(env: &impl Fn(&str) -> Option<String>) -> bool {
     ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"].iter().any(|v| env(v).is_some())
+}
+
+/// Whether MPI's ranks are this job's ranks: an MPI launcher started this
+/// process and the ranks were not set by ranktune's own launcher or
+/// explicitly (children of `ranktune tune --ranks N` run inside an `mpirun`
+/// inherit its variables, but are not MPI ranks).
+fn mpi_launch(rank: &RankInfo, env: &impl Fn(&str) -> Option<String>) -> bool {
+    !matches!(rank.source, RankSource::Ranktune | RankSource::Explicit) && launched_by_mpi(env)
 }
 
 #[cfg(feature = "mpi")]
@@ -271,7 +280,6 @@ fn mpi_collective(_: &RankInfo, requested: &str) -> Result<Box<dyn Collective>, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rank::RankSource;
     use std::collections::HashMap;
 
     fn info(rank: u32, world_size: u32) -> RankInfo {
@@ -308,8 +316,17 @@ mod tests {
     #[test]
     fn without_the_feature_an_mpi_launch_gets_the_store() {
         let vars = [("OMPI_COMM_WORLD_SIZE", "2"), ("OMPI_MCA_ess_base_jobid", "77")];
-        let c = pick(info(1, 2), &vars).unwrap();
+        let c = pick(RankInfo { source: RankSource::OpenMpi, ..info(1, 2) }, &vars).unwrap();
         assert!(c.describe().contains("file store"), "{}", c.describe());
+    }
+
+    #[test]
+    fn ranks_set_by_ranktune_inside_mpirun_get_the_store() {
+        let vars = [("OMPI_COMM_WORLD_SIZE", "1"), ("RANKTUNE_JOB_ID", "j2")];
+        for source in [RankSource::Ranktune, RankSource::Explicit] {
+            let c = pick(RankInfo { source, ..info(1, 4) }, &vars).unwrap();
+            assert!(c.describe().contains("file store"), "{}", c.describe());
+        }
     }
 
     #[test]
