@@ -61,11 +61,14 @@
 //! returned before the load began is missed.
 
 mod lock;
+mod read;
 mod spool;
 mod sys;
 mod write;
 
 pub mod format;
+
+pub use read::{max_file_bytes, read_cache_bytes, DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV};
 
 use crate::cache::document::CacheData;
 use crate::cache::entry::{EntryKey, Identity, Section};
@@ -306,25 +309,8 @@ impl FileStore {
         parse: &ParseFn<T>,
     ) -> Result<MainFile<T>, CacheError> {
         for _ in 0..5 {
-            let (bytes, ident) = match std::fs::File::open(&self.path) {
-                Ok(mut f) => {
-                    let meta = f.metadata().map_err(self.io("reading", &self.path))?;
-                    if meta.is_dir() {
-                        return Err(CacheError::Invalid(format!(
-                            "{} is a directory; give the path of a cache file inside it, e.g. {}/tune.json",
-                            self.path.display(),
-                            self.path.display()
-                        )));
-                    }
-                    let mut bytes = Vec::with_capacity(meta.len() as usize);
-                    std::io::Read::read_to_end(&mut f, &mut bytes)
-                        .map_err(self.io("reading", &self.path))?;
-                    (bytes, (meta.dev(), meta.ino()))
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Ok(MainFile { doc: T::default(), moved_aside: None })
-                }
-                Err(e) => return Err(self.io("reading", &self.path)(e)),
+            let Some((bytes, ident)) = read::read_regular(&self.path)? else {
+                return Ok(MainFile { doc: T::default(), moved_aside: None });
             };
             let reason = match parse(&bytes) {
                 Ok(doc) => return Ok(MainFile { doc, moved_aside: None }),
@@ -391,11 +377,7 @@ impl FileStore {
         set_aside: bool,
         parse: &ParseFn<T>,
     ) -> Result<SpoolRead<T>, CacheError> {
-        let bytes = match std::fs::read(path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(SpoolRead::Gone),
-            Err(e) => return Err(self.io("reading spool file", path)(e)),
-        };
+        let Some((bytes, _)) = read::read_regular(path)? else { return Ok(SpoolRead::Gone) };
         match parse(&bytes) {
             Ok(p) => Ok(SpoolRead::Read(p)),
             Err(ParseError::Unsupported(r)) => {
@@ -714,14 +696,19 @@ pub fn write_cache_file(path: &Path, data: &CacheData) -> Result<(), CacheError>
     write::write_atomic(path, &format::to_bytes(data))
 }
 
+/// Writes `bytes` (any format, e.g. an export) as the whole file at `path`
+/// with the store's one atomic writer: an exclusive, no-follow temp file in
+/// the same directory, the old file's permissions (or 0666 less the umask),
+/// fsync, rename, fsync of the directory; refuses to replace anything but a
+/// regular file or a symlink (never a device or FIFO).
+pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
+    write::write_atomic(path, bytes)
+}
+
 /// Reads and parses a whole cache file without side effects; the same as
 /// [`FileStore::inspect`] but ignoring any spool.
 pub fn read_cache_file(path: &Path) -> Result<Parsed, CacheError> {
-    let bytes = std::fs::read(path).map_err(|source| CacheError::Io {
-        action: "reading",
-        path: path.into(),
-        source,
-    })?;
+    let bytes = read::read_cache_bytes(path)?;
     format::parse(&bytes).map_err(|e| match e {
         ParseError::Unparseable(reason) => CacheError::Corrupt { path: path.into(), reason },
         ParseError::Unsupported(reason) => CacheError::Unsupported { path: path.into(), reason },

@@ -41,6 +41,7 @@ fn temp_prefix(path: &Path) -> Result<String, CacheError> {
 /// never a part. An existing file's permission bits are kept; a new file
 /// gets 0666 less the umask.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
+    require_replaceable(path)?;
     let dir = parent_dir(path);
     let temp = dir.join(format!(
         "{}{}-{}",
@@ -62,6 +63,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> 
         file.write_all(bytes).map_err(io("writing", &temp))?;
         file.sync_all().map_err(io("fsyncing", &temp))?;
         drop(file);
+        require_replaceable(path)?;
         std::fs::rename(&temp, path).map_err(io("renaming temp file over", path))?;
         sys::fsync_dir(&dir).map_err(io("fsyncing directory", &dir))
     })();
@@ -69,6 +71,17 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> 
         let _ = std::fs::remove_file(&temp);
     }
     result
+}
+
+/// An error unless `path` is missing, a regular file, or a symlink (which a
+/// rename replaces without touching its target): a rename must never
+/// replace a device, a FIFO, a socket or a directory.
+fn require_replaceable(path: &Path) -> Result<(), CacheError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Ok(()),
+        Ok(m) => super::read::require_regular(path, &m),
+        Err(_) => Ok(()),
+    }
 }
 
 /// Removes temp files of `path` left by killed writers. With `all` (the

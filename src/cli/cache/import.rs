@@ -8,7 +8,7 @@
 use anyhow::{bail, Context, Result};
 use ranktune::cache::merge::{merge, place_in_rank};
 use ranktune::cache::trtllm::{self, convert};
-use ranktune::cache::{CacheData, FileStore, Store};
+use ranktune::cache::{read_cache_bytes, CacheData, FileStore, Store};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tracing::warn;
@@ -57,7 +57,7 @@ pub struct Source {
 /// skipped with a warning naming them; a file that is not JSON is an error
 /// and is left exactly as it is.
 pub fn load_source(path: &Path, format: Format) -> Result<Source> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = read_cache_bytes(path)?;
     let doc = convert::parse_document(&bytes)
         .with_context(|| format!("{} cannot be read as a cache", path.display()))?;
     let format = match format {
