@@ -4,7 +4,7 @@
 //! same op and bucket. Read-only.
 
 use super::show::{bucket_text, tactic_text};
-use ranktune::cache::{is_stale, CacheData, CacheError, FileStore, Identity, Section};
+use ranktune::cache::{is_stale, CacheData, CacheError, Identity, Section};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -77,7 +77,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         println!("{}: no such file", path.display());
         return Ok(ExitCode::FAILURE);
     }
-    match FileStore::new(path).inspect() {
+    match super::open_store(path)?.inspect() {
         Ok(loaded) => {
             lines.extend(loaded.warnings.iter().cloned());
             lines.extend(problems(&loaded.data, &Identity::current().digest()));

@@ -5,7 +5,7 @@
 
 use anyhow::{bail, Context, Result};
 use ranktune::cache::trtllm::convert::{export, to_json_text};
-use ranktune::cache::{write_file_atomic, FileStore};
+use ranktune::cache::write_file_atomic;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tracing::warn;
@@ -39,7 +39,7 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
     if args.output.exists() && !args.force {
         bail!("{} exists; pass --force to replace it", args.output.display());
     }
-    let loaded = FileStore::new(&args.cache)
+    let loaded = super::open_store(&args.cache)?
         .inspect()
         .with_context(|| format!("reading {}", args.cache.display()))?;
     for w in &loaded.warnings {

@@ -8,7 +8,7 @@
 use anyhow::{bail, Context, Result};
 use ranktune::cache::merge::{merge, place_in_rank};
 use ranktune::cache::trtllm::{self, convert};
-use ranktune::cache::{read_cache_bytes, CacheData, FileStore, Store};
+use ranktune::cache::{read_cache_bytes, CacheData, Store};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tracing::warn;
@@ -80,7 +80,7 @@ pub fn load_source(path: &Path, format: Format) -> Result<Source> {
             Ok(Source { data: imported.data, format, skipped: imported.skipped })
         }
         _ => {
-            let loaded = FileStore::new(path)
+            let loaded = super::open_store(path)?
                 .inspect()
                 .with_context(|| format!("reading {}", path.display()))?;
             for w in &loaded.warnings {
@@ -133,7 +133,7 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
             super::merge::won_by_text(c.won_by)
         );
     }
-    let report = FileStore::new(&args.cache)
+    let report = super::open_store(&args.cache)?
         .save(&merged.data)
         .with_context(|| format!("saving into {}", args.cache.display()))?;
     for w in &report.warnings {

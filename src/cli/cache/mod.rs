@@ -8,7 +8,16 @@ mod merge;
 mod prune;
 mod show;
 
+use anyhow::Context;
+use ranktune::cache::FileStore;
+use std::path::Path;
 use std::process::ExitCode;
+
+/// The store for `path`, configured from the environment the same way for
+/// every subcommand: a malformed `RANKTUNE_LOCK_TIMEOUT` is an error.
+pub(crate) fn open_store(path: &Path) -> anyhow::Result<FileStore> {
+    FileStore::from_env(path).with_context(|| format!("cannot open {}", path.display()))
+}
 
 /// The `cache` subcommands.
 #[derive(Debug, clap::Subcommand)]

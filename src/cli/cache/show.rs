@@ -3,7 +3,7 @@
 //! or rewrites anything.
 
 use anyhow::Context;
-use ranktune::cache::{is_stale, CacheData, Entry, EntryKey, FileStore, Identity, Section};
+use ranktune::cache::{is_stale, CacheData, Entry, EntryKey, Identity, Section};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -68,7 +68,7 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
     if std::fs::symlink_metadata(&args.file).is_err() {
         anyhow::bail!("{} does not exist", args.file.display());
     }
-    let store = FileStore::new(&args.file);
+    let store = super::open_store(&args.file)?;
     let loaded = store.inspect().with_context(|| {
         format!("cannot show {}; `ranktune cache check` says more", args.file.display())
     })?;
