@@ -163,3 +163,127 @@ fn a_device_is_never_replaced() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(std::fs::symlink_metadata(&path).unwrap().file_type().is_char_device());
 }
+
+#[test]
+fn an_empty_file_is_called_empty_by_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, b"").unwrap();
+    let e = empty.to_str().unwrap();
+    let out = ranktune(&["cache", "check", e], &[]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.starts_with("empty file"), "{text}");
+    let out = ranktune(&["cache", "show", e], &[]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success() && text.contains("empty cache") && !text.contains('?'), "{text}");
+    let into = dir.path().join("into.json");
+    let out = ranktune(&["cache", "import", into.to_str().unwrap(), e], &[]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(text.contains("(empty)") && !text.contains("trtllm"), "{text}");
+    // A missing file: the same error and exit code for show and check.
+    let missing = dir.path().join("missing.json");
+    for cmd in ["show", "check"] {
+        let out = ranktune(&["cache", cmd, missing.to_str().unwrap()], &[]);
+        assert_eq!(out.status.code(), Some(2), "{cmd}");
+        assert!(stderr(&out).contains("does not exist"), "{cmd}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn an_io_error_names_the_os_reason_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let blocker = dir.path().join("file");
+    std::fs::write(&blocker, b"x").unwrap();
+    let mut data = CacheData::default();
+    data.metadata.environments.insert("e".into(), ranktune::cache::Identity::current());
+    let e = FileStore::new(blocker.join("c.json")).save(&data).unwrap_err();
+    // The chain as anyhow's `{:#}` prints it.
+    let mut text = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(s) = src {
+        text = format!("{text}: {s}");
+        src = s.source();
+    }
+    assert_eq!(text.matches("os error").count(), 1, "{text}");
+}
+
+#[test]
+fn store_warnings_are_printed_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("tune.json");
+    std::fs::write(
+        &cache,
+        br#"{"format":"ranktune-cache","version":"1.0","rank_0":[{"op":"gemm","runner":"r","fingerprint":"f","bucket":[[1]],"runner_index":0,"tactic":1,"time_us":-1,"checksum":"c","env":"e","created_unix":1}]}"#,
+    )
+    .unwrap();
+    let c = cache.to_str().unwrap();
+    // The tuner's load (the session logs what the store returns) ...
+    let out =
+        ranktune(&["tune", "--quick", "--ops", "softmax", "--max-tokens", "2", "--cache", c], &[]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches("bad entry rank_0[0]").count(), 1, "{err}");
+    // ... and prune, which drops it.
+    let out = ranktune(&["cache", "prune", c], &[]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches("bad entry rank_0[0]").count(), 1, "{err}");
+}
+
+#[test]
+fn a_malformed_lock_timeout_is_an_error_for_every_cache_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src.json");
+    std::fs::write(&src, b"{}").unwrap();
+    let into = dir.path().join("into.json");
+    let (s, i) = (src.to_str().unwrap(), into.to_str().unwrap());
+    for args in [
+        vec!["cache", "import", i, s],
+        vec!["cache", "merge", "-o", i, s],
+        vec!["cache", "show", s],
+        vec!["cache", "check", s],
+        vec!["cache", "prune", s],
+    ] {
+        let out = ranktune(&args, &[("RANKTUNE_LOCK_TIMEOUT", "abc")]);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains("RANKTUNE_LOCK_TIMEOUT"), "{args:?}: {}", stderr(&out));
+    }
+    assert!(!into.exists());
+}
+
+#[test]
+fn prune_refuses_an_unknown_environment_and_can_dry_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tune.json");
+    let mut data = CacheData::default();
+    data.insert(
+        ranktune::cache::Section::Rank(0),
+        ranktune::cache::EntryKey {
+            op: "gemm".into(),
+            runner: "r".into(),
+            fingerprint: "f".into(),
+            bucket: vec![vec![1]],
+        },
+        ranktune::cache::Entry {
+            runner_index: 0,
+            tactic: serde_json::json!(1),
+            time_us: 1.0,
+            candidates: vec![],
+            checksum: "c".into(),
+            env: "0123456789abcdef".into(),
+            created_unix: 1,
+        },
+    );
+    FileStore::new(&path).save(&data).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let p = path.to_str().unwrap();
+    let out = ranktune(&["cache", "prune", p, "--env", "deadbeef"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("Known environments"), "{}", stderr(&out));
+    let out = ranktune(&["cache", "prune", p, "--dry-run"], &[]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success() && text.contains("would remove 1"), "{text}");
+    assert_eq!(std::fs::read(&path).unwrap(), before, "nothing changed");
+}

@@ -5,8 +5,12 @@ use std::path::PathBuf;
 /// Why a cache operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
-    /// An I/O operation failed.
-    #[error("{action} {path}: {source}")]
+    /// An I/O operation failed. The OS error is the [`source`] (not part of
+    /// this message, so that a report that walks the chain, like anyhow's
+    /// `{:#}`, names it once).
+    ///
+    /// [`source`]: std::error::Error::source
+    #[error("{action} {path}")]
     Io {
         /// What was being done ("reading", "locking", …).
         action: &'static str,

@@ -51,6 +51,8 @@ pub struct Source {
     pub format: Format,
     /// Entries skipped because they did not parse.
     pub skipped: usize,
+    /// The file held nothing but blanks (read as an empty cache).
+    pub empty: bool,
 }
 
 /// Reads one cache file in the given (or detected) format. Bad entries are
@@ -58,6 +60,10 @@ pub struct Source {
 /// and is left exactly as it is.
 pub fn load_source(path: &Path, format: Format) -> Result<Source> {
     let bytes = read_cache_bytes(path)?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        warn!("{} is an empty file; it adds nothing", path.display());
+        return Ok(Source { data: CacheData::default(), format, skipped: 0, empty: true });
+    }
     let doc = convert::parse_document(&bytes)
         .with_context(|| format!("{} cannot be read as a cache", path.display()))?;
     let format = match format {
@@ -77,7 +83,7 @@ pub fn load_source(path: &Path, format: Format) -> Result<Source> {
             for w in &imported.warnings {
                 warn!("{}: {w}", path.display());
             }
-            Ok(Source { data: imported.data, format, skipped: imported.skipped })
+            Ok(Source { data: imported.data, format, skipped: imported.skipped, empty: false })
         }
         _ => {
             let loaded = super::open_store(path)?
@@ -86,7 +92,12 @@ pub fn load_source(path: &Path, format: Format) -> Result<Source> {
             for w in &loaded.warnings {
                 warn!("{}: {w}", path.display());
             }
-            Ok(Source { data: loaded.data, format: Format::Ranktune, skipped: loaded.bad_entries })
+            Ok(Source {
+                data: loaded.data,
+                format: Format::Ranktune,
+                skipped: loaded.bad_entries,
+                empty: false,
+            })
         }
     }
 }
@@ -112,7 +123,7 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
             "read {} entries from {} ({}{})",
             source.data.len(),
             path.display(),
-            format_name(source.format),
+            if source.empty { "empty" } else { format_name(source.format) },
             if source.skipped > 0 {
                 format!(", {} bad entries skipped", source.skipped)
             } else {

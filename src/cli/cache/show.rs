@@ -75,6 +75,10 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
+    if !args.json && loaded.data.is_empty() && super::is_empty_file(&args.file) {
+        println!("empty cache: {} is an empty file (no entries, no metadata)", args.file.display());
+        return Ok(ExitCode::SUCCESS);
+    }
     let current = Identity::current().digest();
     let data = &loaded.data;
     let rows = selected(data, args.rank);
