@@ -1,6 +1,13 @@
 //! Errors of the cache stores.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// The one adapter from an OS error to [`CacheError::Io`], for `map_err`:
+/// `.map_err(io("reading", path))`.
+pub(crate) fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CacheError {
+    let path = path.to_path_buf();
+    move |source| CacheError::Io { action, path, source }
+}
 
 /// Why a cache operation failed.
 #[derive(Debug, thiserror::Error)]

@@ -15,6 +15,7 @@ pub mod identity;
 pub mod memory;
 pub mod merge;
 pub mod store;
+mod time;
 pub mod trtllm;
 
 pub use document::{CacheData, Metadata};

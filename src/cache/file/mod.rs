@@ -72,6 +72,7 @@ pub use read::{max_file_bytes, read_cache_bytes, DEFAULT_MAX_FILE_BYTES, MAX_FIL
 
 use crate::cache::document::CacheData;
 use crate::cache::entry::{Entry, EntryKey, Identity, Section};
+use crate::cache::error::io;
 use crate::cache::store::{Loaded, RemovePredicate, SaveReport, Store};
 use crate::cache::CacheError;
 use format::{ParseError, Parsed, RawDoc};
@@ -180,10 +181,6 @@ type Edit<'a> = dyn FnMut(&mut RawDoc) -> Result<usize, CacheError> + 'a;
 /// Decides a merge conflict under the lock: `(section, key, stored, new)`,
 /// true to store `new` (see [`FileStore::save_resolving`]).
 pub type Resolver<'a> = dyn Fn(Section, &EntryKey, &Entry, &Entry) -> bool + 'a;
-
-fn unix_now() -> u64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
-}
 
 fn raw_len(doc: &RawDoc) -> usize {
     doc.sections.values().map(|s| s.keyed.len() + s.unkeyed.len()).sum()
@@ -312,11 +309,6 @@ impl FileStore {
         self.resolved().load_with(Aside::Never)
     }
 
-    fn io(&self, action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CacheError {
-        let path = path.to_path_buf();
-        move |source| CacheError::Io { action, path, source }
-    }
-
     fn read_main<T: Default>(
         &self,
         aside: Aside,
@@ -355,10 +347,9 @@ impl FileStore {
                 continue;
             }
             let aside_path = self.aside_path();
-            std::fs::rename(&self.path, &aside_path)
-                .map_err(self.io("setting aside", &self.path))?;
+            std::fs::rename(&self.path, &aside_path).map_err(io("setting aside", &self.path))?;
             let dir = write::parent_dir(&self.path);
-            sys::fsync_dir(&dir).map_err(self.io("fsyncing directory", &dir))?;
+            sys::fsync_dir(&dir).map_err(io("fsyncing directory", &dir))?;
             let msg = format!(
                 "{} does not parse ({reason}); moved it to {} and continuing with an empty cache",
                 self.path.display(),
@@ -493,7 +484,7 @@ impl FileStore {
         doc.sections.retain(|_, s| !(s.keyed.is_empty() && s.unkeyed.is_empty()));
         changed |= edited > 0;
         if changed {
-            let now = unix_now();
+            let now = crate::cache::time::unix_now();
             let m = &mut doc.metadata;
             m.lib_version = env!("CARGO_PKG_VERSION").to_string();
             m.host = sys::hostname();
@@ -509,7 +500,7 @@ impl FileStore {
                 any |= std::fs::remove_file(p).is_ok();
             }
             if any {
-                sys::fsync_dir(&spool_dir).map_err(self.io("fsyncing directory", &spool_dir))?;
+                sys::fsync_dir(&spool_dir).map_err(io("fsyncing directory", &spool_dir))?;
             }
         }
         let total = raw_len(&doc);
@@ -665,7 +656,7 @@ impl FileStore {
             return Ok(SaveReport { written, total: 0, warnings });
         }
         if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(self.io("creating directory", parent))?;
+            std::fs::create_dir_all(parent).map_err(io("creating directory", parent))?;
         }
         let spool_file = spool::write_spool(&self.spool_path(), || format::to_bytes(&update))?;
         // Done waiting once the spool file was folded (or set aside, which

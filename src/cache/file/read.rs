@@ -7,6 +7,7 @@
 //! limit. It must never modify, move or lock anything.
 
 use super::sys;
+use crate::cache::error::io;
 use crate::cache::CacheError;
 use std::fs::Metadata;
 use std::io::Read;
@@ -91,13 +92,10 @@ fn too_large(path: &Path, size: u64, limit: u64) -> CacheError {
 /// is not a regular file, and files over [`max_file_bytes`], before reading
 /// a byte.
 pub(crate) fn read_regular(path: &Path) -> Result<Option<(Vec<u8>, FileId)>, CacheError> {
-    let io = |action: &'static str| {
-        move |source| CacheError::Io { action, path: path.to_path_buf(), source }
-    };
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io("reading")(e)),
+        Err(e) => return Err(io("reading", path)(e)),
     };
     require_regular(path, &meta)?;
     let limit = max_file_bytes()?;
@@ -110,12 +108,12 @@ pub(crate) fn read_regular(path: &Path) -> Result<Option<(Vec<u8>, FileId)>, Cac
     let file = match sys::open_read_nonblock(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io("reading")(e)),
+        Err(e) => return Err(io("reading", path)(e)),
     };
-    let meta = file.metadata().map_err(io("reading"))?;
+    let meta = file.metadata().map_err(io("reading", path))?;
     require_regular(path, &meta)?;
     let mut bytes = Vec::new();
-    file.take(limit.saturating_add(1)).read_to_end(&mut bytes).map_err(io("reading"))?;
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes).map_err(io("reading", path))?;
     if bytes.len() as u64 > limit {
         return Err(too_large(path, bytes.len() as u64, limit));
     }

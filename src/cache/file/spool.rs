@@ -9,6 +9,7 @@
 //! job, under the lock).
 
 use super::sys;
+use crate::cache::error::io;
 use crate::cache::CacheError;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -34,11 +35,6 @@ fn next_nanos() -> u128 {
     let mut last = LAST_NANOS.lock().unwrap_or_else(|p| p.into_inner());
     *last = now.max(*last + 1);
     *last
-}
-
-fn io(action: &'static str, p: &Path) -> impl FnOnce(std::io::Error) -> CacheError {
-    let path = p.to_path_buf();
-    move |source| CacheError::Io { action, path, source }
 }
 
 /// Where damaged spool files are set aside: `<spool>/corrupt/`, under

@@ -7,6 +7,7 @@
 //! file as a cache, and never write the target in place.
 
 use super::sys;
+use crate::cache::error::io;
 use crate::cache::CacheError;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -49,10 +50,6 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> 
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     ));
-    let io = |action: &'static str, p: &Path| {
-        let p = p.to_path_buf();
-        move |source| CacheError::Io { action, path: p, source }
-    };
     let mut file = sys::create_exclusive(&temp).map_err(io("creating temp file", &temp))?;
     let result = (|| {
         if let Ok(meta) = std::fs::metadata(path) {
@@ -116,19 +113,9 @@ pub(crate) fn remove_stale_temps(path: &Path, all: bool, min_age: Duration) -> u
 
 /// `2026-11-30T05:40:12Z` style stamp (UTC) for file names set aside.
 pub(crate) fn utc_stamp(t: SystemTime) -> String {
-    let secs = t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let days = (secs / 86_400) as i64;
+    let secs = crate::cache::time::unix_secs(t);
     let rem = secs % 86_400;
-    // Civil-from-days (Howard Hinnant), proleptic Gregorian.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = crate::cache::time::civil_from_days((secs / 86_400) as i64);
     format!("{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z", rem / 3600, (rem % 3600) / 60, rem % 60)
 }
 
