@@ -136,8 +136,8 @@ fn check_reports_one_line_per_problem() {
     assert_eq!(std::fs::read(&path).unwrap(), b"{\"rank_0\": [");
 
     let out = ranktune(&["cache", "check", dir.path().join("nope.json").to_str().unwrap()], &[]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(stdout(&out).contains("no such file"));
+    assert_eq!(out.status.code(), Some(2), "a missing file is an error, as for show");
+    assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
 }
 
 #[test]

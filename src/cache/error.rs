@@ -1,12 +1,23 @@
 //! Errors of the cache stores.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// The one adapter from an OS error to [`CacheError::Io`], for `map_err`:
+/// `.map_err(io("reading", path))`.
+pub(crate) fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CacheError {
+    let path = path.to_path_buf();
+    move |source| CacheError::Io { action, path, source }
+}
 
 /// Why a cache operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CacheError {
-    /// An I/O operation failed.
-    #[error("{action} {path}: {source}")]
+    /// An I/O operation failed. The OS error is the [`source`] (not part of
+    /// this message, so that a report that walks the chain, like anyhow's
+    /// `{:#}`, names it once).
+    ///
+    /// [`source`]: std::error::Error::source
+    #[error("{action} {path}")]
     Io {
         /// What was being done ("reading", "locking", …).
         action: &'static str,

@@ -104,6 +104,21 @@ pub fn merge(inputs: &[CacheData]) -> Merged {
     out
 }
 
+/// The conflict rule for two entries under one key, `stored` counting as
+/// the earlier input: true when `new` wins (newer; or the same age and
+/// faster). What `cache merge -o` applies under the lock against the entry
+/// stored at that moment.
+///
+/// ```
+/// # use ranktune::cache::{merge::new_wins, Entry};
+/// let e = |t: u64| Entry { runner_index: 0, tactic: 0.into(), time_us: 1.0,
+///     candidates: vec![], checksum: "c".into(), env: "e".into(), created_unix: t };
+/// assert!(new_wins(&e(1), &e(2)) && !new_wins(&e(2), &e(1)) && !new_wins(&e(1), &e(1)));
+/// ```
+pub fn new_wins(stored: &Entry, new: &Entry) -> bool {
+    rank(&(1, new), &(0, stored)) == std::cmp::Ordering::Less
+}
+
 /// Orders candidates best first: newer, then faster (NaN last), then earlier.
 fn rank(a: &(usize, &Entry), b: &(usize, &Entry)) -> std::cmp::Ordering {
     let time = |e: &Entry| if e.time_us.is_nan() { f64::INFINITY } else { e.time_us };

@@ -15,14 +15,16 @@ pub mod identity;
 pub mod memory;
 pub mod merge;
 pub mod store;
+mod time;
 pub mod trtllm;
 
 pub use document::{CacheData, Metadata};
 pub use entry::{Candidate, Entry, EntryKey, Identity, Section, Stats};
 pub use error::CacheError;
 pub use file::{
-    lock_timeout_from_env, read_cache_file, write_cache_file, FileStore, DEFAULT_LOCK_TIMEOUT,
-    LOCK_TIMEOUT_ENV,
+    lock_timeout_from_env, max_file_bytes, read_cache_bytes, read_cache_file, write_cache_file,
+    write_file_atomic, FileStore, Resolver, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_FILE_BYTES,
+    LOCK_TIMEOUT_ENV, MAX_FILE_BYTES_ENV,
 };
 pub use identity::is_stale;
-pub use store::{Loaded, SaveReport, Store};
+pub use store::{Loaded, RemovePredicate, SaveReport, Store};

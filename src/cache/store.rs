@@ -7,10 +7,14 @@
 //! skipped or set aside and reported), only on I/O it cannot get past.
 
 use super::document::CacheData;
-use super::entry::{EntryKey, Section};
+use super::entry::{Entry, EntryKey, Section};
 use std::path::PathBuf;
 
-/// What a load found.
+/// Decides, per stored entry, whether [`Store::remove_where`] removes it.
+pub type RemovePredicate<'a> = dyn Fn(Section, &EntryKey, &Entry) -> bool + 'a;
+
+/// What a load found. Backends return problems here and do not log them:
+/// the caller logs (or prints) each warning once.
 #[derive(Clone, Debug, Default)]
 pub struct Loaded {
     /// Everything that loaded.
@@ -30,7 +34,8 @@ pub struct SaveReport {
     pub written: usize,
     /// Entries in the store afterwards.
     pub total: usize,
-    /// Warnings (e.g. locking unsupported on this filesystem).
+    /// Warnings (e.g. locking unsupported on this filesystem, bad entries
+    /// kept as they are). Not logged by the store: the caller logs them.
     pub warnings: Vec<String>,
 }
 
@@ -42,4 +47,24 @@ pub trait Store {
     fn save(&self, update: &CacheData) -> Result<SaveReport, super::CacheError>;
     /// Removes the given entries (e.g. `cache prune`), keeping everything else.
     fn remove(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, super::CacheError>;
+
+    /// Removes every stored entry for which `pred` is true, deciding on the
+    /// entry as it is stored at the moment of removal: an entry that a save
+    /// replaced after the caller last looked is judged afresh, so a fresh
+    /// save is never removed for being what an older entry was. `written`
+    /// in the report is the number removed.
+    ///
+    /// The default loads, picks, and calls [`Store::remove`]; that is only
+    /// right for stores nobody else writes at the same time, so shared
+    /// backends override it to decide under their lock.
+    fn remove_where(&self, pred: &RemovePredicate<'_>) -> Result<SaveReport, super::CacheError> {
+        let loaded = self.load()?;
+        let keys: Vec<_> = loaded
+            .data
+            .iter()
+            .filter(|(s, k, e)| pred(*s, k, e))
+            .map(|(s, k, _)| (s, k.clone()))
+            .collect();
+        self.remove(&keys)
+    }
 }

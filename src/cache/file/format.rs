@@ -507,6 +507,13 @@ fn parse_entry(section: &str, index: usize, raw: &RawValue) -> Result<(EntryKey,
     Ok((key, entry))
 }
 
+/// One entry from its JSON text (as kept in a [`RawDoc`]), fully parsed
+/// and validated; `None` when it is malformed.
+pub(crate) fn entry_from_text(text: &str) -> Option<Entry> {
+    let raw: &RawValue = serde_json::from_str(text).ok()?;
+    parse_entry("", 0, raw).ok().map(|(_, e)| e)
+}
+
 /// Parses a cache document. Empty input is an empty cache; bad entries are
 /// skipped (counted, each named in a warning); a file that is not a JSON
 /// object is [`ParseError::Unparseable`]; another format or a future major

@@ -61,22 +61,26 @@
 //! returned before the load began is missed.
 
 mod lock;
+mod read;
 mod spool;
 mod sys;
 mod write;
 
 pub mod format;
 
+pub use read::{max_file_bytes, read_cache_bytes, DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV};
+
 use crate::cache::document::CacheData;
-use crate::cache::entry::{EntryKey, Identity, Section};
-use crate::cache::store::{Loaded, SaveReport, Store};
+use crate::cache::entry::{Entry, EntryKey, Identity, Section};
+use crate::cache::error::io;
+use crate::cache::store::{Loaded, RemovePredicate, SaveReport, Store};
 use crate::cache::CacheError;
 use format::{ParseError, Parsed, RawDoc};
-use lock::Acquired;
+use lock::{Acquired, LockGuard};
+use spool::SpoolState;
 use std::borrow::Cow;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
 /// Default for how long a save waits for the lock.
@@ -93,8 +97,6 @@ const STALE_TEMP_AGE: Duration = Duration::from_secs(600);
 const GATHER_QUIET: Duration = Duration::from_millis(20);
 /// ...but never longer than this.
 const GATHER_CAP: Duration = Duration::from_millis(500);
-
-static WARNED_NO_LOCK: AtomicBool = AtomicBool::new(false);
 
 /// The lock timeout from `RANKTUNE_LOCK_TIMEOUT` (seconds, may be
 /// fractional), or [`DEFAULT_LOCK_TIMEOUT`] when unset.
@@ -172,9 +174,13 @@ enum SpoolRead<T> {
 /// How a document is parsed: fully (loads) or as raw entries (folds).
 type ParseFn<T> = dyn Fn(&[u8]) -> Result<T, ParseError>;
 
-fn unix_now() -> u64 {
-    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
-}
+/// A change a fold makes under the lock, after every waiting spool was
+/// applied; returns how many entries it changed.
+type Edit<'a> = dyn FnMut(&mut RawDoc) -> Result<usize, CacheError> + 'a;
+
+/// Decides a merge conflict under the lock: `(section, key, stored, new)`,
+/// true to store `new` (see [`FileStore::save_resolving`]).
+pub type Resolver<'a> = dyn Fn(Section, &EntryKey, &Entry, &Entry) -> bool + 'a;
 
 fn raw_len(doc: &RawDoc) -> usize {
     doc.sections.values().map(|s| s.keyed.len() + s.unkeyed.len()).sum()
@@ -226,16 +232,24 @@ fn merge_into(dst: &mut CacheData, src: CacheData) -> bool {
 }
 
 impl FileStore {
-    /// A store for the cache file at `path`. Does no I/O; the lock timeout
-    /// comes from `RANKTUNE_LOCK_TIMEOUT` when that is a valid number of
-    /// seconds (see [`lock_timeout_from_env`] to report bad values), else
-    /// [`DEFAULT_LOCK_TIMEOUT`].
+    /// A store for the cache file at `path`, with the lock timeout
+    /// [`DEFAULT_LOCK_TIMEOUT`]. Does no I/O and reads no environment (see
+    /// [`FileStore::from_env`] for what the CLI uses).
     pub fn new(path: impl Into<PathBuf>) -> FileStore {
-        FileStore {
-            path: path.into(),
-            lock_timeout: lock_timeout_from_env().unwrap_or(DEFAULT_LOCK_TIMEOUT),
-            locking: true,
-        }
+        FileStore { path: path.into(), lock_timeout: DEFAULT_LOCK_TIMEOUT, locking: true }
+    }
+
+    /// A store for `path` configured from the environment: the lock timeout
+    /// from `RANKTUNE_LOCK_TIMEOUT`. A malformed value is an error (never
+    /// silently the default), so every command that opens a store treats it
+    /// the same way. Does no I/O.
+    ///
+    /// ```
+    /// # use ranktune::cache::FileStore;
+    /// assert!(FileStore::from_env("tune.json").is_ok());
+    /// ```
+    pub fn from_env(path: impl Into<PathBuf>) -> Result<FileStore, CacheError> {
+        Ok(FileStore::new(path).with_lock_timeout(lock_timeout_from_env()?))
     }
 
     /// Sets how long a save waits for the lock before failing.
@@ -295,36 +309,14 @@ impl FileStore {
         self.resolved().load_with(Aside::Never)
     }
 
-    fn io(&self, action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CacheError {
-        let path = path.to_path_buf();
-        move |source| CacheError::Io { action, path, source }
-    }
-
     fn read_main<T: Default>(
         &self,
         aside: Aside,
         parse: &ParseFn<T>,
     ) -> Result<MainFile<T>, CacheError> {
         for _ in 0..5 {
-            let (bytes, ident) = match std::fs::File::open(&self.path) {
-                Ok(mut f) => {
-                    let meta = f.metadata().map_err(self.io("reading", &self.path))?;
-                    if meta.is_dir() {
-                        return Err(CacheError::Invalid(format!(
-                            "{} is a directory; give the path of a cache file inside it, e.g. {}/tune.json",
-                            self.path.display(),
-                            self.path.display()
-                        )));
-                    }
-                    let mut bytes = Vec::with_capacity(meta.len() as usize);
-                    std::io::Read::read_to_end(&mut f, &mut bytes)
-                        .map_err(self.io("reading", &self.path))?;
-                    (bytes, (meta.dev(), meta.ino()))
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Ok(MainFile { doc: T::default(), moved_aside: None })
-                }
-                Err(e) => return Err(self.io("reading", &self.path)(e)),
+            let Some((bytes, ident)) = read::read_regular(&self.path)? else {
+                return Ok(MainFile { doc: T::default(), moved_aside: None });
             };
             let reason = match parse(&bytes) {
                 Ok(doc) => return Ok(MainFile { doc, moved_aside: None }),
@@ -355,16 +347,14 @@ impl FileStore {
                 continue;
             }
             let aside_path = self.aside_path();
-            std::fs::rename(&self.path, &aside_path)
-                .map_err(self.io("setting aside", &self.path))?;
+            std::fs::rename(&self.path, &aside_path).map_err(io("setting aside", &self.path))?;
             let dir = write::parent_dir(&self.path);
-            sys::fsync_dir(&dir).map_err(self.io("fsyncing directory", &dir))?;
+            sys::fsync_dir(&dir).map_err(io("fsyncing directory", &dir))?;
             let msg = format!(
                 "{} does not parse ({reason}); moved it to {} and continuing with an empty cache",
                 self.path.display(),
                 aside_path.display()
             );
-            tracing::warn!("{msg}");
             return Ok(MainFile { doc: T::default(), moved_aside: Some((aside_path, msg)) });
         }
         Err(CacheError::Invalid(format!(
@@ -391,11 +381,7 @@ impl FileStore {
         set_aside: bool,
         parse: &ParseFn<T>,
     ) -> Result<SpoolRead<T>, CacheError> {
-        let bytes = match std::fs::read(path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(SpoolRead::Gone),
-            Err(e) => return Err(self.io("reading spool file", path)(e)),
-        };
+        let Some((bytes, _)) = read::read_regular(path)? else { return Ok(SpoolRead::Gone) };
         match parse(&bytes) {
             Ok(p) => Ok(SpoolRead::Read(p)),
             Err(ParseError::Unsupported(r)) => {
@@ -404,10 +390,7 @@ impl FileStore {
             Err(ParseError::Unparseable(r)) => {
                 let mut msg = format!("spool file {} does not parse ({r})", path.display());
                 if set_aside {
-                    let mut aside = path.as_os_str().to_owned();
-                    aside.push(format!(".corrupt-{}", write::utc_stamp(SystemTime::now())));
-                    let aside = PathBuf::from(aside);
-                    std::fs::rename(path, &aside).map_err(self.io("setting aside", path))?;
+                    let aside = spool::set_aside(path)?;
                     msg.push_str(&format!("; moved it to {}", aside.display()));
                 }
                 Ok(SpoolRead::Corrupt(msg))
@@ -453,15 +436,16 @@ impl FileStore {
         }
     }
 
-    /// Folds every spool (and removes `remove`) into a new main file, under
+    /// Folds every spool into a new main file, then applies `edit`, under
     /// the lock when `locked` (then the folded spools are deleted). Entries
     /// stay text (see [`format::parse_raw`]); `strict` also drops malformed
-    /// entries. Returns (entries after, entries removed, warnings).
+    /// entries. Returns (entries after, entries the edit changed, warnings);
+    /// warnings are returned, not logged.
     fn fold(
         &self,
         locked: bool,
-        remove: &[(Section, EntryKey)],
         strict: bool,
+        edit: Option<&mut Edit<'_>>,
     ) -> Result<(usize, usize, Vec<String>), CacheError> {
         let t0 = std::time::Instant::now();
         let spool_dir = self.spool_path();
@@ -492,18 +476,15 @@ impl FileStore {
             }
         }
         let t_spools = t0.elapsed();
-        let mut removed = 0;
-        for (section, key) in remove {
-            if let Some(entries) = doc.sections.get_mut(section) {
-                if entries.keyed.remove(key).is_some() {
-                    removed += 1;
-                }
-            }
-        }
+        let has_edit = edit.is_some();
+        let edited = match edit {
+            Some(edit) => edit(&mut doc)?,
+            None => 0,
+        };
         doc.sections.retain(|_, s| !(s.keyed.is_empty() && s.unkeyed.is_empty()));
-        changed |= removed > 0;
+        changed |= edited > 0;
         if changed {
-            let now = unix_now();
+            let now = crate::cache::time::unix_now();
             let m = &mut doc.metadata;
             m.lib_version = env!("CARGO_PKG_VERSION").to_string();
             m.host = sys::hostname();
@@ -513,13 +494,13 @@ impl FileStore {
             m.updated_unix = now;
             write::write_atomic(&self.path, &format::raw_to_bytes(&doc))?;
         }
-        if locked || !remove.is_empty() {
+        if locked || has_edit {
             let mut any = false;
             for p in &folded {
                 any |= std::fs::remove_file(p).is_ok();
             }
             if any {
-                sys::fsync_dir(&spool_dir).map_err(self.io("fsyncing directory", &spool_dir))?;
+                sys::fsync_dir(&spool_dir).map_err(io("fsyncing directory", &spool_dir))?;
             }
         }
         let total = raw_len(&doc);
@@ -531,23 +512,39 @@ impl FileStore {
             t_spools - t_main,
             t0.elapsed()
         );
-        for w in &warnings {
-            tracing::warn!("{w}");
-        }
-        Ok((total, removed, warnings))
+        Ok((total, edited, warnings))
     }
 
+    /// The "cannot lock" warning, for every save's report (returned, not
+    /// logged: callers log).
     fn warn_no_lock(&self, why: &str) -> String {
-        let msg = format!(
+        format!(
             "cannot lock {} ({why}); saving without a lock: the cache file stays whole, \
              and saves are kept in {} until a save on a filesystem with locks folds them",
             self.lock_path().display(),
             self.spool_path().display()
-        );
-        if !WARNED_NO_LOCK.swap(true, Ordering::Relaxed) {
-            tracing::warn!("{msg}");
-        }
-        msg
+        )
+    }
+
+    /// Takes the lock for an edit (remove, resolving save), waiting up to
+    /// the timeout; goes on without it where the filesystem cannot lock.
+    fn lock_for_edit(
+        &self,
+        warnings: &mut Vec<String>,
+    ) -> Result<(bool, Option<LockGuard>), CacheError> {
+        let outcome = if self.locking {
+            lock::acquire(&self.lock_path(), self.lock_timeout, || false)?
+        } else {
+            Acquired::Unsupported(std::io::Error::other("locking turned off"))
+        };
+        Ok(match outcome {
+            Acquired::Locked(g) => (true, Some(g)),
+            Acquired::Unsupported(e) => {
+                warnings.push(self.warn_no_lock(&e.to_string()));
+                (false, None)
+            }
+            Acquired::Done => (false, None),
+        })
     }
 
     /// The part of `update` that will be written: valid entries, plus the
@@ -565,9 +562,7 @@ impl FileStore {
         let mut needs_current = false;
         for (section, key, entry) in update.iter() {
             if let Err(why) = format::validate_entry(key, entry) {
-                let msg = format!("not saving entry {section} {key}: {why}");
-                tracing::warn!("{msg}");
-                warnings.push(msg);
+                warnings.push(format!("not saving entry {section} {key}: {why}"));
                 invalid.insert((section, key.clone()));
             } else if entry.env == *current_digest {
                 needs_current = true;
@@ -597,14 +592,11 @@ impl Store for FileStore {
     /// load goes on with an empty cache; bad entries are skipped. Fails on
     /// I/O errors and on files this build must not touch
     /// ([`CacheError::Unsupported`]).
+    ///
+    /// Warnings are returned in [`Loaded::warnings`], not logged: the caller
+    /// logs them, once.
     fn load(&self) -> Result<Loaded, CacheError> {
-        let loaded = self.resolved().load_with(Aside::TakeLock)?;
-        for w in &loaded.warnings {
-            if loaded.moved_aside.is_none() || !w.contains("does not parse") {
-                tracing::warn!("{w}");
-            }
-        }
-        Ok(loaded)
+        self.resolved().load_with(Aside::TakeLock)
     }
 
     /// Merges `update` into the file: adds or replaces its entries, never
@@ -624,7 +616,35 @@ impl Store for FileStore {
     /// waiting saves first), and drops malformed entries, naming each in the
     /// report's warnings. `written` in the report is the number removed.
     fn remove(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, CacheError> {
-        self.resolved().remove_resolved(keys)
+        self.resolved().edit_resolved(&mut |doc: &mut RawDoc| {
+            let mut n = 0;
+            for (section, key) in keys {
+                if let Some(entries) = doc.sections.get_mut(section) {
+                    n += usize::from(entries.keyed.remove(key).is_some());
+                }
+            }
+            Ok(n)
+        })
+    }
+
+    /// Removes the entries `pred` picks, deciding on each entry as stored
+    /// under the lock after every waiting save was folded in: a save that
+    /// returned before (or while) this runs is judged by what it saved, so
+    /// `cache prune` never removes a fresh entry for being what an older
+    /// one was. Also drops malformed entries, like [`Store::remove`].
+    fn remove_where(&self, pred: &RemovePredicate<'_>) -> Result<SaveReport, CacheError> {
+        self.resolved().edit_resolved(&mut |doc: &mut RawDoc| {
+            let mut n = 0;
+            for (section, entries) in doc.sections.iter_mut() {
+                entries.keyed.retain(|key, text| {
+                    let drop =
+                        format::entry_from_text(text).is_some_and(|e| pred(*section, key, &e));
+                    n += usize::from(drop);
+                    !drop
+                });
+            }
+            Ok(n)
+        })
     }
 }
 
@@ -636,17 +656,23 @@ impl FileStore {
             return Ok(SaveReport { written, total: 0, warnings });
         }
         if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(self.io("creating directory", parent))?;
+            std::fs::create_dir_all(parent).map_err(io("creating directory", parent))?;
         }
         let spool_file = spool::write_spool(&self.spool_path(), || format::to_bytes(&update))?;
-        let folded_elsewhere = || std::fs::symlink_metadata(&spool_file).is_err();
+        // Done waiting once the spool file was folded (or set aside, which
+        // `settled` turns into an error); any other error is not "done".
+        let folded_elsewhere = || {
+            matches!(spool::state(&spool_file), Ok(SpoolState::Folded | SpoolState::SetAside(_)))
+        };
         let outcome = if self.locking {
             lock::acquire(&self.lock_path(), self.lock_timeout, folded_elsewhere)
         } else {
             Ok(Acquired::Unsupported(std::io::Error::other("locking turned off")))
         };
         let (locked, _guard) = match outcome {
-            Ok(Acquired::Done) => return Ok(SaveReport { written, total: written, warnings }),
+            Ok(Acquired::Done) => {
+                return self.settled(&spool_file, SaveReport { written, total: written, warnings })
+            }
             Ok(Acquired::Locked(g)) => (true, Some(g)),
             Ok(Acquired::Unsupported(e)) => {
                 warnings.push(self.warn_no_lock(&e.to_string()));
@@ -657,21 +683,21 @@ impl FileStore {
                 // if it is already gone, a lock holder folded it: saved.
                 return match std::fs::remove_file(&spool_file) {
                     Err(r) if r.kind() == std::io::ErrorKind::NotFound => {
-                        Ok(SaveReport { written, total: written, warnings })
+                        self.settled(&spool_file, SaveReport { written, total: written, warnings })
                     }
                     _ => Err(e),
                 };
             }
         };
         if locked && folded_elsewhere() {
-            return Ok(SaveReport { written, total: written, warnings });
+            return self.settled(&spool_file, SaveReport { written, total: written, warnings });
         }
         if locked {
             let t = std::time::Instant::now();
             spool::settle(&self.spool_path(), GATHER_QUIET, GATHER_CAP);
             tracing::debug!("gathered saves for {:?}", t.elapsed());
         }
-        let (total, _, fold_warnings) = match self.fold(locked, &[], false) {
+        let (total, _, fold_warnings) = match self.fold(locked, false, None) {
             Ok(r) => r,
             Err(e) => {
                 // Withdraw the spool so that an error means "not saved" and
@@ -681,27 +707,91 @@ impl FileStore {
             }
         };
         warnings.extend(fold_warnings);
-        Ok(SaveReport { written, total, warnings })
+        match spool::state(&spool_file) {
+            // Our own fold found this save's spool damaged and set it aside.
+            Ok(SpoolState::SetAside(p)) => Err(Self::spool_set_aside(&p)),
+            _ => Ok(SaveReport { written, total, warnings }),
+        }
     }
 
-    fn remove_resolved(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, CacheError> {
+    fn spool_set_aside(aside: &Path) -> CacheError {
+        CacheError::Invalid(format!(
+            "this save's spool file was damaged before it was folded into the cache and was set \
+             aside as {}; nothing was saved, save again",
+            aside.display()
+        ))
+    }
+
+    /// The result of a save whose spool file is no longer waiting: folded
+    /// is saved, set aside is an error.
+    fn settled(&self, spool_file: &Path, report: SaveReport) -> Result<SaveReport, CacheError> {
+        match spool::state(spool_file) {
+            Ok(SpoolState::Folded) => Ok(report),
+            Ok(SpoolState::SetAside(p)) => Err(Self::spool_set_aside(&p)),
+            Ok(SpoolState::Waiting) => Err(CacheError::Invalid(format!(
+                "spool file {} reappeared after it was folded; is something else writing to {}?",
+                spool_file.display(),
+                self.spool_path().display()
+            ))),
+            Err(source) => Err(CacheError::Io {
+                action: "checking spool file",
+                path: spool_file.into(),
+                source,
+            }),
+        }
+    }
+
+    /// Folds every waiting save and applies `edit`, under the lock (with
+    /// malformed entries dropped). `written` in the report is what the edit
+    /// changed.
+    fn edit_resolved(&self, edit: &mut Edit<'_>) -> Result<SaveReport, CacheError> {
         let mut warnings = Vec::new();
-        let outcome = if self.locking {
-            lock::acquire(&self.lock_path(), self.lock_timeout, || false)?
-        } else {
-            Acquired::Unsupported(std::io::Error::other("locking turned off"))
-        };
-        let (locked, _guard) = match outcome {
-            Acquired::Locked(g) => (true, Some(g)),
-            Acquired::Unsupported(e) => {
-                warnings.push(self.warn_no_lock(&e.to_string()));
-                (false, None)
-            }
-            Acquired::Done => (false, None),
-        };
-        let (total, removed, fold_warnings) = self.fold(locked, keys, true)?;
+        let (locked, _guard) = self.lock_for_edit(&mut warnings)?;
+        let (total, edited, fold_warnings) = self.fold(locked, true, Some(edit))?;
         warnings.extend(fold_warnings);
-        Ok(SaveReport { written: removed, total, warnings })
+        Ok(SaveReport { written: edited, total, warnings })
+    }
+
+    /// Like [`Store::save`], but where the store already holds an entry
+    /// under the same key, `take_new(section, key, stored, new)` decides —
+    /// under the lock, against the entry as stored at that moment (with
+    /// every waiting save folded in), so a save that lands between a
+    /// caller's read and this save is judged by the rule, not overwritten.
+    /// `cache merge -o` uses it with the "newest wins" rule. `written` in
+    /// the report is the number of entries of `update` that were stored.
+    pub fn save_resolving(
+        &self,
+        update: &CacheData,
+        take_new: &Resolver<'_>,
+    ) -> Result<SaveReport, CacheError> {
+        let this = self.resolved();
+        let (update, mut warnings) = Self::prepare(update);
+        let (locked, _guard) = this.lock_for_edit(&mut warnings)?;
+        let mut written = 0;
+        let mut edit = |doc: &mut RawDoc| -> Result<usize, CacheError> {
+            let mut winners = CacheData::default();
+            winners.metadata.environments = update.metadata.environments.clone();
+            for (section, key, entry) in update.iter() {
+                let stored = doc
+                    .sections
+                    .get(&section)
+                    .and_then(|s| s.keyed.get(key))
+                    .and_then(|text| format::entry_from_text(text));
+                if stored.as_ref().is_none_or(|old| take_new(section, key, old, entry)) {
+                    winners.insert(section, key.clone(), entry.clone());
+                }
+            }
+            written = winners.len();
+            let raw = format::parse_raw(&format::to_bytes(&winners), false).map_err(|e| {
+                CacheError::Invalid(format!(
+                    "internal error: a serialized update does not parse: {e:?}"
+                ))
+            })?;
+            Ok(usize::from(merge_raw(doc, raw)))
+        };
+        let (total, _, fold_warnings) = this.fold(locked, false, Some(&mut edit))?;
+        warnings.extend(fold_warnings);
+        Ok(SaveReport { written, total, warnings })
     }
 }
 
@@ -714,14 +804,19 @@ pub fn write_cache_file(path: &Path, data: &CacheData) -> Result<(), CacheError>
     write::write_atomic(path, &format::to_bytes(data))
 }
 
+/// Writes `bytes` (any format, e.g. an export) as the whole file at `path`
+/// with the store's one atomic writer: an exclusive, no-follow temp file in
+/// the same directory, the old file's permissions (or 0666 less the umask),
+/// fsync, rename, fsync of the directory; refuses to replace anything but a
+/// regular file or a symlink (never a device or FIFO).
+pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
+    write::write_atomic(path, bytes)
+}
+
 /// Reads and parses a whole cache file without side effects; the same as
 /// [`FileStore::inspect`] but ignoring any spool.
 pub fn read_cache_file(path: &Path) -> Result<Parsed, CacheError> {
-    let bytes = std::fs::read(path).map_err(|source| CacheError::Io {
-        action: "reading",
-        path: path.into(),
-        source,
-    })?;
+    let bytes = read::read_cache_bytes(path)?;
     format::parse(&bytes).map_err(|e| match e {
         ParseError::Unparseable(reason) => CacheError::Corrupt { path: path.into(), reason },
         ParseError::Unsupported(reason) => CacheError::Unsupported { path: path.into(), reason },

@@ -9,6 +9,7 @@
 //! job, under the lock).
 
 use super::sys;
+use crate::cache::error::io;
 use crate::cache::CacheError;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -36,9 +37,61 @@ fn next_nanos() -> u128 {
     *last
 }
 
-fn io(action: &'static str, p: &Path) -> impl FnOnce(std::io::Error) -> CacheError {
-    let path = p.to_path_buf();
-    move |source| CacheError::Io { action, path, source }
+/// Where damaged spool files are set aside: `<spool>/corrupt/`, under
+/// their own name, so that the save that wrote one can tell "set aside"
+/// from "folded" (see [`state`]).
+pub(crate) fn corrupt_dir(dir: &Path) -> PathBuf {
+    dir.join("corrupt")
+}
+
+/// Moves the damaged spool file `path` into [`corrupt_dir`], keeping its
+/// name; returns where it went.
+pub(crate) fn set_aside(path: &Path) -> Result<PathBuf, CacheError> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(CacheError::Invalid(format!("{} is not a spool file", path.display())));
+    };
+    let to_dir = corrupt_dir(dir);
+    match std::fs::DirBuilder::new().create(&to_dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io("creating directory", &to_dir)(e)),
+    }
+    let to = to_dir.join(name);
+    std::fs::rename(path, &to).map_err(io("setting aside", path))?;
+    Ok(to)
+}
+
+/// Where a save's spool file stands.
+#[derive(Debug)]
+pub(crate) enum SpoolState {
+    /// Still waiting to be folded.
+    Waiting,
+    /// Gone: a lock holder folded it into the cache (spools are deleted only
+    /// after the rewrite that includes them is durable).
+    Folded,
+    /// It did not parse and was set aside there; it was not saved.
+    SetAside(PathBuf),
+}
+
+/// The state of the spool file `path`. Only `NotFound` counts as gone; any
+/// other error (e.g. permission denied) is returned, never taken as folded.
+/// The corrupt directory is looked at after the spool file, and a rename
+/// into it is atomic, so a set-aside file is never taken for a folded one.
+pub(crate) fn state(path: &Path) -> std::io::Result<SpoolState> {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => return Ok(SpoolState::Waiting),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok(SpoolState::Folded);
+    };
+    let aside = corrupt_dir(dir).join(name);
+    match std::fs::symlink_metadata(&aside) {
+        Ok(_) => Ok(SpoolState::SetAside(aside)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SpoolState::Folded),
+        Err(e) => Err(e),
+    }
 }
 
 /// Writes one spool file with the bytes `bytes()` makes (atomically, not

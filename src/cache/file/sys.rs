@@ -70,6 +70,13 @@ pub(crate) fn create_exclusive(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
+/// Opens a file for reading without blocking (`O_NONBLOCK`), so that a
+/// FIFO put in place of a cache cannot hang the open; the caller checks what
+/// it opened before reading.
+pub(crate) fn open_read_nonblock(path: &Path) -> io::Result<File> {
+    OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(path)
+}
+
 /// This machine's host name, or `unknown`.
 pub(crate) fn hostname() -> String {
     let mut buf = [0u8; 256];

@@ -7,6 +7,7 @@
 //! file as a cache, and never write the target in place.
 
 use super::sys;
+use crate::cache::error::io;
 use crate::cache::CacheError;
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -41,6 +42,7 @@ fn temp_prefix(path: &Path) -> Result<String, CacheError> {
 /// never a part. An existing file's permission bits are kept; a new file
 /// gets 0666 less the umask.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
+    require_replaceable(path)?;
     let dir = parent_dir(path);
     let temp = dir.join(format!(
         "{}{}-{}",
@@ -48,10 +50,6 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> 
         std::process::id(),
         SEQ.fetch_add(1, Ordering::Relaxed)
     ));
-    let io = |action: &'static str, p: &Path| {
-        let p = p.to_path_buf();
-        move |source| CacheError::Io { action, path: p, source }
-    };
     let mut file = sys::create_exclusive(&temp).map_err(io("creating temp file", &temp))?;
     let result = (|| {
         if let Ok(meta) = std::fs::metadata(path) {
@@ -62,6 +60,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> 
         file.write_all(bytes).map_err(io("writing", &temp))?;
         file.sync_all().map_err(io("fsyncing", &temp))?;
         drop(file);
+        require_replaceable(path)?;
         std::fs::rename(&temp, path).map_err(io("renaming temp file over", path))?;
         sys::fsync_dir(&dir).map_err(io("fsyncing directory", &dir))
     })();
@@ -69,6 +68,17 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> 
         let _ = std::fs::remove_file(&temp);
     }
     result
+}
+
+/// An error unless `path` is missing, a regular file, or a symlink (which a
+/// rename replaces without touching its target): a rename must never
+/// replace a device, a FIFO, a socket or a directory.
+fn require_replaceable(path: &Path) -> Result<(), CacheError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => Ok(()),
+        Ok(m) => super::read::require_regular(path, &m),
+        Err(_) => Ok(()),
+    }
 }
 
 /// Removes temp files of `path` left by killed writers. With `all` (the
@@ -103,19 +113,9 @@ pub(crate) fn remove_stale_temps(path: &Path, all: bool, min_age: Duration) -> u
 
 /// `2026-11-30T05:40:12Z` style stamp (UTC) for file names set aside.
 pub(crate) fn utc_stamp(t: SystemTime) -> String {
-    let secs = t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let days = (secs / 86_400) as i64;
+    let secs = crate::cache::time::unix_secs(t);
     let rem = secs % 86_400;
-    // Civil-from-days (Howard Hinnant), proleptic Gregorian.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = crate::cache::time::civil_from_days((secs / 86_400) as i64);
     format!("{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z", rem / 3600, (rem % 3600) / 60, rem % 60)
 }
 

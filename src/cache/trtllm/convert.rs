@@ -337,14 +337,7 @@ fn parse_iso8601(s: &str) -> Option<u64> {
             sign * (oh * 3600 + om * 60)
         }
     };
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if mo <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = crate::cache::time::days_from_civil(y, mo, d);
     let t = days * 86_400 + h * 3600 + mi * 60 + sec - offset;
     u64::try_from(t).ok()
 }

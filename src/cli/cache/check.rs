@@ -4,7 +4,7 @@
 //! same op and bucket. Read-only.
 
 use super::show::{bucket_text, tactic_text};
-use ranktune::cache::{is_stale, CacheData, CacheError, FileStore, Identity, Section};
+use ranktune::cache::{is_stale, CacheData, CacheError, Identity, Section};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -74,11 +74,18 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let path = &args.file;
     let mut lines = Vec::new();
     if std::fs::symlink_metadata(path).is_err() {
-        println!("{}: no such file", path.display());
-        return Ok(ExitCode::FAILURE);
+        anyhow::bail!("{} does not exist", path.display());
     }
-    match FileStore::new(path).inspect() {
+    match super::open_store(path)?.inspect() {
         Ok(loaded) => {
+            if super::is_empty_file(path) {
+                println!(
+                    "empty file \u{2014} {} holds no cache at all (0 bytes or only blanks); the tuner \
+                     reads it as an empty cache. Delete it, or let `ranktune tune` write it",
+                    path.display()
+                );
+                return Ok(ExitCode::FAILURE);
+            }
             lines.extend(loaded.warnings.iter().cloned());
             lines.extend(problems(&loaded.data, &Identity::current().digest()));
             if lines.is_empty() {

@@ -1,13 +1,12 @@
 //! `ranktune cache export CACHE -o OUT --format trtllm`: write a cache in
-//! TensorRT-LLM's format. The output is written to a temporary file in the
-//! same directory and renamed into place, and an existing OUT is only
-//! replaced with --force. The cache itself is only read.
+//! TensorRT-LLM's format. The output is written by the store's atomic
+//! writer (exclusive temp file in the same directory, fsync, rename; never
+//! over a device or FIFO), and an existing OUT is only replaced with --force. The cache itself is only read.
 
 use anyhow::{bail, Context, Result};
 use ranktune::cache::trtllm::convert::{export, to_json_text};
-use ranktune::cache::FileStore;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use ranktune::cache::write_file_atomic;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use tracing::warn;
 
@@ -40,7 +39,7 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
     if args.output.exists() && !args.force {
         bail!("{} exists; pass --force to replace it", args.output.display());
     }
-    let loaded = FileStore::new(&args.cache)
+    let loaded = super::open_store(&args.cache)?
         .inspect()
         .with_context(|| format!("reading {}", args.cache.display()))?;
     for w in &loaded.warnings {
@@ -51,7 +50,7 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
     for w in &exported.warnings {
         warn!("{w}");
     }
-    write_atomically(&args.output, to_json_text(&exported.doc).as_bytes())
+    write_file_atomic(&args.output, to_json_text(&exported.doc).as_bytes())
         .with_context(|| format!("writing {}", args.output.display()))?;
     println!(
         "exported {} entries to {} (trtllm){}",
@@ -64,36 +63,4 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
         }
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// Writes a new temporary file next to `path` (created exclusively, so never
-/// through a symlink), syncs it and renames it over `path`.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "export".into());
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let tmp = dir.join(format!(".{name}.tmp-{}-{nanos}", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        if let Ok(d) = std::fs::File::open(&dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }

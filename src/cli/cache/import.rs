@@ -8,7 +8,7 @@
 use anyhow::{bail, Context, Result};
 use ranktune::cache::merge::{merge, place_in_rank};
 use ranktune::cache::trtllm::{self, convert};
-use ranktune::cache::{CacheData, FileStore, Store};
+use ranktune::cache::{read_cache_bytes, CacheData, Store};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use tracing::warn;
@@ -51,13 +51,19 @@ pub struct Source {
     pub format: Format,
     /// Entries skipped because they did not parse.
     pub skipped: usize,
+    /// The file held nothing but blanks (read as an empty cache).
+    pub empty: bool,
 }
 
 /// Reads one cache file in the given (or detected) format. Bad entries are
 /// skipped with a warning naming them; a file that is not JSON is an error
 /// and is left exactly as it is.
 pub fn load_source(path: &Path, format: Format) -> Result<Source> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let bytes = read_cache_bytes(path)?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        warn!("{} is an empty file; it adds nothing", path.display());
+        return Ok(Source { data: CacheData::default(), format, skipped: 0, empty: true });
+    }
     let doc = convert::parse_document(&bytes)
         .with_context(|| format!("{} cannot be read as a cache", path.display()))?;
     let format = match format {
@@ -77,16 +83,21 @@ pub fn load_source(path: &Path, format: Format) -> Result<Source> {
             for w in &imported.warnings {
                 warn!("{}: {w}", path.display());
             }
-            Ok(Source { data: imported.data, format, skipped: imported.skipped })
+            Ok(Source { data: imported.data, format, skipped: imported.skipped, empty: false })
         }
         _ => {
-            let loaded = FileStore::new(path)
+            let loaded = super::open_store(path)?
                 .inspect()
                 .with_context(|| format!("reading {}", path.display()))?;
             for w in &loaded.warnings {
                 warn!("{}: {w}", path.display());
             }
-            Ok(Source { data: loaded.data, format: Format::Ranktune, skipped: loaded.bad_entries })
+            Ok(Source {
+                data: loaded.data,
+                format: Format::Ranktune,
+                skipped: loaded.bad_entries,
+                empty: false,
+            })
         }
     }
 }
@@ -112,7 +123,7 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
             "read {} entries from {} ({}{})",
             source.data.len(),
             path.display(),
-            format_name(source.format),
+            if source.empty { "empty" } else { format_name(source.format) },
             if source.skipped > 0 {
                 format!(", {} bad entries skipped", source.skipped)
             } else {
@@ -133,7 +144,7 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
             super::merge::won_by_text(c.won_by)
         );
     }
-    let report = FileStore::new(&args.cache)
+    let report = super::open_store(&args.cache)?
         .save(&merged.data)
         .with_context(|| format!("saving into {}", args.cache.display()))?;
     for w in &report.warnings {

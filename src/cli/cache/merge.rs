@@ -1,11 +1,12 @@
 //! `ranktune cache merge -o OUT IN...`: combine caches by the documented
 //! conflict rule (newest entry wins, then the faster, then the earlier
-//! input), report every conflict, and save through the locked, merging save.
+//! input), report every conflict, and save through the locked, merging save,
+//! which applies the same rule again, under the lock, against OUT as stored
+//! at that moment (see `FileStore::save_resolving`).
 
 use super::import::{load_source, Format};
 use anyhow::{Context, Result};
-use ranktune::cache::merge::{merge, WonBy};
-use ranktune::cache::{FileStore, Store};
+use ranktune::cache::merge::{merge, new_wins, WonBy};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tracing::warn;
@@ -43,7 +44,7 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
     let mut datas = Vec::new();
     let out_is_input = args.inputs.iter().any(|p| same_file(p, &args.output));
     if args.output.exists() && !out_is_input {
-        let existing = FileStore::new(&args.output).inspect().with_context(|| {
+        let existing = super::open_store(&args.output)?.inspect().with_context(|| {
             format!("reading {} (it takes part in the merge)", args.output.display())
         })?;
         for w in &existing.warnings {
@@ -98,8 +99,11 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
             );
         }
     }
-    let report = FileStore::new(&args.output)
-        .save(&merged.data)
+    // The rule is applied again under the lock against OUT as stored then,
+    // so an entry a rank saved after OUT was read above is not replaced by
+    // an older one.
+    let report = super::open_store(&args.output)?
+        .save_resolving(&merged.data, &|_, _, stored, new| new_wins(stored, new))
         .with_context(|| format!("saving {}", args.output.display()))?;
     for w in &report.warnings {
         warn!("{w}");

@@ -1,9 +1,11 @@
-//! `ranktune cache prune FILE [--env current|DIGEST]`: remove entries
-//! measured under another environment, through the store's locked, merging
-//! save path (so it is safe while ranks are saving).
+//! `ranktune cache prune FILE [--env current|DIGEST] [--dry-run]`: remove
+//! entries measured under another environment, through the store's locked,
+//! merging path (so it is safe while ranks are saving). Which entries go is
+//! decided under the lock, on each entry as stored then: a rank that
+//! re-tunes a stale entry while prune runs keeps its fresh entry.
 
 use anyhow::Context;
-use ranktune::cache::{is_stale, lock_timeout_from_env, FileStore, Identity, Store};
+use ranktune::cache::{is_stale, Identity, Store};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -13,35 +15,66 @@ pub struct PruneArgs {
     /// The cache file.
     pub file: PathBuf,
     /// Keep only entries of this environment: `current` (this machine) or
-    /// an environment digest as `cache show --json` lists them.
+    /// a digest listed in the file's `metadata.environments` (as `cache show
+    /// --json` prints them). Any other digest is refused.
     #[arg(long, value_name = "current|DIGEST", default_value = "current")]
     pub env: String,
+    /// Only say what would be removed; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// Runs `cache prune`.
 pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
-    let keep = if args.env == "current" { Identity::current().digest() } else { args.env.clone() };
-    if keep.is_empty() || !keep.bytes().all(|b| b.is_ascii_hexdigit()) {
-        anyhow::bail!(
-            "--env {:?} is neither `current` nor an environment digest (hex, as in `cache show --json`)",
-            args.env
-        );
-    }
+    let current = Identity::current().digest();
+    let keep = if args.env == "current" { current.clone() } else { args.env.clone() };
     if std::fs::symlink_metadata(&args.file).is_err() {
         anyhow::bail!("{} does not exist", args.file.display());
     }
-    let store = FileStore::new(&args.file).with_lock_timeout(lock_timeout_from_env()?);
+    let store = super::open_store(&args.file)?;
     let loaded = store.inspect().with_context(|| {
         format!("cannot prune {}; `ranktune cache check` says more", args.file.display())
     })?;
-    let keys: Vec<_> = loaded
-        .data
-        .iter()
-        .filter(|(_, _, e)| is_stale(e, &keep))
-        .map(|(s, k, _)| (s, k.clone()))
-        .collect();
-    let report =
-        store.remove(&keys).with_context(|| format!("cannot prune {}", args.file.display()))?;
+    let known = &loaded.data.metadata.environments;
+    if keep != current && !known.contains_key(&keep) {
+        let mut listed: Vec<String> = known.keys().cloned().collect();
+        if !listed.contains(&current) {
+            listed.push(format!("{current} (this machine)"));
+        }
+        anyhow::bail!(
+            "--env {:?} is neither `current` nor an environment recorded in {}; nothing was \
+             removed. Known environments: {}",
+            args.env,
+            args.file.display(),
+            listed.join(", ")
+        );
+    }
+    if args.dry_run {
+        for w in &loaded.warnings {
+            eprintln!("warning: {w}");
+        }
+        let stale: Vec<_> = loaded.data.iter().filter(|(_, _, e)| is_stale(e, &keep)).collect();
+        for (s, k, e) in &stale {
+            println!("would remove {s} {k} (env {})", e.env);
+        }
+        println!(
+            "{}: would remove {} stale entries (not measured under {keep}){}; nothing changed (--dry-run)",
+            args.file.display(),
+            stale.len(),
+            if loaded.bad_entries > 0 {
+                format!(" and {} malformed entries", loaded.bad_entries)
+            } else {
+                String::new()
+            }
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report = store
+        .remove_where(&|_, _, e| is_stale(e, &keep))
+        .with_context(|| format!("cannot prune {}", args.file.display()))?;
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
     println!(
         "{}: removed {} stale entries (not measured under {keep}); {} entries left",
         args.file.display(),

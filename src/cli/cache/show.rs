@@ -3,7 +3,7 @@
 //! or rewrites anything.
 
 use anyhow::Context;
-use ranktune::cache::{is_stale, CacheData, Entry, EntryKey, FileStore, Identity, Section};
+use ranktune::cache::{is_stale, CacheData, Entry, EntryKey, Identity, Section};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -68,12 +68,16 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
     if std::fs::symlink_metadata(&args.file).is_err() {
         anyhow::bail!("{} does not exist", args.file.display());
     }
-    let store = FileStore::new(&args.file);
+    let store = super::open_store(&args.file)?;
     let loaded = store.inspect().with_context(|| {
         format!("cannot show {}; `ranktune cache check` says more", args.file.display())
     })?;
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
+    }
+    if !args.json && loaded.data.is_empty() && super::is_empty_file(&args.file) {
+        println!("empty cache: {} is an empty file (no entries, no metadata)", args.file.display());
+        return Ok(ExitCode::SUCCESS);
     }
     let current = Identity::current().digest();
     let data = &loaded.data;
