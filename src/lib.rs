@@ -19,6 +19,7 @@
 
 pub mod cache;
 pub mod collective;
+pub mod error_chain;
 pub mod kernels;
 pub mod rank;
 pub mod trace;

@@ -36,6 +36,7 @@
 //! This module owns the directory layout and the rendezvous; the call protocol
 //! itself is the engine's.
 
+use crate::error_chain::Chain;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Write};
@@ -490,7 +491,7 @@ impl Transport for FileTransport {
         let Ok(session) = self.session().map(Path::to_path_buf) else { return };
         let name = format!("{seq:012}-r{}.abandoned", self.rank);
         if let Err(e) = self.write_atomic(&session, &name, b"") {
-            tracing::warn!("could not mark call #{seq} abandoned: {e}");
+            tracing::warn!("could not mark call #{seq} abandoned: {}", Chain(&e));
         }
     }
 

@@ -23,6 +23,7 @@
 //! finalize. All unsafe MPI calls live in this file; it never decides what the
 //! bytes mean (that is the tuner's job).
 
+use crate::error_chain::Chain;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::raw::c_int;
 use std::sync::Mutex;
@@ -454,7 +455,7 @@ impl Transport for MpiTransport {
             .and_then(|comm| self.send_all(comm, MSG_TAG, encode(MsgType::Abandon, seq, &notice)));
         match sent {
             Ok(out) => self.sending.push(out),
-            Err(e) => tracing::warn!("could not mark call #{seq} abandoned: {e}"),
+            Err(e) => tracing::warn!("could not mark call #{seq} abandoned: {}", Chain(&e)),
         }
     }
 

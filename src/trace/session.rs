@@ -11,6 +11,7 @@ use super::layer::{layer, TraceLayer};
 use super::path::{prepare, rank_path};
 use super::recorder::Recorder;
 use super::{clock, hooks, sys, TraceConfig, TraceError};
+use crate::error_chain::Chain;
 use crate::rank::RankInfo;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError, TryLockError};
@@ -180,7 +181,7 @@ impl Drop for TraceSession {
         if !self.done {
             match self.finish() {
                 Ok(path) => tracing::info!(path = %path.display(), "trace written"),
-                Err(e) => tracing::warn!("{e}"),
+                Err(e) => tracing::warn!("{}", Chain(&e)),
             }
         }
     }

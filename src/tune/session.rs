@@ -7,6 +7,7 @@
 
 use super::tuner::Tuner;
 use crate::cache::{CacheError, SaveReport, Store};
+use crate::error_chain::Chain;
 
 /// What the session found when it loaded the cache.
 #[derive(Clone, Debug, Default)]
@@ -90,7 +91,7 @@ impl Drop for Session<'_> {
             return;
         }
         if let Err(e) = self.save() {
-            tracing::warn!("could not save the tuning cache on exit: {e}");
+            tracing::warn!("could not save the tuning cache on exit: {}", Chain(&e));
         }
     }
 }
