@@ -14,7 +14,7 @@ const CANDS: [(u32, u32); 7] = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0), 
 const BASE: [f64; 7] = [140.0, 100.0, 120.0, 101.0, 102.5, 180.0, 300.0];
 
 fn stats(m: f64) -> Stats {
-    Stats { min_us: m * 0.97, median_us: m, p90_us: m * 1.05, spread: 0.08, samples: 5 }
+    Stats { min_us: m * 0.995, median_us: m, p90_us: m * 1.005, spread: 0.01, samples: 5 }
 }
 
 fn ctx<'a>(bucket: &'a [Vec<u64>], hit: Option<(u32, u32)>) -> BucketCtx<'a> {
