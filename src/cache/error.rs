@@ -25,6 +25,24 @@ pub enum CacheError {
         /// Who holds it, as far as known.
         holder: String,
     },
+    /// The file does not parse (truncated, not JSON, not UTF-8, …). `load`
+    /// sets such a file aside instead; read-only inspection reports it.
+    #[error("{path} does not parse: {reason}")]
+    Corrupt {
+        /// The damaged file.
+        path: PathBuf,
+        /// What is wrong, with position where known.
+        reason: String,
+    },
+    /// A well-formed file this build must not read or rewrite: another
+    /// format, a future major version, or a TensorRT-LLM cache.
+    #[error("{path}: {reason}")]
+    Unsupported {
+        /// The file.
+        path: PathBuf,
+        /// Why, and what to do instead.
+        reason: String,
+    },
     /// Anything else, with a message that names the problem and the fix.
     #[error("{0}")]
     Invalid(String),

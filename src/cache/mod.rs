@@ -2,15 +2,24 @@
 //!
 //! [`entry`] is the data model shared by everything that reads or writes
 //! tuning decisions; [`document`] holds a whole cache in memory; [`store`]
-//! is the interface backends implement. The tuner never touches files itself.
+//! is the interface backends implement; [`file`] is the JSON file
+//! backend ([`FileStore`]); [`identity`] says which machine measured an entry
+//! and when an entry is stale. The tuner never touches files itself.
 
 pub mod document;
 pub mod entry;
 pub mod error;
+pub mod file;
+pub mod identity;
 pub mod memory;
 pub mod store;
 
 pub use document::{CacheData, Metadata};
 pub use entry::{Candidate, Entry, EntryKey, Identity, Section, Stats};
 pub use error::CacheError;
+pub use file::{
+    lock_timeout_from_env, read_cache_file, write_cache_file, FileStore, DEFAULT_LOCK_TIMEOUT,
+    LOCK_TIMEOUT_ENV,
+};
+pub use identity::is_stale;
 pub use store::{Loaded, SaveReport, Store};

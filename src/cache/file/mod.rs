@@ -1,0 +1,595 @@
+//! The JSON file store: one cache file that every rank of a job saves into
+//! at the same time, without losing or corrupting anything.
+//!
+//! # Files
+//!
+//! For a cache `C` (e.g. `tune.json`):
+//!
+//! - `C` — the cache, always a whole document (it is only ever replaced by
+//!   `rename`), so readers need no lock;
+//! - `C.lock` — the sidecar lock (`flock`), never renamed or deleted; its
+//!   content only notes the last holder for the "waiting for lock" message;
+//! - `C.spool/` — saves not yet folded into `C`, one small document each;
+//! - `C.tmp-<pid>-<n>` — a rewrite in progress (only the lock holder makes
+//!   these; any other is a killed writer's and is removed);
+//! - `C.corrupt-<stamp>` — a file that did not parse, set aside, never
+//!   overwritten.
+//!
+//! # Saving: spool, then group commit
+//!
+//! Rewriting the whole file under the lock for every rank costs one full
+//! rewrite of an ever-growing file per rank — quadratic in ranks. Instead,
+//! [`FileStore::save`]:
+//!
+//! 1. writes its entries to a new spool file (temp + fsync + rename + fsync
+//!    of the spool directory). From here on the save is durable and visible
+//!    to readers, whatever happens next;
+//! 2. waits for the lock, watching its spool file: if the spool file
+//!    disappears, the lock holder has folded it into `C` (spools are
+//!    deleted only after `C` was renamed into place and its directory
+//!    fsynced), so the save is done without taking the lock at all;
+//! 3. with the lock, if its spool file is still there, it folds **every**
+//!    waiting spool: reads `C`, applies the spools in save order, writes
+//!    one new `C` (exclusive temp, fsync, rename, fsync directory), then
+//!    deletes the folded spools.
+//!
+//! When 64 ranks save at once, the first lock holder folds everything that
+//! has arrived, and the rest usually find their spool already folded: a
+//! handful of rewrites instead of 64.
+//!
+//! # Crash safety (kill -9 between any two steps)
+//!
+//! - during step 1: only a dot-named temp file in the spool is left; it is
+//!   never read and is removed once old; the save had not returned;
+//! - after step 1: the entries are in the spool; readers see them and the
+//!   next save folds them;
+//! - during the rewrite: `C` is untouched; the lock dies with the process;
+//!   the next holder removes the temp file;
+//! - after the rename, before the spools are deleted: the spools are
+//!   folded again later, which changes nothing (same entries, same order).
+//!
+//! # Loading
+//!
+//! [`FileStore::load`] lists and reads the spool first, then `C`, and
+//! applies the spools over `C`. A spool that vanishes between listing and
+//! reading was folded into `C`, which is read after, so no save that
+//! returned before the load began is missed.
+
+mod lock;
+mod spool;
+mod sys;
+mod write;
+
+pub mod format;
+
+use crate::cache::document::CacheData;
+use crate::cache::entry::{EntryKey, Identity, Section};
+use crate::cache::store::{Loaded, SaveReport, Store};
+use crate::cache::CacheError;
+use format::{ParseError, Parsed};
+use lock::Acquired;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime};
+
+/// Default for how long a save waits for the lock.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Environment variable that sets the lock timeout, in seconds.
+pub const LOCK_TIMEOUT_ENV: &str = "RANKTUNE_LOCK_TIMEOUT";
+
+/// Temp files of killed writers that nobody can be writing any more.
+const STALE_TEMP_AGE: Duration = Duration::from_secs(600);
+
+static WARNED_NO_LOCK: AtomicBool = AtomicBool::new(false);
+
+/// The lock timeout from `RANKTUNE_LOCK_TIMEOUT` (seconds, may be
+/// fractional), or [`DEFAULT_LOCK_TIMEOUT`] when unset.
+///
+/// ```
+/// # use ranktune::cache::lock_timeout_from_env;
+/// assert!(lock_timeout_from_env().is_ok());
+/// ```
+pub fn lock_timeout_from_env() -> Result<Duration, CacheError> {
+    match std::env::var(LOCK_TIMEOUT_ENV) {
+        Err(_) => Ok(DEFAULT_LOCK_TIMEOUT),
+        Ok(s) if s.trim().is_empty() => Ok(DEFAULT_LOCK_TIMEOUT),
+        Ok(s) => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0 && *v < 1e9)
+            .map(Duration::from_secs_f64)
+            .ok_or_else(|| {
+                CacheError::Invalid(format!(
+                    "{LOCK_TIMEOUT_ENV}={s:?} is not a number of seconds; set it to e.g. 300"
+                ))
+            }),
+    }
+}
+
+/// The JSON file backend of [`Store`]. See the module docs for the files it
+/// uses and why saving is safe and fast with many ranks.
+///
+/// ```
+/// use ranktune::cache::{CacheData, Entry, EntryKey, FileStore, Section, Store};
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = FileStore::new(dir.path().join("tune.json"));
+/// let mut update = CacheData::default();
+/// let key = EntryKey { op: "gemm".into(), runner: "blocked".into(),
+///     fingerprint: "f0".into(), bucket: vec![vec![64, 64]] };
+/// update.insert(Section::Rank(0), key.clone(), Entry { runner_index: 0,
+///     tactic: serde_json::json!(3), time_us: 12.5, candidates: vec![],
+///     checksum: "c".into(), env: "e".into(), created_unix: 0 });
+/// store.save(&update).unwrap();
+/// assert_eq!(store.load().unwrap().data.get(Section::Rank(0), &key).unwrap().time_us, 12.5);
+/// ```
+#[derive(Clone, Debug)]
+pub struct FileStore {
+    path: PathBuf,
+    lock_timeout: Duration,
+    locking: bool,
+}
+
+/// What to do with a main file that does not parse.
+#[derive(Clone, Copy, PartialEq)]
+enum Aside {
+    /// Report it as an error (read-only inspection).
+    Never,
+    /// Set it aside, taking the lock for that.
+    TakeLock,
+    /// Set it aside; the caller already holds the lock (or cannot lock).
+    HaveLock,
+}
+
+struct MainFile {
+    parsed: Parsed,
+    moved_aside: Option<PathBuf>,
+}
+
+enum SpoolRead {
+    Folded(Parsed),
+    Gone,
+    Unsupported(String),
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// Applies `src` over `dst`; true when anything changed.
+fn merge_into(dst: &mut CacheData, src: CacheData) -> bool {
+    let mut changed = false;
+    for (digest, id) in src.metadata.environments {
+        if dst.metadata.environments.get(&digest) != Some(&id) {
+            dst.metadata.environments.insert(digest, id);
+            changed = true;
+        }
+    }
+    for (section, entries) in src.sections {
+        let slot = dst.sections.entry(section).or_default();
+        for (key, entry) in entries {
+            if slot.get(&key) != Some(&entry) {
+                slot.insert(key, entry);
+                changed = true;
+            }
+        }
+    }
+    changed
+}
+
+impl FileStore {
+    /// A store for the cache file at `path`. Does no I/O; the lock timeout
+    /// comes from `RANKTUNE_LOCK_TIMEOUT` when that is a valid number of
+    /// seconds (see [`lock_timeout_from_env`] to report bad values), else
+    /// [`DEFAULT_LOCK_TIMEOUT`].
+    pub fn new(path: impl Into<PathBuf>) -> FileStore {
+        FileStore {
+            path: path.into(),
+            lock_timeout: lock_timeout_from_env().unwrap_or(DEFAULT_LOCK_TIMEOUT),
+            locking: true,
+        }
+    }
+
+    /// Sets how long a save waits for the lock before failing.
+    pub fn with_lock_timeout(mut self, t: Duration) -> FileStore {
+        self.lock_timeout = t;
+        self
+    }
+
+    /// Saves without taking the lock, as happens automatically where the
+    /// filesystem refuses locks. The file stays whole (rename is atomic) and
+    /// spool files are kept, so readers still see every save; but spools are
+    /// never cleaned up, so use this only where locking cannot work.
+    pub fn without_locking(mut self) -> FileStore {
+        self.locking = false;
+        self
+    }
+
+    /// The cache file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The sidecar lock file, `<path>.lock`.
+    pub fn lock_path(&self) -> PathBuf {
+        lock::lock_path(&self.path)
+    }
+
+    /// The spool directory, `<path>.spool`.
+    pub fn spool_path(&self) -> PathBuf {
+        spool::spool_dir(&self.path)
+    }
+
+    /// Reads the cache without changing anything on disk: no lock, nothing
+    /// set aside, nothing logged. A file that does not parse is
+    /// [`CacheError::Corrupt`]; bad entries are skipped and listed in
+    /// [`Loaded::warnings`]. For `cache show` and `cache check`.
+    pub fn inspect(&self) -> Result<Loaded, CacheError> {
+        self.load_with(Aside::Never)
+    }
+
+    fn io(&self, action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CacheError {
+        let path = path.to_path_buf();
+        move |source| CacheError::Io { action, path, source }
+    }
+
+    fn read_main(&self, aside: Aside) -> Result<MainFile, CacheError> {
+        for _ in 0..5 {
+            let (bytes, ident) = match std::fs::File::open(&self.path) {
+                Ok(mut f) => {
+                    let meta = f.metadata().map_err(self.io("reading", &self.path))?;
+                    if meta.is_dir() {
+                        return Err(CacheError::Invalid(format!(
+                            "{} is a directory; give the path of a cache file inside it, e.g. {}/tune.json",
+                            self.path.display(),
+                            self.path.display()
+                        )));
+                    }
+                    let mut bytes = Vec::with_capacity(meta.len() as usize);
+                    std::io::Read::read_to_end(&mut f, &mut bytes)
+                        .map_err(self.io("reading", &self.path))?;
+                    (bytes, (meta.dev(), meta.ino()))
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Ok(MainFile { parsed: Parsed::default(), moved_aside: None })
+                }
+                Err(e) => return Err(self.io("reading", &self.path)(e)),
+            };
+            let reason = match format::parse(&bytes) {
+                Ok(parsed) => return Ok(MainFile { parsed, moved_aside: None }),
+                Err(ParseError::Unsupported(reason)) => {
+                    return Err(CacheError::Unsupported { path: self.path.clone(), reason })
+                }
+                Err(ParseError::Unparseable(reason)) => reason,
+            };
+            let _guard = match aside {
+                Aside::Never => {
+                    return Err(CacheError::Corrupt { path: self.path.clone(), reason })
+                }
+                Aside::HaveLock => None,
+                Aside::TakeLock if !self.locking => None,
+                Aside::TakeLock => {
+                    match lock::acquire(&self.lock_path(), self.lock_timeout, || false)? {
+                        Acquired::Locked(g) => Some(g),
+                        _ => None,
+                    }
+                }
+            };
+            // Set it aside only if it is still the file we read: a writer
+            // may have replaced it with a good one meanwhile.
+            let same = std::fs::symlink_metadata(&self.path)
+                .map(|m| (m.dev(), m.ino()) == ident)
+                .unwrap_or(false);
+            if !same {
+                continue;
+            }
+            let aside_path = self.aside_path();
+            std::fs::rename(&self.path, &aside_path)
+                .map_err(self.io("setting aside", &self.path))?;
+            let dir = write::parent_dir(&self.path);
+            sys::fsync_dir(&dir).map_err(self.io("fsyncing directory", &dir))?;
+            let msg = format!(
+                "{} does not parse ({reason}); moved it to {} and continuing with an empty cache",
+                self.path.display(),
+                aside_path.display()
+            );
+            tracing::warn!("{msg}");
+            let parsed = Parsed { warnings: vec![msg], ..Parsed::default() };
+            return Ok(MainFile { parsed, moved_aside: Some(aside_path) });
+        }
+        Err(CacheError::Invalid(format!(
+            "{} kept changing while it was read; is something else rewriting it?",
+            self.path.display()
+        )))
+    }
+
+    fn aside_path(&self) -> PathBuf {
+        let stamp = write::utc_stamp(SystemTime::now());
+        let base = format!("{}.corrupt-{stamp}", self.path.display());
+        let mut candidate = PathBuf::from(&base);
+        let mut n = 1;
+        while std::fs::symlink_metadata(&candidate).is_ok() {
+            candidate = PathBuf::from(format!("{base}-{n}"));
+            n += 1;
+        }
+        candidate
+    }
+
+    fn read_spool(&self, path: &Path, set_aside: bool) -> Result<SpoolRead, CacheError> {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(SpoolRead::Gone),
+            Err(e) => return Err(self.io("reading spool file", path)(e)),
+        };
+        match format::parse(&bytes) {
+            Ok(p) => Ok(SpoolRead::Folded(p)),
+            Err(ParseError::Unsupported(r)) => {
+                Ok(SpoolRead::Unsupported(format!("spool file {} left alone: {r}", path.display())))
+            }
+            Err(ParseError::Unparseable(r)) => {
+                let mut msg = format!("spool file {} does not parse ({r})", path.display());
+                if set_aside {
+                    let mut aside = path.as_os_str().to_owned();
+                    aside.push(format!(".corrupt-{}", write::utc_stamp(SystemTime::now())));
+                    let aside = PathBuf::from(aside);
+                    std::fs::rename(path, &aside).map_err(self.io("setting aside", path))?;
+                    msg.push_str(&format!("; moved it to {}", aside.display()));
+                }
+                let parsed = Parsed { warnings: vec![msg], ..Parsed::default() };
+                Ok(SpoolRead::Folded(parsed))
+            }
+        }
+    }
+
+    fn load_with(&self, aside: Aside) -> Result<Loaded, CacheError> {
+        // Spools first, then the main file: see the module docs.
+        let mut spools = Vec::new();
+        let mut warnings = Vec::new();
+        let mut bad_entries = 0;
+        for path in spool::list(&self.spool_path())? {
+            match self.read_spool(&path, false)? {
+                SpoolRead::Folded(p) => spools.push(p),
+                SpoolRead::Gone => {}
+                SpoolRead::Unsupported(msg) => warnings.push(msg),
+            }
+        }
+        let main = self.read_main(aside)?;
+        let mut data = main.parsed.data;
+        warnings.extend(main.parsed.warnings.into_iter().map(|w| self.named(w)));
+        bad_entries += main.parsed.bad_entries;
+        for s in spools {
+            warnings.extend(s.warnings);
+            bad_entries += s.bad_entries;
+            merge_into(&mut data, s.data);
+        }
+        Ok(Loaded { data, warnings, bad_entries, moved_aside: main.moved_aside })
+    }
+
+    fn named(&self, w: String) -> String {
+        if w.starts_with(&*self.path.to_string_lossy()) {
+            w
+        } else {
+            format!("{}: {w}", self.path.display())
+        }
+    }
+
+    /// Folds every spool (and removes `remove`) into a new main file.
+    /// `locked`: we hold the lock, so spools can be deleted afterwards.
+    fn fold(
+        &self,
+        locked: bool,
+        remove: &[(Section, EntryKey)],
+    ) -> Result<(usize, usize, Vec<String>), CacheError> {
+        let spool_dir = self.spool_path();
+        if locked {
+            write::remove_stale_temps(&self.path, true, Duration::ZERO);
+            spool::remove_stale_temps(&spool_dir, STALE_TEMP_AGE);
+        } else {
+            write::remove_stale_temps(&self.path, false, STALE_TEMP_AGE);
+        }
+        let main = self.read_main(Aside::HaveLock)?;
+        let mut warnings: Vec<String> =
+            main.parsed.warnings.iter().map(|w| self.named(w.clone())).collect();
+        let mut data = main.parsed.data;
+        let mut changed = false;
+        let mut folded = Vec::new();
+        for path in spool::list(&spool_dir)? {
+            match self.read_spool(&path, true)? {
+                SpoolRead::Folded(p) => {
+                    warnings.extend(p.warnings);
+                    changed |= merge_into(&mut data, p.data);
+                    folded.push(path);
+                }
+                SpoolRead::Gone => {}
+                SpoolRead::Unsupported(msg) => warnings.push(msg),
+            }
+        }
+        let mut removed = 0;
+        for (section, key) in remove {
+            if let Some(entries) = data.sections.get_mut(section) {
+                if entries.remove(key).is_some() {
+                    removed += 1;
+                }
+            }
+        }
+        data.sections.retain(|_, entries| !entries.is_empty());
+        changed |= removed > 0;
+        if changed {
+            let now = unix_now();
+            let m = &mut data.metadata;
+            m.lib_version = env!("CARGO_PKG_VERSION").to_string();
+            m.host = sys::hostname();
+            if m.created_unix == 0 {
+                m.created_unix = now;
+            }
+            m.updated_unix = now;
+            if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(parent).map_err(self.io("creating directory", parent))?;
+            }
+            write::write_atomic(&self.path, &format::to_bytes(&data))?;
+        }
+        if locked || !remove.is_empty() {
+            let mut any = false;
+            for p in &folded {
+                any |= std::fs::remove_file(p).is_ok();
+            }
+            if any {
+                sys::fsync_dir(&spool_dir).map_err(self.io("fsyncing directory", &spool_dir))?;
+            }
+        }
+        for w in &warnings {
+            tracing::warn!("{w}");
+        }
+        Ok((data.len(), removed, warnings))
+    }
+
+    fn warn_no_lock(&self, why: &str) -> String {
+        let msg = format!(
+            "cannot lock {} ({why}); saving without a lock: the cache file stays whole, \
+             and saves are kept in {} until a save on a filesystem with locks folds them",
+            self.lock_path().display(),
+            self.spool_path().display()
+        );
+        if !WARNED_NO_LOCK.swap(true, Ordering::Relaxed) {
+            tracing::warn!("{msg}");
+        }
+        msg
+    }
+
+    /// The part of `update` that will be written: valid entries, plus the
+    /// identities they refer to.
+    fn prepare(update: &CacheData) -> (CacheData, Vec<String>) {
+        let mut out = CacheData::default();
+        let mut warnings = Vec::new();
+        out.metadata.environments = update.metadata.environments.clone();
+        let current = Identity::current();
+        let current_digest = current.digest();
+        for (section, key, entry) in update.iter() {
+            if let Err(why) = format::validate_entry(key, entry) {
+                let msg = format!("not saving entry {section} {key}: {why}");
+                tracing::warn!("{msg}");
+                warnings.push(msg);
+                continue;
+            }
+            if entry.env == current_digest && !out.metadata.environments.contains_key(&entry.env) {
+                out.metadata.environments.insert(current_digest.clone(), current.clone());
+            }
+            out.insert(section, key.clone(), entry.clone());
+        }
+        (out, warnings)
+    }
+}
+
+impl Store for FileStore {
+    /// Loads the cache plus any saves not yet folded into it. A file that
+    /// does not parse is moved aside (see [`Loaded::moved_aside`]) and the
+    /// load goes on with an empty cache; bad entries are skipped. Fails on
+    /// I/O errors and on files this build must not touch
+    /// ([`CacheError::Unsupported`]).
+    fn load(&self) -> Result<Loaded, CacheError> {
+        let loaded = self.load_with(Aside::TakeLock)?;
+        for w in &loaded.warnings {
+            if loaded.moved_aside.is_none() || !w.contains("does not parse") {
+                tracing::warn!("{w}");
+            }
+        }
+        Ok(loaded)
+    }
+
+    /// Merges `update` into the file: adds or replaces its entries, never
+    /// drops others, and records its identities in `metadata.environments`.
+    /// Entries with a non-finite or negative time are not saved (warned).
+    ///
+    /// `total` in the report is the number of entries after the rewrite
+    /// when this save did the rewrite; when another process's rewrite
+    /// included this save, counting would cost a full read, and `total` is
+    /// reported as `written`.
+    fn save(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
+        let (update, mut warnings) = Self::prepare(update);
+        let written = update.len();
+        if written == 0 && update.metadata.environments.is_empty() {
+            return Ok(SaveReport { written, total: 0, warnings });
+        }
+        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(self.io("creating directory", parent))?;
+        }
+        let spool_file = spool::write_spool(&self.spool_path(), &format::to_bytes(&update))?;
+        let folded_elsewhere = || std::fs::symlink_metadata(&spool_file).is_err();
+        let outcome = if self.locking {
+            lock::acquire(&self.lock_path(), self.lock_timeout, folded_elsewhere)
+        } else {
+            Ok(Acquired::Unsupported(std::io::Error::other("locking turned off")))
+        };
+        let (locked, _guard) = match outcome {
+            Ok(Acquired::Done) => return Ok(SaveReport { written, total: written, warnings }),
+            Ok(Acquired::Locked(g)) => (true, Some(g)),
+            Ok(Acquired::Unsupported(e)) => {
+                warnings.push(self.warn_no_lock(&e.to_string()));
+                (false, None)
+            }
+            Err(e) => {
+                // Withdraw the spool so that an error means "not saved";
+                // if it is already gone, a lock holder folded it: saved.
+                return match std::fs::remove_file(&spool_file) {
+                    Err(r) if r.kind() == std::io::ErrorKind::NotFound => {
+                        Ok(SaveReport { written, total: written, warnings })
+                    }
+                    _ => Err(e),
+                };
+            }
+        };
+        if locked && folded_elsewhere() {
+            return Ok(SaveReport { written, total: written, warnings });
+        }
+        let (total, _, fold_warnings) = self.fold(locked, &[])?;
+        warnings.extend(fold_warnings);
+        Ok(SaveReport { written, total, warnings })
+    }
+
+    /// Removes `keys` through the same locked path as `save` (folding any
+    /// waiting saves first). `written` in the report is the number removed.
+    fn remove(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, CacheError> {
+        let mut warnings = Vec::new();
+        let outcome = if self.locking {
+            lock::acquire(&self.lock_path(), self.lock_timeout, || false)?
+        } else {
+            Acquired::Unsupported(std::io::Error::other("locking turned off"))
+        };
+        let (locked, _guard) = match outcome {
+            Acquired::Locked(g) => (true, Some(g)),
+            Acquired::Unsupported(e) => {
+                warnings.push(self.warn_no_lock(&e.to_string()));
+                (false, None)
+            }
+            Acquired::Done => (false, None),
+        };
+        let (total, removed, fold_warnings) = self.fold(locked, keys)?;
+        warnings.extend(fold_warnings);
+        Ok(SaveReport { written: removed, total, warnings })
+    }
+}
+
+/// Writes `data` as a whole cache file at `path`, atomically (temp file,
+/// fsync, rename, fsync directory), without locking or merging: for tools
+/// that produce a new file (`cache merge -o`, `cache export`, benchmarks).
+/// To add entries to a cache that others may be writing, use
+/// [`FileStore::save`].
+pub fn write_cache_file(path: &Path, data: &CacheData) -> Result<(), CacheError> {
+    write::write_atomic(path, &format::to_bytes(data))
+}
+
+/// Reads and parses a whole cache file without side effects; the same as
+/// [`FileStore::inspect`] but ignoring any spool.
+pub fn read_cache_file(path: &Path) -> Result<Parsed, CacheError> {
+    let bytes = std::fs::read(path).map_err(|source| CacheError::Io {
+        action: "reading",
+        path: path.into(),
+        source,
+    })?;
+    format::parse(&bytes).map_err(|e| match e {
+        ParseError::Unparseable(reason) => CacheError::Corrupt { path: path.into(), reason },
+        ParseError::Unsupported(reason) => CacheError::Unsupported { path: path.into(), reason },
+    })
+}
