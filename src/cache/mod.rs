@@ -6,13 +6,16 @@
 //! backend ([`FileStore`]); [`identity`] says which machine measured an entry
 //! and when an entry is stale. The tuner never touches files itself.
 
+pub mod compare;
 pub mod document;
 pub mod entry;
 pub mod error;
 pub mod file;
 pub mod identity;
 pub mod memory;
+pub mod merge;
 pub mod store;
+pub mod trtllm;
 
 pub use document::{CacheData, Metadata};
 pub use entry::{Candidate, Entry, EntryKey, Identity, Section, Stats};
