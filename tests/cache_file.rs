@@ -269,3 +269,18 @@ fn lock_timeout_names_the_path_and_withdraws_the_save() {
     store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
     assert_eq!(store.load().unwrap().data.len(), 1);
 }
+
+#[test]
+fn a_symlinked_cache_path_stays_a_link() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("real")).unwrap();
+    let link = dir.path().join("c.json");
+    std::os::unix::fs::symlink("real/c.json", &link).unwrap();
+    let store = FileStore::new(&link);
+    // Dangling at first, then existing.
+    store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    store.save(&update(Section::Rank(1), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(FileStore::new(dir.path().join("real/c.json")).load().unwrap().data.len(), 2);
+    assert_eq!(store.load().unwrap().data.len(), 2);
+}

@@ -16,7 +16,7 @@ pub enum CacheError {
         source: std::io::Error,
     },
     /// The lock could not be taken in time.
-    #[error("timed out after {waited_secs:.0}s waiting for lock on {path} (held by {holder}); raise RANKTUNE_LOCK_TIMEOUT or find the stuck process")]
+    #[error("timed out after {waited_secs:.1}s waiting for lock on {path} (held by {holder}); raise RANKTUNE_LOCK_TIMEOUT or find the stuck process")]
     LockTimeout {
         /// The lock file.
         path: PathBuf,

@@ -16,7 +16,7 @@ impl Identity {
     /// The identity of the CPU this process runs on: ranktune's version, the
     /// CPU model name (from `/proc/cpuinfo`), the architecture with the SIMD
     /// features that change kernel speed, and the cores available to this
-    /// process.
+    /// process. Detected once per process.
     ///
     /// ```
     /// let id = ranktune::cache::Identity::current();
@@ -24,6 +24,13 @@ impl Identity {
     /// assert!(id.cores >= 1);
     /// ```
     pub fn current() -> Identity {
+        // Reading /proc/cpuinfo costs milliseconds (the kernel asks every
+        // core for its clock), and the answer does not change: once per process.
+        static CURRENT: std::sync::OnceLock<Identity> = std::sync::OnceLock::new();
+        CURRENT.get_or_init(Self::detect).clone()
+    }
+
+    fn detect() -> Identity {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         Identity {
             lib_version: env!("CARGO_PKG_VERSION").to_string(),

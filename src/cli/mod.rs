@@ -4,10 +4,12 @@
 //! never implement library behaviour itself.
 
 mod cache;
+mod table;
 mod trace;
 mod tune;
 
 use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 /// Autotuning with one shared, crash-safe tuning cache and per-rank
@@ -35,7 +37,14 @@ enum Command {
     Trace(trace::TraceCommand),
 }
 
+/// Logs go to stderr through a filtered `fmt` layer; the trace layer sees
+/// ranktune's spans at every level and records them only while a trace
+/// session is active (`ranktune tune --trace`), so the log filter never hides
+/// spans from the trace.
 fn init_logging(verbose: u8) {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+
     let default = match verbose {
         0 => "warn",
         1 => "info",
@@ -46,12 +55,15 @@ fn init_logging(verbose: u8) {
         .filter(|s| !s.trim().is_empty())
         .and_then(|s| tracing_subscriber::EnvFilter::try_new(s).ok())
         .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .without_time()
-        .try_init();
+        .with_filter(filter);
+    let traces = ranktune::trace::layer()
+        .with_filter(Targets::new().with_target("ranktune", LevelFilter::TRACE));
+    let _ = tracing_subscriber::registry().with(logs).with(traces).try_init();
 }
 
 /// Runs the CLI and returns the process exit code.

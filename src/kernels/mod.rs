@@ -22,6 +22,7 @@
 
 pub mod gemm;
 pub mod rmsnorm;
+pub mod runners;
 pub mod softmax;
 
 mod error;

@@ -46,7 +46,9 @@ pub enum Sampling {
     /// candidates are refined fastest first; a candidate stops once its median
     /// is stable (`stable_runs` samples in a row that do not improve it by more
     /// than `stable_tol`) or as soon as its best sample is slower than
-    /// `eliminate_ratio` × the leader's median.
+    /// `eliminate_ratio` × the leader's median. A candidate in a close race
+    /// with the leader (median within the widest tie band) takes
+    /// `max_samples`: that race is what decides.
     Adaptive {
         /// Untimed runs first.
         warmups: u32,
@@ -69,11 +71,11 @@ impl Sampling {
     /// The default adaptive scheme (after CubeCL's adaptive scheduler).
     pub const ADAPTIVE: Sampling = Sampling::Adaptive {
         warmups: 1,
-        min_samples: 3,
+        min_samples: 4,
         max_samples: 10,
         eliminate_ratio: 1.5,
         stable_tol: 0.02,
-        stable_runs: 2,
+        stable_runs: 3,
     };
 }
 
@@ -103,7 +105,7 @@ fn median(samples: &[f64]) -> f64 {
 
 /// A timed sample shorter than this is repeated so the clock's resolution and
 /// overhead do not dominate (runs per sample are calibrated once).
-pub const MIN_SAMPLE_US: f64 = 20.0;
+pub const MIN_SAMPLE_US: f64 = 50.0;
 
 /// Measures `n` candidates. `run(i, reps)` runs candidate `i` `reps` times
 /// in a row. Returns, per candidate, its statistics or the error of its
@@ -157,8 +159,13 @@ pub fn measure_all(
                             break;
                         }
                     }
+                    // A close race (within the widest tie band of the
+                    // leader) is what decides: sample it fully.
+                    let close = leader.is_some_and(|lead| {
+                        median(s) <= lead * (1.0 + super::decide::NOISE_BAND_CAP)
+                    });
                     if s.len() >= max_samples as usize
-                        || (s.len() >= min_samples as usize && stable >= stable_runs)
+                        || (!close && s.len() >= min_samples as usize && stable >= stable_runs)
                     {
                         break;
                     }

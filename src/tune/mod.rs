@@ -51,7 +51,7 @@ pub mod tuner;
 
 pub use bucket::{last_power_of_two, BucketGen, BucketMap, Constraint, Derive, DynamicDim};
 pub use config::{TuningConfig, DEFAULT_MAX_TOKENS};
-pub use decide::{decide, DEFAULT_TIE_TOLERANCE};
+pub use decide::{decide, DEFAULT_TIE_TOLERANCE, NOISE_BAND_CAP};
 pub use key::BucketKey;
 pub use measure::{measure_all, stats_of, CpuTimer, Sampling, Timer};
 pub use op::{Op, OpError};

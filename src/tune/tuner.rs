@@ -304,7 +304,7 @@ fn now_unix() -> u64 {
 }
 
 fn describe(id: &Identity) -> String {
-    format!("{} {} ({}, {} cores)", id.device_kind, id.device_name, id.capability, id.cores)
+    id.describe()
 }
 
 impl Tuner {
@@ -760,6 +760,19 @@ impl Tuner {
             self.generation.fetch_add(1, Ordering::AcqRel);
         }
         n
+    }
+
+    /// The loaded (valid or not yet checked) entry for `op`'s bucket, if any:
+    /// for reports on cache hits.
+    pub fn loaded_entry(&self, op: &str, runner: &str, bucket: &[Vec<u64>]) -> Option<Entry> {
+        let inner = self.lock();
+        let list = inner.loaded.get(op)?;
+        list.iter()
+            .filter(|le| {
+                le.env_problem.is_none() && le.key.runner == runner && le.key.bucket == bucket
+            })
+            .max_by_key(|le| (le.section != Section::Shared, le.entry.created_unix))
+            .map(|le| le.entry.clone())
     }
 
     /// Entries found stale so far, with the reason.

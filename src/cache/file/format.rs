@@ -29,7 +29,7 @@
 
 use crate::cache::document::{CacheData, Metadata};
 use crate::cache::entry::{Candidate, Entry, EntryKey, Identity, Section};
-use serde::de::{MapAccess, Visitor};
+use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use std::collections::BTreeMap;
@@ -101,11 +101,7 @@ fn push_json<T: Serialize>(out: &mut Vec<u8>, value: &T) {
     let _ = serde_json::to_writer(&mut *out, value);
 }
 
-/// Serializes a whole document in canonical form: the same content always
-/// gives byte-identical output.
-pub fn to_bytes(data: &CacheData) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256 + data.len() * 256);
-    let m = &data.metadata;
+fn write_header(out: &mut Vec<u8>, m: &Metadata) {
     out.extend_from_slice(b"{\n");
     out.extend_from_slice(format!("  \"format\": {},\n", json_str(FORMAT_NAME)).as_bytes());
     out.extend_from_slice(
@@ -123,37 +119,58 @@ pub fn to_bytes(data: &CacheData) -> Vec<u8> {
         out.extend_from_slice(if i == 0 { b"\n      " } else { b",\n      " });
         out.extend_from_slice(json_str(digest).as_bytes());
         out.extend_from_slice(b": ");
-        push_json(&mut out, id);
+        push_json(out, id);
     }
     if !m.environments.is_empty() {
         out.extend_from_slice(b"\n    ");
     }
     out.extend_from_slice(b"}\n  }");
+}
+
+/// Writes one section with one entry per line; empty sections are left out.
+fn write_section<'a>(out: &mut Vec<u8>, section: Section, lines: impl Iterator<Item = &'a [u8]>) {
+    let mut lines = lines.peekable();
+    if lines.peek().is_none() {
+        return;
+    }
+    out.extend_from_slice(format!(",\n  {}: [", json_str(&section.name())).as_bytes());
+    for (i, line) in lines.enumerate() {
+        out.extend_from_slice(if i == 0 { b"\n    " } else { b",\n    " });
+        out.extend_from_slice(line);
+    }
+    out.extend_from_slice(b"\n  ]");
+}
+
+/// One entry as its compact one-line JSON.
+pub(crate) fn entry_line(k: &EntryKey, e: &Entry) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    push_json(
+        &mut out,
+        &EntryOut {
+            op: &k.op,
+            runner: &k.runner,
+            fingerprint: &k.fingerprint,
+            bucket: &k.bucket,
+            runner_index: e.runner_index,
+            tactic: &e.tactic,
+            time_us: e.time_us,
+            checksum: &e.checksum,
+            env: &e.env,
+            created_unix: e.created_unix,
+            candidates: &e.candidates,
+        },
+    );
+    out
+}
+
+/// Serializes a whole document in canonical form: the same content always
+/// gives byte-identical output.
+pub fn to_bytes(data: &CacheData) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1024 + data.len() * 256);
+    write_header(&mut out, &data.metadata);
     for (section, entries) in &data.sections {
-        if entries.is_empty() {
-            continue;
-        }
-        out.extend_from_slice(format!(",\n  {}: [", json_str(&section.name())).as_bytes());
-        for (i, (k, e)) in entries.iter().enumerate() {
-            out.extend_from_slice(if i == 0 { b"\n    " } else { b",\n    " });
-            push_json(
-                &mut out,
-                &EntryOut {
-                    op: &k.op,
-                    runner: &k.runner,
-                    fingerprint: &k.fingerprint,
-                    bucket: &k.bucket,
-                    runner_index: e.runner_index,
-                    tactic: &e.tactic,
-                    time_us: e.time_us,
-                    checksum: &e.checksum,
-                    env: &e.env,
-                    created_unix: e.created_unix,
-                    candidates: &e.candidates,
-                },
-            );
-        }
-        out.extend_from_slice(b"\n  ]");
+        let lines: Vec<Vec<u8>> = entries.iter().map(|(k, e)| entry_line(k, e)).collect();
+        write_section(&mut out, *section, lines.iter().map(Vec::as_slice));
     }
     out.extend_from_slice(b"\n}\n");
     out
@@ -162,7 +179,66 @@ pub fn to_bytes(data: &CacheData) -> Vec<u8> {
 // ---------------------------------------------------------------- reading
 
 /// The top-level object as written, keys in file order, duplicates kept.
-struct TopLevel<'a>(Vec<(String, &'a RawValue)>);
+struct TopLevel<'a>(Vec<(String, TopValue<'a>)>);
+
+/// A top-level value: sections are split into raw entries in the same
+/// single pass over the text; everything else stays raw.
+enum TopValue<'a> {
+    Raw(&'a RawValue),
+    Section(SectionValue<'a>),
+}
+
+/// What a section name held.
+enum SectionValue<'a> {
+    /// An array: its elements, unparsed.
+    Entries(Vec<&'a RawValue>),
+    /// An object (the TensorRT-LLM layout).
+    Object,
+    /// Anything else.
+    Other,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for SectionValue<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = SectionValue<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+                while let Some(e) = seq.next_element::<&'de RawValue>()? {
+                    v.push(e);
+                }
+                Ok(SectionValue::Entries(v))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(SectionValue::Object)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(SectionValue::Other)
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(SectionValue::Other)
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(SectionValue::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(SectionValue::Other)
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+                Ok(SectionValue::Other)
+            }
+            fn visit_unit<E>(self) -> Result<Self::Value, E> {
+                Ok(SectionValue::Other)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
 
 impl<'de: 'a, 'a> Deserialize<'de> for TopLevel<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -174,7 +250,12 @@ impl<'de: 'a, 'a> Deserialize<'de> for TopLevel<'a> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut fields = Vec::new();
-                while let Some((k, v)) = map.next_entry::<String, &'de RawValue>()? {
+                while let Some(k) = map.next_key::<String>()? {
+                    let v = if Section::parse(&k).is_some() {
+                        TopValue::Section(map.next_value::<SectionValue<'de>>()?)
+                    } else {
+                        TopValue::Raw(map.next_value::<&'de RawValue>()?)
+                    };
                     fields.push((k, v));
                 }
                 Ok(TopLevel(fields))
@@ -300,13 +381,18 @@ fn parse_metadata(raw: &RawValue, warnings: &mut Vec<String>) -> Metadata {
     }
 }
 
-/// Parses a cache document. Empty input is an empty cache; bad entries are
-/// skipped (counted, each named in a warning); a file that is not a JSON
-/// object is [`ParseError::Unparseable`]; another format or a future major
-/// version is [`ParseError::Unsupported`].
-pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
+/// The top level of a document: metadata parsed, sections still raw.
+struct Top<'a> {
+    metadata: Metadata,
+    /// Each section's entries as raw JSON, in file order (duplicates kept).
+    sections: Vec<(Section, Vec<&'a RawValue>)>,
+    warnings: Vec<String>,
+    bad_entries: usize,
+}
+
+fn parse_top(bytes: &[u8]) -> Result<Option<Top<'_>>, ParseError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Parsed::default());
+        return Ok(None);
     }
     let text = std::str::from_utf8(bytes).map_err(|e| {
         ParseError::Unparseable(format!(
@@ -319,12 +405,26 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
         ParseError::Unparseable(format!("{what}: {e}"))
     })?;
 
-    let mut parsed = Parsed::default();
+    let mut out = Top {
+        metadata: Metadata::default(),
+        sections: Vec::new(),
+        warnings: Vec::new(),
+        bad_entries: 0,
+    };
     let mut seen_format = false;
     let mut seen_version = false;
     let mut seen_metadata = false;
-    let mut sections: Vec<(Section, &RawValue)> = Vec::new();
-    for (name, value) in &top.0 {
+    let mut raw_sections: Vec<(Section, SectionValue<'_>)> = Vec::new();
+    for (name, value) in top.0 {
+        let value = match value {
+            TopValue::Section(v) => {
+                if let Some(section) = Section::parse(&name) {
+                    raw_sections.push((section, v));
+                }
+                continue;
+            }
+            TopValue::Raw(v) => v,
+        };
         match name.as_str() {
             "format" => {
                 let f: Option<String> = serde_json::from_str(value.get()).ok();
@@ -335,7 +435,7 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
                     )));
                 }
                 if seen_format {
-                    parsed.warnings.push("duplicate \"format\" field".into());
+                    out.warnings.push("duplicate \"format\" field".into());
                 }
                 seen_format = true;
             }
@@ -348,81 +448,87 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
                     )));
                 }
                 if seen_version {
-                    parsed.warnings.push("duplicate \"version\" field".into());
+                    out.warnings.push("duplicate \"version\" field".into());
                 }
                 seen_version = true;
             }
             "metadata" => {
                 if seen_metadata {
-                    parsed
-                        .warnings
-                        .push("duplicate \"metadata\" block; the last one is used".into());
+                    out.warnings.push("duplicate \"metadata\" block; the last one is used".into());
                 }
                 seen_metadata = true;
-                parsed.data.metadata = parse_metadata(value, &mut parsed.warnings);
+                out.metadata = parse_metadata(value, &mut out.warnings);
             }
-            other => match Section::parse(other) {
-                Some(section) => sections.push((section, value)),
-                // A newer minor version may add top-level fields: ignore them.
-                None => tracing::debug!("ignoring unknown top-level field {other:?}"),
-            },
+            // A newer minor version may add top-level fields: ignore them.
+            other => tracing::debug!("ignoring unknown top-level field {other:?}"),
         }
     }
-
-    let mut seen_sections = BTreeMap::new();
-    for (section, raw) in sections {
+    let mut seen_sections = std::collections::BTreeSet::new();
+    for (section, raw) in raw_sections {
         let name = section.name();
-        let entries: Vec<&RawValue> = match serde_json::from_str(raw.get()) {
-            Ok(v) => v,
-            Err(_) => {
-                if !seen_format && raw.get().trim_start().starts_with('{') {
+        let entries: Vec<&RawValue> = match raw {
+            SectionValue::Entries(v) => v,
+            other => {
+                if !seen_format && matches!(other, SectionValue::Object) {
                     return Err(ParseError::Unsupported(format!(
                         "section \"{name}\" is an object, not an array: this looks like a TensorRT-LLM cache; \
                          convert it with `ranktune cache import NEW.json THIS_FILE --format trtllm`"
                     )));
                 }
-                parsed.bad_entries += 1;
-                parsed
-                    .warnings
-                    .push(format!("section {name} skipped: expected an array of entries"));
+                out.bad_entries += 1;
+                out.warnings.push(format!("section {name} skipped: expected an array of entries"));
                 continue;
             }
         };
-        if seen_sections.insert(section, ()).is_some() {
-            parsed.warnings.push(format!("section {name} appears twice; both are loaded"));
+        if !seen_sections.insert(section) {
+            out.warnings.push(format!("section {name} appears twice; both are loaded"));
         }
+        out.sections.push((section, entries));
+    }
+    Ok(Some(out))
+}
+
+/// Parses one entry fully and validates it.
+fn parse_entry(section: &str, index: usize, raw: &RawValue) -> Result<(EntryKey, Entry), String> {
+    let e: EntryIn = serde_json::from_str(raw.get())
+        .map_err(|err| format!("bad entry {} skipped: {err}", describe_raw(section, index, raw)))?;
+    let key = EntryKey { op: e.op, runner: e.runner, fingerprint: e.fingerprint, bucket: e.bucket };
+    let entry = Entry {
+        runner_index: e.runner_index,
+        tactic: e.tactic,
+        time_us: e.time_us,
+        candidates: e.candidates,
+        checksum: e.checksum,
+        env: e.env,
+        created_unix: e.created_unix,
+    };
+    validate_entry(&key, &entry)
+        .map_err(|why| format!("bad entry {section}[{index}] ({key}) skipped: {why}"))?;
+    Ok((key, entry))
+}
+
+/// Parses a cache document. Empty input is an empty cache; bad entries are
+/// skipped (counted, each named in a warning); a file that is not a JSON
+/// object is [`ParseError::Unparseable`]; another format or a future major
+/// version is [`ParseError::Unsupported`].
+pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
+    let Some(top) = parse_top(bytes)? else { return Ok(Parsed::default()) };
+    let mut parsed = Parsed {
+        data: CacheData { metadata: top.metadata, sections: BTreeMap::new() },
+        warnings: top.warnings,
+        bad_entries: top.bad_entries,
+    };
+    for (section, entries) in top.sections {
+        let name = section.name();
         for (i, raw_entry) in entries.into_iter().enumerate() {
-            let e: EntryIn = match serde_json::from_str(raw_entry.get()) {
-                Ok(e) => e,
-                Err(err) => {
+            let (key, entry) = match parse_entry(&name, i, raw_entry) {
+                Ok(ke) => ke,
+                Err(msg) => {
                     parsed.bad_entries += 1;
-                    parsed.warnings.push(format!(
-                        "bad entry {} skipped: {err}",
-                        describe_raw(&name, i, raw_entry)
-                    ));
+                    parsed.warnings.push(msg);
                     continue;
                 }
             };
-            let key = EntryKey {
-                op: e.op,
-                runner: e.runner,
-                fingerprint: e.fingerprint,
-                bucket: e.bucket,
-            };
-            let entry = Entry {
-                runner_index: e.runner_index,
-                tactic: e.tactic,
-                time_us: e.time_us,
-                candidates: e.candidates,
-                checksum: e.checksum,
-                env: e.env,
-                created_unix: e.created_unix,
-            };
-            if let Err(why) = validate_entry(&key, &entry) {
-                parsed.bad_entries += 1;
-                parsed.warnings.push(format!("bad entry {name}[{i}] ({key}) skipped: {why}"));
-                continue;
-            }
             let slot = parsed.data.sections.entry(section).or_default();
             match slot.get(&key) {
                 Some(old) => {
@@ -440,6 +546,230 @@ pub fn parse(bytes: &[u8]) -> Result<Parsed, ParseError> {
         }
     }
     Ok(parsed)
+}
+
+// ------------------------------------------------ raw documents (folding)
+
+/// One section of a [`RawDoc`]: entries kept as their JSON text.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct RawSection {
+    /// Entries whose key could be read, by key, as compact one-line JSON.
+    pub keyed: BTreeMap<EntryKey, Box<str>>,
+    /// Entries whose key could not be read at all, kept verbatim (compact).
+    pub unkeyed: std::collections::BTreeSet<Box<str>>,
+}
+
+/// A document for folding: entries are kept as text and only their keys
+/// are parsed, so a fold costs a scan and a copy rather than a full parse
+/// and re-serialization. Entries this version does not fully understand
+/// (newer fields, bad values) pass through untouched unless `strict`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RawDoc {
+    pub metadata: Metadata,
+    pub sections: BTreeMap<Section, RawSection>,
+    pub warnings: Vec<String>,
+    pub bad_entries: usize,
+}
+
+#[derive(Deserialize)]
+struct KeyIn {
+    op: String,
+    runner: String,
+    fingerprint: String,
+    bucket: Vec<Vec<u64>>,
+}
+
+/// Reads a JSON string token at the start of `s`; returns it and the rest.
+fn take_json_string(s: &str) -> Option<(String, &str)> {
+    let body = s.strip_prefix('"')?;
+    let bytes = body.as_bytes();
+    let mut i = 0;
+    let mut escaped = false;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => {
+                // Rare in keys: let serde_json decode escapes.
+                escaped = true;
+                i += 2;
+                continue;
+            }
+            b'"' => break,
+            _ => i += 1,
+        }
+    }
+    if i >= bytes.len() {
+        return None;
+    }
+    let token = &s[..i + 2];
+    let value = if escaped { serde_json::from_str(token).ok()? } else { body[..i].to_string() };
+    Some((value, &s[i + 2..]))
+}
+
+/// Reads a bucket `[[1,2],[3]]` (no spaces) at the start of `s`.
+fn take_bucket(s: &str) -> Option<(Vec<Vec<u64>>, &str)> {
+    let mut s = s.strip_prefix('[')?;
+    let mut out = Vec::new();
+    if let Some(rest) = s.strip_prefix(']') {
+        return Some((out, rest));
+    }
+    loop {
+        s = s.strip_prefix('[')?;
+        let mut dims = Vec::new();
+        if let Some(rest) = s.strip_prefix(']') {
+            s = rest;
+        } else {
+            loop {
+                let end = s.bytes().position(|b| !b.is_ascii_digit())?;
+                if end == 0 || (end > 1 && s.starts_with('0')) {
+                    return None;
+                }
+                dims.push(s[..end].parse().ok()?);
+                s = &s[end..];
+                if let Some(rest) = s.strip_prefix(',') {
+                    s = rest;
+                } else {
+                    s = s.strip_prefix(']')?;
+                    break;
+                }
+            }
+        }
+        out.push(dims);
+        if let Some(rest) = s.strip_prefix(',') {
+            s = rest;
+        } else {
+            return Some((out, s.strip_prefix(']')?));
+        }
+    }
+}
+
+/// The key of a compact entry as this module writes it
+/// (`{"op":…,"runner":…,"fingerprint":…,"bucket":…,…`), without a full
+/// parse; `None` for any other layout.
+fn fast_key(raw: &str) -> Option<EntryKey> {
+    let (op, s) = take_json_string(raw.strip_prefix("{\"op\":")?)?;
+    let (runner, s) = take_json_string(s.strip_prefix(",\"runner\":")?)?;
+    let (fingerprint, s) = take_json_string(s.strip_prefix(",\"fingerprint\":")?)?;
+    let (bucket, s) = take_bucket(s.strip_prefix(",\"bucket\":")?)?;
+    (s.starts_with(',') || s.starts_with('}')).then_some(EntryKey {
+        op,
+        runner,
+        fingerprint,
+        bucket,
+    })
+}
+
+/// `raw` without whitespace outside strings (a no-op on what we write).
+fn compact(raw: &str) -> Box<str> {
+    let bytes = raw.as_bytes();
+    if !bytes.iter().any(|&b| matches!(b, b' ' | b'\n' | b'\t' | b'\r')) {
+        return raw.into();
+    }
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut needs = false;
+    for &b in bytes {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if b.is_ascii_whitespace() {
+            needs = true;
+            break;
+        }
+    }
+    if !needs {
+        return raw.into();
+    }
+    let mut out = String::with_capacity(raw.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in raw.chars() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+            out.push(c);
+        } else if c == '"' {
+            in_string = true;
+            out.push(c);
+        } else if !c.is_ascii_whitespace() {
+            out.push(c);
+        }
+    }
+    out.into_boxed_str()
+}
+
+/// Parses a document for folding (see [`RawDoc`]). With `strict`, every
+/// entry is also fully parsed and validated, and bad ones are dropped with a
+/// warning naming them (`cache prune` cleans up this way).
+pub(crate) fn parse_raw(bytes: &[u8], strict: bool) -> Result<RawDoc, ParseError> {
+    let Some(top) = parse_top(bytes)? else { return Ok(RawDoc::default()) };
+    let mut doc = RawDoc {
+        metadata: top.metadata,
+        sections: BTreeMap::new(),
+        warnings: top.warnings,
+        bad_entries: top.bad_entries,
+    };
+    for (section, entries) in top.sections {
+        let name = section.name();
+        let slot = doc.sections.entry(section).or_default();
+        for (i, raw) in entries.into_iter().enumerate() {
+            if strict {
+                if let Err(msg) = parse_entry(&name, i, raw) {
+                    doc.bad_entries += 1;
+                    doc.warnings.push(msg.replace(" skipped:", " dropped:"));
+                    continue;
+                }
+            }
+            let text = compact(raw.get());
+            let key = fast_key(&text).or_else(|| {
+                serde_json::from_str::<KeyIn>(&text).ok().map(|k| EntryKey {
+                    op: k.op,
+                    runner: k.runner,
+                    fingerprint: k.fingerprint,
+                    bucket: k.bucket,
+                })
+            });
+            match key {
+                // Later entries win, as later saves do.
+                Some(key) => {
+                    slot.keyed.insert(key, text);
+                }
+                None => {
+                    slot.unkeyed.insert(text);
+                }
+            }
+        }
+    }
+    Ok(doc)
+}
+
+/// Serializes a [`RawDoc`] in the same canonical layout as [`to_bytes`]:
+/// for content written by [`to_bytes`] the output is byte-identical.
+pub(crate) fn raw_to_bytes(doc: &RawDoc) -> Vec<u8> {
+    let size: usize = doc
+        .sections
+        .values()
+        .flat_map(|s| s.keyed.values().chain(s.unkeyed.iter()))
+        .map(|t| t.len() + 6)
+        .sum();
+    let mut out = Vec::with_capacity(1024 + size);
+    write_header(&mut out, &doc.metadata);
+    for (section, entries) in &doc.sections {
+        let lines = entries.keyed.values().chain(entries.unkeyed.iter());
+        write_section(&mut out, *section, lines.map(|t| t.as_bytes()));
+    }
+    out.extend_from_slice(b"\n}\n");
+    out
 }
 
 #[cfg(test)]
@@ -503,5 +833,62 @@ mod tests {
         assert!(parse(b"  \n").unwrap().data.is_empty());
         assert!(parse(b"{}").unwrap().data.is_empty());
         assert!(parse(to_bytes(&CacheData::default()).as_slice()).unwrap().data.is_empty());
+    }
+
+    #[test]
+    fn raw_fold_reproduces_canonical_bytes() {
+        let mut d = sample();
+        d.insert(
+            Section::Rank(2),
+            EntryKey {
+                op: "we\"ird \\ op\n".into(),
+                runner: "r ü".into(),
+                fingerprint: "".into(),
+                bucket: vec![vec![], vec![0, 18446744073709551615]],
+            },
+            d.get(Section::Shared, &d.sections[&Section::Shared].keys().next().unwrap().clone())
+                .unwrap()
+                .clone(),
+        );
+        let bytes = to_bytes(&d);
+        let raw = parse_raw(&bytes, false).unwrap();
+        assert_eq!(raw_to_bytes(&raw), bytes);
+        for (section, entries) in &raw.sections {
+            assert!(entries.unkeyed.is_empty());
+            let keys: Vec<_> = entries.keyed.keys().collect();
+            let want: Vec<_> = d.sections[section].keys().collect();
+            assert_eq!(keys, want);
+        }
+    }
+
+    #[test]
+    fn fast_key_agrees_with_serde_or_declines() {
+        for text in [
+            r#"{"op":"a","runner":"b","fingerprint":"c","bucket":[[1,2],[3]],"x":1}"#,
+            r#"{"op":"a\"b","runner":"\u00fc","fingerprint":"","bucket":[],"x":1}"#,
+            r#"{"op":"a","runner":"b","fingerprint":"c","bucket":[[]],"x":1}"#,
+            r#"{"op":"a","runner":"b","fingerprint":"c","bucket":[[01]],"x":1}"#,
+            r#"{"runner":"b","op":"a","fingerprint":"c","bucket":[[1]]}"#,
+        ] {
+            let serde = serde_json::from_str::<KeyIn>(text).ok().map(|k| EntryKey {
+                op: k.op,
+                runner: k.runner,
+                fingerprint: k.fingerprint,
+                bucket: k.bucket,
+            });
+            if let Some(fast) = fast_key(text) {
+                assert_eq!(Some(fast), serde, "{text}");
+            }
+        }
+        assert!(fast_key(
+            r#"{"op":"a","runner":"b","fingerprint":"c","bucket":[[1,2],[3]],"x":1}"#
+        )
+        .is_some());
+    }
+
+    #[test]
+    fn compact_strips_only_outside_strings() {
+        assert_eq!(&*compact("{ \"a b\" : [1, 2] }"), "{\"a b\":[1,2]}");
+        assert_eq!(&*compact(r#"{"a\" b":1}"#), r#"{"a\" b":1}"#);
     }
 }

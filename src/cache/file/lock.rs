@@ -62,7 +62,7 @@ pub(crate) fn acquire(
         source,
     })?;
     let start = Instant::now();
-    let mut pause = Duration::from_micros(200);
+    let mut pause = Duration::from_millis(1);
     let mut announced = false;
     loop {
         match sys::try_lock_exclusive(&file) {
@@ -95,13 +95,13 @@ pub(crate) fn acquire(
         if !announced && waited >= QUIET_WAIT.min(timeout / 2) {
             announced = true;
             tracing::warn!(
-                "waiting for lock on {} (held by {}); giving up after {:.0}s (RANKTUNE_LOCK_TIMEOUT)",
+                "waiting for lock on {} (held by {}); giving up after {:.1}s (RANKTUNE_LOCK_TIMEOUT)",
                 lock.display(),
                 holder(lock),
                 timeout.as_secs_f64()
             );
         }
         std::thread::sleep(pause.min(timeout.saturating_sub(waited)));
-        pause = (pause * 2).min(Duration::from_millis(20));
+        pause = (pause * 2).min(Duration::from_millis(10));
     }
 }

@@ -21,28 +21,33 @@
 //! rewrite of an ever-growing file per rank — quadratic in ranks. Instead,
 //! [`FileStore::save`]:
 //!
-//! 1. writes its entries to a new spool file (temp + fsync + rename + fsync
-//!    of the spool directory). From here on the save is durable and visible
-//!    to readers, whatever happens next;
+//! 1. writes its entries to a new spool file (exclusive temp file, then
+//!    rename; no waiting). From here on readers see the entries;
 //! 2. waits for the lock, watching its spool file: if the spool file
 //!    disappears, the lock holder has folded it into `C` (spools are
 //!    deleted only after `C` was renamed into place and its directory
 //!    fsynced), so the save is done without taking the lock at all;
-//! 3. with the lock, if its spool file is still there, it folds **every**
-//!    waiting spool: reads `C`, applies the spools in save order, writes
-//!    one new `C` (exclusive temp, fsync, rename, fsync directory), then
-//!    deletes the folded spools.
+//! 3. with the lock, if its spool file is still there, it waits until the
+//!    spool has been quiet briefly (ranks that finish together are folded
+//!    together), then folds **every** waiting spool: reads `C`, applies the
+//!    spools in save order, writes one new `C` (exclusive temp, fsync,
+//!    rename, fsync directory), then deletes the folded spools.
 //!
 //! When 64 ranks save at once, the first lock holder folds everything that
-//! has arrived, and the rest usually find their spool already folded: a
-//! handful of rewrites instead of 64.
+//! has arrived, and the rest find their spool already folded: one or two
+//! rewrites instead of 64. A fold parses only entry keys and copies entry
+//! text ([`format`]'s raw documents), so it costs about a scan and a copy.
+//!
+//! Spool files are not fsynced: a save returns only after a rewrite that
+//! includes it was fsynced. A spool lost to a power cut belonged to a save
+//! that had not returned; a damaged one does not parse and is set aside.
 //!
 //! # Crash safety (kill -9 between any two steps)
 //!
 //! - during step 1: only a dot-named temp file in the spool is left; it is
 //!   never read and is removed once old; the save had not returned;
 //! - after step 1: the entries are in the spool; readers see them and the
-//!   next save folds them;
+//!   next save folds them (durable from then on);
 //! - during the rewrite: `C` is untouched; the lock dies with the process;
 //!   the next holder removes the temp file;
 //! - after the rename, before the spools are deleted: the spools are
@@ -66,8 +71,9 @@ use crate::cache::document::CacheData;
 use crate::cache::entry::{EntryKey, Identity, Section};
 use crate::cache::store::{Loaded, SaveReport, Store};
 use crate::cache::CacheError;
-use format::{ParseError, Parsed};
+use format::{ParseError, Parsed, RawDoc};
 use lock::Acquired;
+use std::borrow::Cow;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -81,6 +87,12 @@ pub const LOCK_TIMEOUT_ENV: &str = "RANKTUNE_LOCK_TIMEOUT";
 
 /// Temp files of killed writers that nobody can be writing any more.
 const STALE_TEMP_AGE: Duration = Duration::from_secs(600);
+
+/// Group commit: the lock holder waits until the spool has been quiet this
+/// long before folding (see `spool::settle`)...
+const GATHER_QUIET: Duration = Duration::from_millis(20);
+/// ...but never longer than this.
+const GATHER_CAP: Duration = Duration::from_millis(500);
 
 static WARNED_NO_LOCK: AtomicBool = AtomicBool::new(false);
 
@@ -143,19 +155,53 @@ enum Aside {
     HaveLock,
 }
 
-struct MainFile {
-    parsed: Parsed,
-    moved_aside: Option<PathBuf>,
+struct MainFile<T> {
+    doc: T,
+    /// Where an unparseable file went, and the warning that says so.
+    moved_aside: Option<(PathBuf, String)>,
 }
 
-enum SpoolRead {
-    Folded(Parsed),
+enum SpoolRead<T> {
+    Read(T),
+    /// It did not parse and was set aside (or, read-only, skipped).
+    Corrupt(String),
     Gone,
     Unsupported(String),
 }
 
+/// How a document is parsed: fully (loads) or as raw entries (folds).
+type ParseFn<T> = dyn Fn(&[u8]) -> Result<T, ParseError>;
+
 fn unix_now() -> u64 {
     SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+fn raw_len(doc: &RawDoc) -> usize {
+    doc.sections.values().map(|s| s.keyed.len() + s.unkeyed.len()).sum()
+}
+
+/// Applies raw `src` over `dst`; true when anything changed.
+fn merge_raw(dst: &mut RawDoc, src: RawDoc) -> bool {
+    let mut changed = false;
+    for (digest, id) in src.metadata.environments {
+        if dst.metadata.environments.get(&digest) != Some(&id) {
+            dst.metadata.environments.insert(digest, id);
+            changed = true;
+        }
+    }
+    for (section, entries) in src.sections {
+        let slot = dst.sections.entry(section).or_default();
+        for (key, text) in entries.keyed {
+            if slot.keyed.get(&key) != Some(&text) {
+                slot.keyed.insert(key, text);
+                changed = true;
+            }
+        }
+        for text in entries.unkeyed {
+            changed |= slot.unkeyed.insert(text);
+        }
+    }
+    changed
 }
 
 /// Applies `src` over `dst`; true when anything changed.
@@ -212,6 +258,25 @@ impl FileStore {
         &self.path
     }
 
+    /// This store with a symlinked cache path replaced by its target, so a
+    /// save rewrites the target and the link stays a link.
+    fn resolved(&self) -> Cow<'_, FileStore> {
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::canonicalize(&self.path).ok().or_else(|| {
+                    // A dangling link: resolve it by hand (one level).
+                    let link = std::fs::read_link(&self.path).ok()?;
+                    Some(write::parent_dir(&self.path).join(link))
+                });
+                match target {
+                    Some(path) => Cow::Owned(FileStore { path, ..self.clone() }),
+                    None => Cow::Borrowed(self),
+                }
+            }
+            _ => Cow::Borrowed(self),
+        }
+    }
+
     /// The sidecar lock file, `<path>.lock`.
     pub fn lock_path(&self) -> PathBuf {
         lock::lock_path(&self.path)
@@ -227,7 +292,7 @@ impl FileStore {
     /// [`CacheError::Corrupt`]; bad entries are skipped and listed in
     /// [`Loaded::warnings`]. For `cache show` and `cache check`.
     pub fn inspect(&self) -> Result<Loaded, CacheError> {
-        self.load_with(Aside::Never)
+        self.resolved().load_with(Aside::Never)
     }
 
     fn io(&self, action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> CacheError {
@@ -235,7 +300,11 @@ impl FileStore {
         move |source| CacheError::Io { action, path, source }
     }
 
-    fn read_main(&self, aside: Aside) -> Result<MainFile, CacheError> {
+    fn read_main<T: Default>(
+        &self,
+        aside: Aside,
+        parse: &ParseFn<T>,
+    ) -> Result<MainFile<T>, CacheError> {
         for _ in 0..5 {
             let (bytes, ident) = match std::fs::File::open(&self.path) {
                 Ok(mut f) => {
@@ -253,12 +322,12 @@ impl FileStore {
                     (bytes, (meta.dev(), meta.ino()))
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Ok(MainFile { parsed: Parsed::default(), moved_aside: None })
+                    return Ok(MainFile { doc: T::default(), moved_aside: None })
                 }
                 Err(e) => return Err(self.io("reading", &self.path)(e)),
             };
-            let reason = match format::parse(&bytes) {
-                Ok(parsed) => return Ok(MainFile { parsed, moved_aside: None }),
+            let reason = match parse(&bytes) {
+                Ok(doc) => return Ok(MainFile { doc, moved_aside: None }),
                 Err(ParseError::Unsupported(reason)) => {
                     return Err(CacheError::Unsupported { path: self.path.clone(), reason })
                 }
@@ -296,8 +365,7 @@ impl FileStore {
                 aside_path.display()
             );
             tracing::warn!("{msg}");
-            let parsed = Parsed { warnings: vec![msg], ..Parsed::default() };
-            return Ok(MainFile { parsed, moved_aside: Some(aside_path) });
+            return Ok(MainFile { doc: T::default(), moved_aside: Some((aside_path, msg)) });
         }
         Err(CacheError::Invalid(format!(
             "{} kept changing while it was read; is something else rewriting it?",
@@ -317,14 +385,19 @@ impl FileStore {
         candidate
     }
 
-    fn read_spool(&self, path: &Path, set_aside: bool) -> Result<SpoolRead, CacheError> {
+    fn read_spool<T>(
+        &self,
+        path: &Path,
+        set_aside: bool,
+        parse: &ParseFn<T>,
+    ) -> Result<SpoolRead<T>, CacheError> {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(SpoolRead::Gone),
             Err(e) => return Err(self.io("reading spool file", path)(e)),
         };
-        match format::parse(&bytes) {
-            Ok(p) => Ok(SpoolRead::Folded(p)),
+        match parse(&bytes) {
+            Ok(p) => Ok(SpoolRead::Read(p)),
             Err(ParseError::Unsupported(r)) => {
                 Ok(SpoolRead::Unsupported(format!("spool file {} left alone: {r}", path.display())))
             }
@@ -337,8 +410,7 @@ impl FileStore {
                     std::fs::rename(path, &aside).map_err(self.io("setting aside", path))?;
                     msg.push_str(&format!("; moved it to {}", aside.display()));
                 }
-                let parsed = Parsed { warnings: vec![msg], ..Parsed::default() };
-                Ok(SpoolRead::Folded(parsed))
+                Ok(SpoolRead::Corrupt(msg))
             }
         }
     }
@@ -349,22 +421,28 @@ impl FileStore {
         let mut warnings = Vec::new();
         let mut bad_entries = 0;
         for path in spool::list(&self.spool_path())? {
-            match self.read_spool(&path, false)? {
-                SpoolRead::Folded(p) => spools.push(p),
+            match self.read_spool(&path, false, &format::parse)? {
+                SpoolRead::Read(p) => spools.push(p),
                 SpoolRead::Gone => {}
-                SpoolRead::Unsupported(msg) => warnings.push(msg),
+                SpoolRead::Corrupt(msg) | SpoolRead::Unsupported(msg) => warnings.push(msg),
             }
         }
-        let main = self.read_main(aside)?;
-        let mut data = main.parsed.data;
-        warnings.extend(main.parsed.warnings.into_iter().map(|w| self.named(w)));
-        bad_entries += main.parsed.bad_entries;
+        let main = self.read_main(aside, &format::parse)?;
+        let mut data = main.doc.data;
+        let mut all = Vec::new();
+        let moved_aside = main.moved_aside.map(|(path, msg)| {
+            all.push(msg);
+            path
+        });
+        all.extend(main.doc.warnings.into_iter().map(|w| self.named(w)));
+        all.append(&mut warnings);
+        bad_entries += main.doc.bad_entries;
         for s in spools {
-            warnings.extend(s.warnings);
+            all.extend(s.warnings);
             bad_entries += s.bad_entries;
             merge_into(&mut data, s.data);
         }
-        Ok(Loaded { data, warnings, bad_entries, moved_aside: main.moved_aside })
+        Ok(Loaded { data, warnings: all, bad_entries, moved_aside })
     }
 
     fn named(&self, w: String) -> String {
@@ -375,13 +453,17 @@ impl FileStore {
         }
     }
 
-    /// Folds every spool (and removes `remove`) into a new main file.
-    /// `locked`: we hold the lock, so spools can be deleted afterwards.
+    /// Folds every spool (and removes `remove`) into a new main file, under
+    /// the lock when `locked` (then the folded spools are deleted). Entries
+    /// stay text (see [`format::parse_raw`]); `strict` also drops malformed
+    /// entries. Returns (entries after, entries removed, warnings).
     fn fold(
         &self,
         locked: bool,
         remove: &[(Section, EntryKey)],
+        strict: bool,
     ) -> Result<(usize, usize, Vec<String>), CacheError> {
+        let t0 = std::time::Instant::now();
         let spool_dir = self.spool_path();
         if locked {
             write::remove_stale_temps(&self.path, true, Duration::ZERO);
@@ -389,46 +471,47 @@ impl FileStore {
         } else {
             write::remove_stale_temps(&self.path, false, STALE_TEMP_AGE);
         }
-        let main = self.read_main(Aside::HaveLock)?;
-        let mut warnings: Vec<String> =
-            main.parsed.warnings.iter().map(|w| self.named(w.clone())).collect();
-        let mut data = main.parsed.data;
-        let mut changed = false;
+        let main = self.read_main(Aside::HaveLock, &move |b| format::parse_raw(b, strict))?;
+        let t_main = t0.elapsed();
+        let mut doc = main.doc;
+        let mut warnings: Vec<String> = main.moved_aside.into_iter().map(|(_, m)| m).collect();
+        warnings.extend(doc.warnings.drain(..).map(|w| self.named(w)));
+        let main_entries = raw_len(&doc);
+        let mut changed = strict && doc.bad_entries > 0;
         let mut folded = Vec::new();
         for path in spool::list(&spool_dir)? {
-            match self.read_spool(&path, true)? {
-                SpoolRead::Folded(p) => {
-                    warnings.extend(p.warnings);
-                    changed |= merge_into(&mut data, p.data);
+            match self.read_spool(&path, true, &|b| format::parse_raw(b, false))? {
+                SpoolRead::Read(p) => {
+                    warnings.extend(p.warnings.iter().cloned());
+                    changed |= merge_raw(&mut doc, p);
                     folded.push(path);
                 }
+                SpoolRead::Corrupt(msg) => warnings.push(msg),
                 SpoolRead::Gone => {}
                 SpoolRead::Unsupported(msg) => warnings.push(msg),
             }
         }
+        let t_spools = t0.elapsed();
         let mut removed = 0;
         for (section, key) in remove {
-            if let Some(entries) = data.sections.get_mut(section) {
-                if entries.remove(key).is_some() {
+            if let Some(entries) = doc.sections.get_mut(section) {
+                if entries.keyed.remove(key).is_some() {
                     removed += 1;
                 }
             }
         }
-        data.sections.retain(|_, entries| !entries.is_empty());
+        doc.sections.retain(|_, s| !(s.keyed.is_empty() && s.unkeyed.is_empty()));
         changed |= removed > 0;
         if changed {
             let now = unix_now();
-            let m = &mut data.metadata;
+            let m = &mut doc.metadata;
             m.lib_version = env!("CARGO_PKG_VERSION").to_string();
             m.host = sys::hostname();
             if m.created_unix == 0 {
                 m.created_unix = now;
             }
             m.updated_unix = now;
-            if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent).map_err(self.io("creating directory", parent))?;
-            }
-            write::write_atomic(&self.path, &format::to_bytes(&data))?;
+            write::write_atomic(&self.path, &format::raw_to_bytes(&doc))?;
         }
         if locked || !remove.is_empty() {
             let mut any = false;
@@ -439,10 +522,19 @@ impl FileStore {
                 sys::fsync_dir(&spool_dir).map_err(self.io("fsyncing directory", &spool_dir))?;
             }
         }
+        let total = raw_len(&doc);
+        tracing::debug!(
+            "folded {} spool(s) into {} ({main_entries} entries before, {total} after): \
+             read {t_main:?}, spools {:?}, total {:?}",
+            folded.len(),
+            self.path.display(),
+            t_spools - t_main,
+            t0.elapsed()
+        );
         for w in &warnings {
             tracing::warn!("{w}");
         }
-        Ok((data.len(), removed, warnings))
+        Ok((total, removed, warnings))
     }
 
     fn warn_no_lock(&self, why: &str) -> String {
@@ -459,26 +551,43 @@ impl FileStore {
     }
 
     /// The part of `update` that will be written: valid entries, plus the
-    /// identities they refer to.
-    fn prepare(update: &CacheData) -> (CacheData, Vec<String>) {
-        let mut out = CacheData::default();
+    /// identities they refer to. Borrows `update` when it is all valid and
+    /// complete (the usual case: no copy of the entries).
+    fn prepare(update: &CacheData) -> (Cow<'_, CacheData>, Vec<String>) {
+        static CURRENT: std::sync::OnceLock<(Identity, String)> = std::sync::OnceLock::new();
+        let (current, current_digest) = CURRENT.get_or_init(|| {
+            let id = Identity::current();
+            let digest = id.digest();
+            (id, digest)
+        });
         let mut warnings = Vec::new();
-        out.metadata.environments = update.metadata.environments.clone();
-        let current = Identity::current();
-        let current_digest = current.digest();
+        let mut invalid = std::collections::BTreeSet::new();
+        let mut needs_current = false;
         for (section, key, entry) in update.iter() {
             if let Err(why) = format::validate_entry(key, entry) {
                 let msg = format!("not saving entry {section} {key}: {why}");
                 tracing::warn!("{msg}");
                 warnings.push(msg);
-                continue;
+                invalid.insert((section, key.clone()));
+            } else if entry.env == *current_digest {
+                needs_current = true;
             }
-            if entry.env == current_digest && !out.metadata.environments.contains_key(&entry.env) {
-                out.metadata.environments.insert(current_digest.clone(), current.clone());
-            }
-            out.insert(section, key.clone(), entry.clone());
         }
-        (out, warnings)
+        needs_current &= !update.metadata.environments.contains_key(current_digest);
+        if invalid.is_empty() && !needs_current {
+            return (Cow::Borrowed(update), warnings);
+        }
+        let mut out = CacheData::default();
+        out.metadata.environments = update.metadata.environments.clone();
+        if needs_current {
+            out.metadata.environments.insert(current_digest.clone(), current.clone());
+        }
+        for (section, key, entry) in update.iter() {
+            if !invalid.contains(&(section, key.clone())) {
+                out.insert(section, key.clone(), entry.clone());
+            }
+        }
+        (Cow::Owned(out), warnings)
     }
 }
 
@@ -489,7 +598,7 @@ impl Store for FileStore {
     /// I/O errors and on files this build must not touch
     /// ([`CacheError::Unsupported`]).
     fn load(&self) -> Result<Loaded, CacheError> {
-        let loaded = self.load_with(Aside::TakeLock)?;
+        let loaded = self.resolved().load_with(Aside::TakeLock)?;
         for w in &loaded.warnings {
             if loaded.moved_aside.is_none() || !w.contains("does not parse") {
                 tracing::warn!("{w}");
@@ -507,6 +616,20 @@ impl Store for FileStore {
     /// included this save, counting would cost a full read, and `total` is
     /// reported as `written`.
     fn save(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
+        let this = self.resolved();
+        this.save_resolved(update)
+    }
+
+    /// Removes `keys` through the same locked path as `save` (folding any
+    /// waiting saves first), and drops malformed entries, naming each in the
+    /// report's warnings. `written` in the report is the number removed.
+    fn remove(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, CacheError> {
+        self.resolved().remove_resolved(keys)
+    }
+}
+
+impl FileStore {
+    fn save_resolved(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
         let (update, mut warnings) = Self::prepare(update);
         let written = update.len();
         if written == 0 && update.metadata.environments.is_empty() {
@@ -515,7 +638,7 @@ impl Store for FileStore {
         if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(self.io("creating directory", parent))?;
         }
-        let spool_file = spool::write_spool(&self.spool_path(), &format::to_bytes(&update))?;
+        let spool_file = spool::write_spool(&self.spool_path(), || format::to_bytes(&update))?;
         let folded_elsewhere = || std::fs::symlink_metadata(&spool_file).is_err();
         let outcome = if self.locking {
             lock::acquire(&self.lock_path(), self.lock_timeout, folded_elsewhere)
@@ -543,14 +666,25 @@ impl Store for FileStore {
         if locked && folded_elsewhere() {
             return Ok(SaveReport { written, total: written, warnings });
         }
-        let (total, _, fold_warnings) = self.fold(locked, &[])?;
+        if locked {
+            let t = std::time::Instant::now();
+            spool::settle(&self.spool_path(), GATHER_QUIET, GATHER_CAP);
+            tracing::debug!("gathered saves for {:?}", t.elapsed());
+        }
+        let (total, _, fold_warnings) = match self.fold(locked, &[], false) {
+            Ok(r) => r,
+            Err(e) => {
+                // Withdraw the spool so that an error means "not saved" and
+                // nothing lingers (e.g. next to a file of a newer version).
+                let _ = std::fs::remove_file(&spool_file);
+                return Err(e);
+            }
+        };
         warnings.extend(fold_warnings);
         Ok(SaveReport { written, total, warnings })
     }
 
-    /// Removes `keys` through the same locked path as `save` (folding any
-    /// waiting saves first). `written` in the report is the number removed.
-    fn remove(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, CacheError> {
+    fn remove_resolved(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, CacheError> {
         let mut warnings = Vec::new();
         let outcome = if self.locking {
             lock::acquire(&self.lock_path(), self.lock_timeout, || false)?
@@ -565,7 +699,7 @@ impl Store for FileStore {
             }
             Acquired::Done => (false, None),
         };
-        let (total, removed, fold_warnings) = self.fold(locked, keys)?;
+        let (total, removed, fold_warnings) = self.fold(locked, keys, true)?;
         warnings.extend(fold_warnings);
         Ok(SaveReport { written: removed, total, warnings })
     }

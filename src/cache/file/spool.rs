@@ -3,12 +3,12 @@
 //!
 //! A spool file is a small cache document named
 //! `<nanos>-<pid>-<seq>.json` so that names sort in save order; it appears
-//! atomically (written to a dot-named temp file in the spool, fsynced,
-//! renamed, directory fsynced). This module owns the naming and listing
+//! atomically (written to a dot-named temp file in the spool, then
+//! renamed). This module owns the naming and listing
 //! rules; it must never fold spools into the cache (that is the store's
 //! job, under the lock).
 
-use super::{sys, write};
+use super::sys;
 use crate::cache::CacheError;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -41,13 +41,14 @@ fn io(action: &'static str, p: &Path) -> impl FnOnce(std::io::Error) -> CacheErr
     move |source| CacheError::Io { action, path, source }
 }
 
-/// Writes one spool file durably and returns its path.
-pub(crate) fn write_spool(dir: &Path, bytes: &[u8]) -> Result<PathBuf, CacheError> {
+/// Writes one spool file with the bytes `bytes()` makes (atomically, not
+/// durably: see the comment inside) and returns its path.
+pub(crate) fn write_spool(
+    dir: &Path,
+    bytes: impl FnOnce() -> Vec<u8>,
+) -> Result<PathBuf, CacheError> {
     match std::fs::DirBuilder::new().create(dir) {
-        Ok(()) => {
-            let parent = write::parent_dir(dir);
-            sys::fsync_dir(&parent).map_err(io("fsyncing directory", &parent))?;
-        }
+        Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(e) => return Err(io("creating spool directory", dir)(e)),
     }
@@ -57,12 +58,17 @@ pub(crate) fn write_spool(dir: &Path, bytes: &[u8]) -> Result<PathBuf, CacheErro
     let temp = dir.join(format!(".{pid}-{seq}-{nanos}.tmp"));
     let fin = dir.join(format!("{nanos:020}-{pid:010}-{seq:06}.json"));
     let mut file = sys::create_exclusive(&temp).map_err(io("creating spool file", &temp))?;
+    // No fsync here: a save returns only once its spool has been folded
+    // into the cache file, and that rewrite is fsynced. A spool lost or
+    // damaged by a power cut belonged to a save that had not returned (and
+    // a damaged one is set aside, never folded).
+    //
+    // The temp file exists before the entries are serialized, so a lock
+    // holder gathering a burst of saves (see `settle`) sees this one coming.
     let result = (|| {
-        file.write_all(bytes).map_err(io("writing", &temp))?;
-        file.sync_all().map_err(io("fsyncing", &temp))?;
+        file.write_all(&bytes()).map_err(io("writing", &temp))?;
         drop(file);
-        std::fs::rename(&temp, &fin).map_err(io("renaming spool file to", &fin))?;
-        sys::fsync_dir(dir).map_err(io("fsyncing directory", dir))
+        std::fs::rename(&temp, &fin).map_err(io("renaming spool file to", &fin))
     })();
     if let Err(e) = result {
         let _ = std::fs::remove_file(&temp);
@@ -103,5 +109,44 @@ pub(crate) fn remove_stale_temps(dir: &Path, min_age: Duration) {
         if age.is_some_and(|a| a >= min_age) && std::fs::remove_file(ent.path()).is_ok() {
             tracing::info!("removed stale spool temp file {}", ent.path().display());
         }
+    }
+}
+
+/// Group-commit delay: waits until no spool file is being written and no
+/// new one appeared for `quiet`, at most `cap` in all, so that one rewrite
+/// takes in a whole burst of saves (ranks finishing together) rather than
+/// only the first few. A lone save pays one `quiet` period.
+pub(crate) fn settle(dir: &Path, quiet: Duration, cap: Duration) {
+    let start = std::time::Instant::now();
+    let scan = || -> (usize, usize) {
+        let Ok(read) = std::fs::read_dir(dir) else { return (0, 0) };
+        let now = SystemTime::now();
+        let (mut done, mut writing) = (0, 0);
+        for ent in read.flatten() {
+            let name = ent.file_name();
+            let name = name.to_string_lossy();
+            if name.ends_with(".json") && !name.starts_with('.') {
+                done += 1;
+            } else if name.starts_with('.') && name.ends_with(".tmp") {
+                // A temp file untouched for a second is a dead writer's.
+                let fresh = ent
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| now.duration_since(t).ok())
+                    .is_none_or(|age| age < Duration::from_secs(1));
+                writing += usize::from(fresh);
+            }
+        }
+        (done, writing)
+    };
+    let (mut last, _) = scan();
+    while start.elapsed() + quiet <= cap {
+        std::thread::sleep(quiet);
+        let (done, writing) = scan();
+        if done == last && writing == 0 {
+            return;
+        }
+        last = done;
     }
 }

@@ -83,14 +83,17 @@ fn render(d: &CacheDiff, all: bool) -> String {
     if rows.len() == 1 {
         return String::new();
     }
-    table(&rows)
+    crate::cli::table::table(&rows)
 }
 
 fn row(what: &str, section: &str, key: Option<&EntryKey>, old: String, new: String) -> Vec<String> {
     let (op, runner, fp, bucket) = match key {
-        Some(k) => {
-            (k.op.clone(), k.runner.clone(), short(&k.fingerprint, 24), format!("{:?}", k.bucket))
-        }
+        Some(k) => (
+            k.op.clone(),
+            k.runner.clone(),
+            crate::cli::table::clip(&k.fingerprint, 24),
+            format!("{:?}", k.bucket),
+        ),
         None => ("OP".into(), "RUNNER".into(), "FINGERPRINT".into(), "BUCKET".into()),
     };
     vec![what.into(), section.into(), op, runner, fp, bucket, old, new]
@@ -98,37 +101,10 @@ fn row(what: &str, section: &str, key: Option<&EntryKey>, old: String, new: Stri
 
 /// `#runner_index tactic @ time`.
 fn choice(e: &Entry) -> String {
-    format!("#{} {} @ {:.3}us", e.runner_index, short(&e.tactic.to_string(), 40), e.time_us)
-}
-
-fn short(s: &str, max: usize) -> String {
-    let s = s.replace('\n', "\\n");
-    if s.chars().count() <= max {
-        s
-    } else {
-        let head: String = s.chars().take(max - 1).collect();
-        format!("{head}…")
-    }
-}
-
-/// Left-aligned columns, two spaces apart.
-pub fn table(rows: &[Vec<String>]) -> String {
-    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..cols)
-        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for r in rows {
-        let mut line = String::new();
-        for (c, cell) in r.iter().enumerate() {
-            if c + 1 < r.len() {
-                line.push_str(&format!("{cell:<w$}  ", w = widths[c]));
-            } else {
-                line.push_str(cell);
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    format!(
+        "#{} {} @ {:.3}us",
+        e.runner_index,
+        crate::cli::table::clip(&e.tactic.to_string(), 40),
+        e.time_us
+    )
 }

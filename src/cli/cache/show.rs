@@ -56,30 +56,11 @@ pub(super) fn tactic_text(t: &serde_json::Value, max: usize) -> String {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),
     };
-    if s.chars().count() > max {
-        let cut: String = s.chars().take(max.saturating_sub(1)).collect();
-        format!("{cut}…")
-    } else {
-        s
-    }
+    crate::cli::table::clip(&s, max)
 }
 
 fn selected(data: &CacheData, rank: Option<u32>) -> Vec<(Section, &EntryKey, &Entry)> {
     data.iter().filter(|(s, _, _)| rank.is_none() || s.rank() == rank).collect()
-}
-
-fn table(rows: &[Vec<String>]) -> String {
-    let cols = rows.first().map_or(0, Vec::len);
-    let widths: Vec<usize> =
-        (0..cols).map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0)).collect();
-    let mut out = String::new();
-    for r in rows {
-        let line: Vec<String> =
-            r.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}", w = *w)).collect();
-        out.push_str(line.join("  ").trim_end());
-        out.push('\n');
-    }
-    out
 }
 
 /// Runs `cache show`.
@@ -133,7 +114,7 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
         ]);
     }
     if !rows.is_empty() {
-        print!("{}", table(&cells));
+        print!("{}", crate::cli::table::table(&cells));
     }
     let sections: std::collections::BTreeSet<_> = rows.iter().map(|(s, _, _)| *s).collect();
     let m = &data.metadata;

@@ -1,0 +1,108 @@
+//! Cost per recorded span: ranktune's native API, ranktune's `tracing`
+//! Layer, and the `tracing-chrome` Layer on the same spans, in one run.
+//!
+//! Each sample starts a fresh session sized for its iterations, so every
+//! span is really stored (never counted as dropped); writing the file
+//! happens after the timed loop. tracing-chrome writes to `io::sink()` from
+//! its own thread; only the recording thread's time is measured for both.
+//!
+//! Times are the recording thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`),
+//! not wall time: the bench machine is shared and oversubscribed, and wall
+//! time would mostly measure how often the thread was descheduled.
+//!
+//! Run: `cargo bench --bench trace_record -- --warm-up-time 1 --measurement-time 3`
+
+use criterion::{black_box, criterion_group, criterion_main, Criterion};
+use ranktune::rank::RankInfo;
+use ranktune::trace::{self, TraceConfig, TraceSession};
+use std::path::Path;
+use std::time::Duration;
+use tracing_subscriber::layer::SubscriberExt;
+
+/// CPU time consumed by the calling thread so far.
+fn cpu_now() -> Duration {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Times `iters` calls of `f` in thread CPU time.
+fn cpu_timed(iters: u64, f: impl Fn(u64)) -> Duration {
+    let start = cpu_now();
+    for i in 0..iters {
+        f(i);
+    }
+    cpu_now() - start
+}
+
+fn session(dir: &Path, events: u64) -> TraceSession {
+    let mut cfg = TraceConfig::new(dir.join("bench.json"));
+    cfg.max_events = usize::try_from(events).unwrap_or(usize::MAX).max(1);
+    cfg.handle_signals = false;
+    TraceSession::start(cfg, &RankInfo::SINGLE).expect("start session")
+}
+
+/// Times `iters` calls of `f` inside a fresh session, exporting afterwards.
+fn timed_in_session(dir: &Path, iters: u64, f: impl Fn(u64)) -> Duration {
+    let s = session(dir, iters + 16);
+    let elapsed = cpu_timed(iters, f);
+    s.stop().expect("export");
+    elapsed
+}
+
+fn native(c: &mut Criterion) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut g = c.benchmark_group("span");
+    g.bench_function("native_no_session", |b| {
+        b.iter_custom(|iters| {
+            cpu_timed(iters, |_| drop(black_box(trace::span("measure", "bench"))))
+        });
+    });
+    g.bench_function("native_recorded", |b| {
+        b.iter_custom(|iters| {
+            timed_in_session(dir.path(), iters, |_| {
+                drop(black_box(trace::span("measure", "bench")))
+            })
+        });
+    });
+    g.bench_function("native_recorded_with_arg", |b| {
+        b.iter_custom(|iters| {
+            timed_in_session(dir.path(), iters, |i| {
+                drop(black_box(trace::span("measure", "bench").with_arg("tactic", i)))
+            })
+        });
+    });
+
+    // The same `tracing` span (one field) through three subscribers.
+    let span = |i: u64| {
+        let _s = tracing::info_span!("measure", tactic = i).entered();
+    };
+    g.bench_function("tracing_registry_only", |b| {
+        let sub = tracing_subscriber::registry();
+        tracing::subscriber::with_default(sub, || b.iter_custom(|iters| cpu_timed(iters, span)));
+    });
+    g.bench_function("tracing_ranktune_layer", |b| {
+        b.iter_custom(|iters| {
+            let sub = tracing_subscriber::registry().with(trace::layer());
+            tracing::subscriber::with_default(sub, || timed_in_session(dir.path(), iters, span))
+        });
+    });
+    g.bench_function("tracing_chrome_layer", |b| {
+        b.iter_custom(|iters| {
+            let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new()
+                .writer(std::io::sink())
+                .include_args(true)
+                .build();
+            let sub = tracing_subscriber::registry().with(layer);
+            let elapsed = tracing::subscriber::with_default(sub, || cpu_timed(iters, span));
+            drop(guard); // waits for its writer thread, outside the timing
+            elapsed
+        });
+    });
+    g.finish();
+}
+
+criterion_group!(benches, native);
+criterion_main!(benches);

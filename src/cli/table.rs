@@ -1,0 +1,78 @@
+//! Plain-text tables for people: left-aligned columns, two spaces apart.
+//!
+//! Cells come from files (fingerprints, tactics, op names) and may hold
+//! newlines or other control characters; they are escaped here so one cell
+//! can never break a row.
+
+/// Shortens `s` to at most `max` characters, ending with `…` when cut.
+pub fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let head: String = s.chars().take(max.saturating_sub(1)).collect();
+    format!("{head}…")
+}
+
+/// Escapes control characters (`\n` → `\\n`, others as `\\u{..}`).
+fn escape(cell: &str) -> std::borrow::Cow<'_, str> {
+    if !cell.chars().any(char::is_control) {
+        return cell.into();
+    }
+    let mut out = String::with_capacity(cell.len() + 8);
+    for c in cell.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.into()
+}
+
+/// Lays out `rows` (the first is usually the header) as aligned columns.
+pub fn table(rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<std::borrow::Cow<'_, str>>> =
+        rows.iter().map(|r| r.iter().map(|c| escape(c)).collect()).collect();
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| rows.iter().filter_map(|r| r.get(c)).map(|s| s.chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in &rows {
+        let mut line = String::new();
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 < r.len() {
+                line.push_str(&format!("{cell:<w$}  ", w = widths[c]));
+            } else {
+                line.push_str(cell);
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_cannot_break_rows() {
+        let rows = vec![
+            vec!["A".to_string(), "B".to_string()],
+            vec!["x\ny".to_string(), "tab\there".to_string()],
+        ];
+        let out = table(&rows);
+        assert_eq!(out.lines().count(), 2, "{out}");
+        assert!(out.contains("x\\ny"));
+    }
+
+    #[test]
+    fn clip_marks_cuts() {
+        assert_eq!(clip("abcdef", 4), "abc…");
+        assert_eq!(clip("abc", 4), "abc");
+    }
+}

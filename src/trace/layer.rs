@@ -1,0 +1,199 @@
+//! A `tracing` Layer that records spans and events into the trace recorder.
+//!
+//! Spans become complete (`X`) events from creation to close, named after the
+//! span, with the span's target as category and its fields (including ones
+//! recorded later) as `args`. Open spans are kept in the creating thread's
+//! table in the recorder (not in the Registry's extensions, which box every
+//! value and take two span look-ups), found from any thread at close; so the
+//! Layer works on any subscriber, not only a `Registry`. Events (`info!` …) become instants named by
+//! their message. Spans that start while the session is not recording (no
+//! session, or outside the iteration window) are not recorded at all and
+//! cost one check. This module owns only the translation from `tracing`.
+
+use super::api::{close_object, push_json_str};
+use super::clock;
+use super::recorder::{self, Event, Name, OpenSpan, Payload};
+use std::fmt::{self, Write as _};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::Subscriber;
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::Layer;
+
+/// The Layer; add it to a subscriber (e.g. `tracing_subscriber::registry()`).
+/// It records only while a [`super::TraceSession`] is active.
+///
+/// ```
+/// use tracing_subscriber::layer::SubscriberExt;
+/// let subscriber = tracing_subscriber::registry().with(ranktune::trace::layer());
+/// # drop(subscriber);
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TraceLayer {
+    _private: (),
+}
+
+/// The Layer that feeds the active trace session (see [`TraceLayer`]).
+pub fn layer() -> TraceLayer {
+    TraceLayer { _private: () }
+}
+
+/// Collects fields as the inside of a JSON object (`"k":v,...`).
+struct Fields<'a> {
+    out: &'a mut String,
+    message: Option<&'a mut String>,
+}
+
+/// Most bytes of args kept per event; fields past it are left out, so one
+/// huge `Debug` value cannot defeat the buffer bound.
+pub(crate) const MAX_ARGS_BYTES: usize = 1024;
+
+impl Fields<'_> {
+    /// Starts a field; returns where it began, for [`Fields::end`].
+    fn key(&mut self, field: &Field) -> usize {
+        let mark = self.out.len();
+        if self.out.len() > 1 {
+            self.out.push(',');
+        }
+        push_json_str(self.out, field.name());
+        self.out.push(':');
+        mark
+    }
+
+    /// Ends a field, taking it back out if it made the args too long.
+    fn end(&mut self, mark: usize) {
+        if self.out.len() > MAX_ARGS_BYTES {
+            self.out.truncate(mark);
+        }
+    }
+}
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() == "message" {
+            if let Some(m) = self.message.as_deref_mut() {
+                let _ = write!(m, "{value:?}");
+                return;
+            }
+        }
+        let m = self.key(field);
+        push_json_str(self.out, &format!("{value:?}"));
+        self.end(m);
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            if let Some(m) = self.message.as_deref_mut() {
+                m.push_str(value);
+                return;
+            }
+        }
+        let m = self.key(field);
+        push_json_str(self.out, value);
+        self.end(m);
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        let m = self.key(field);
+        let _ = write!(self.out, "{value}");
+        self.end(m);
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        let m = self.key(field);
+        let _ = write!(self.out, "{value}");
+        self.end(m);
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        let m = self.key(field);
+        if value.is_finite() {
+            let _ = write!(self.out, "{value}");
+        } else {
+            push_json_str(self.out, &value.to_string());
+        }
+        self.end(m);
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        let m = self.key(field);
+        self.out.push_str(if value { "true" } else { "false" });
+        self.end(m);
+    }
+}
+
+fn finish(args: String) -> Option<String> {
+    (args.len() > 1).then(|| close_object(args))
+}
+
+impl<S: Subscriber> Layer<S> for TraceLayer {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
+        if !recorder::is_recording() {
+            return;
+        }
+        let mut args = String::new();
+        if !attrs.fields().is_empty() {
+            args.reserve(64);
+            args.push('{');
+            attrs.record(&mut Fields { out: &mut args, message: None });
+        }
+        let meta = attrs.metadata();
+        let span = OpenSpan { start: clock::now(), name: meta.name(), cat: meta.target(), args };
+        recorder::open_span(id.into_u64(), span);
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
+        // Format outside the table's lock (a Debug impl may use tracing).
+        let mut more = String::from("{");
+        values.record(&mut Fields { out: &mut more, message: None });
+        if more.len() <= 1 {
+            return;
+        }
+        let key = id.into_u64();
+        recorder::with_open_span(key, |open| {
+            if let Some(span) = open.get_mut(&key) {
+                if span.args.is_empty() {
+                    span.args.push('{');
+                }
+                let comma = usize::from(span.args.len() > 1);
+                if span.args.len() + comma + more.len() <= MAX_ARGS_BYTES {
+                    if comma == 1 {
+                        span.args.push(',');
+                    }
+                    span.args.push_str(&more[1..]);
+                }
+            }
+        });
+    }
+
+    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
+        if !recorder::is_recording() {
+            return;
+        }
+        let meta = event.metadata();
+        let mut args = String::with_capacity(64);
+        args.push('{');
+        let mut message = String::new();
+        event.record(&mut Fields { out: &mut args, message: Some(&mut message) });
+        let name = if message.is_empty() {
+            Name::Static(meta.name())
+        } else {
+            Name::Owned(message.into_boxed_str())
+        };
+        recorder::push(Event {
+            name,
+            cat: meta.target(),
+            ts: clock::now(),
+            payload: Payload::Instant,
+            args: finish(args),
+        });
+    }
+
+    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
+        recorder::close_span(id.into_u64(), |open| {
+            let end = clock::now();
+            Event {
+                name: Name::Static(open.name),
+                cat: open.cat,
+                ts: open.start,
+                payload: Payload::Complete { dur: end.saturating_sub(open.start) },
+                args: finish(open.args),
+            }
+        });
+    }
+}
