@@ -245,12 +245,15 @@ fn every_collective_strategy_gives_identical_choices_on_four_processes() {
             }
             let measured: Vec<u64> =
                 results.iter().map(|r| r[b]["measured_here"].as_u64().unwrap()).collect();
-            let want: Vec<u64> = match strategy {
-                "broadcast" => vec![6, 0, 0, 0],
-                "merge" => vec![6; 4],
-                _ => vec![2, 2, 1, 1],
-            };
-            assert_eq!(measured, want, "{strategy}");
+            match strategy {
+                "broadcast" => assert_eq!(measured, [6, 0, 0, 0]),
+                "merge" => assert_eq!(measured, [6; 4]),
+                // Each candidate once, every rank busy (round-robin, then balanced).
+                _ => {
+                    assert_eq!(measured.iter().sum::<u64>(), 6, "{measured:?}");
+                    assert!(measured.iter().all(|&m| m >= 1), "{measured:?}");
+                }
+            }
         }
     }
     // The control: independent ranks diverge on the same timing model.

@@ -21,8 +21,10 @@
 //!      waiting, and ranks whose cached choices diverged are re-aligned.
 //! 2. **Measure and exchange** — broadcast: rank 0 measures everything and
 //!    broadcasts its results; merge: every rank measures everything, then
-//!    all-gather; parallel: every rank measures its [`parallel_share`], then
-//!    all-gather.
+//!    all-gather; parallel: every rank measures its share, then all-gather.
+//!    The share is [`parallel_share`] (round-robin) for an op's first bucket,
+//!    then [`balanced_share`] with the costs seen in the op's previous shared
+//!    bucket (identical on every rank, so every rank computes the same split).
 //! 3. **Decide** — every rank combines the same data with [`combine_ranks`]
 //!    and runs [`decide`] (near-tie rule) on it: the same winner everywhere.
 //!
@@ -38,12 +40,13 @@
 use super::combine::combine_ranks;
 use super::error::StrategyError;
 use super::kind::{Strategy, DEFAULT_TIMEOUT};
-use super::split::parallel_share;
+use super::split::{balanced_share, parallel_share};
 use crate::cache::{Section, Stats};
 use crate::collective::{Collective, CollectiveError, CollectiveExt};
 use crate::tune::decide::decide;
 use crate::tune::runner::StableHasher;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// One measured candidate: statistics or error text.
@@ -190,6 +193,9 @@ pub struct Coordinator {
     timeout: Duration,
     broken: Option<String>,
     stats: CoordinatorStats,
+    /// Per op: the measuring cost of each (runner, tactic) in the op's last
+    /// shared bucket (identical on every rank), to balance the parallel split.
+    costs: HashMap<String, HashMap<(u32, u32), f64>>,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -205,7 +211,13 @@ impl std::fmt::Debug for Coordinator {
 impl Coordinator {
     /// A coordinator over `coll`, bounding every wait by [`DEFAULT_TIMEOUT`].
     pub fn new(coll: Box<dyn Collective>) -> Self {
-        Coordinator { coll, timeout: DEFAULT_TIMEOUT, broken: None, stats: Default::default() }
+        Coordinator {
+            coll,
+            timeout: DEFAULT_TIMEOUT,
+            broken: None,
+            stats: Default::default(),
+            costs: HashMap::new(),
+        }
     }
 
     /// Sets the bound on every wait (e.g. from
@@ -428,7 +440,7 @@ impl Coordinator {
         let share: Vec<usize> = match strategy {
             Strategy::Broadcast if rank == 0 => (0..n).collect(),
             Strategy::Broadcast => Vec::new(),
-            Strategy::Parallel => parallel_share(n, rank, world),
+            Strategy::Parallel => self.parallel_split(ctx, rank, world),
             Strategy::Merge | Strategy::Independent => (0..n).collect(),
         };
         let measured_here = run_measure(measure, &share, local);
@@ -484,6 +496,7 @@ impl Coordinator {
         let stats: Vec<Option<&Stats>> = results.iter().map(|r| r.as_ref().ok()).collect();
         let winner = decide(&stats, ctx.tie_tolerance);
         self.stats.shared += 1;
+        self.remember_costs(ctx, &results);
         Ok(Resolution {
             kind: Resolved::Shared,
             winner,
@@ -492,6 +505,36 @@ impl Coordinator {
             measured_here,
             fallback: None,
         })
+    }
+}
+
+impl Coordinator {
+    /// This rank's share under the parallel strategy: balanced by the costs
+    /// of the op's previous shared bucket when every rank knows them.
+    fn parallel_split(&self, ctx: &BucketCtx<'_>, rank: u32, world: u32) -> Vec<usize> {
+        let n = ctx.candidates.len();
+        let Some(known) = self.costs.get(ctx.op).filter(|k| !k.is_empty()) else {
+            return parallel_share(n, rank, world);
+        };
+        let mean = known.values().sum::<f64>() / known.len() as f64;
+        let costs: Vec<f64> =
+            ctx.candidates.iter().map(|id| known.get(id).copied().unwrap_or(mean)).collect();
+        balanced_share(&costs, rank, world)
+    }
+
+    /// Records what each candidate of a shared bucket cost to measure
+    /// (median × (samples + 1 warm-up)); failures cost next to nothing.
+    fn remember_costs(&mut self, ctx: &BucketCtx<'_>, results: &[Measured]) {
+        let costs = ctx
+            .candidates
+            .iter()
+            .zip(results)
+            .map(|(id, r)| {
+                let c = r.as_ref().map_or(0.0, |s| s.median_us * f64::from(s.samples + 1));
+                (*id, if c.is_finite() { c } else { 0.0 })
+            })
+            .collect();
+        self.costs.insert(ctx.op.to_string(), costs);
     }
 }
 

@@ -52,4 +52,4 @@ pub use error::StrategyError;
 pub use kind::{
     timeout_from_env, timeout_from_env_with, Strategy, DEFAULT_TIMEOUT, STRATEGY_ENV, TIMEOUT_ENV,
 };
-pub use split::parallel_share;
+pub use split::{balanced_share, parallel_share};

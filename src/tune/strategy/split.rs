@@ -33,10 +33,91 @@ pub fn parallel_share(candidates: usize, rank: u32, world: u32) -> Vec<usize> {
     }
 }
 
+/// Like [`parallel_share`], balanced by expected cost: `costs[i]` is the
+/// expected measuring time of candidate `i` (e.g. from the previous bucket of
+/// the same op, whose combined results every rank holds identically).
+///
+/// Longest first, each to the least-loaded rank (ties: fewer candidates,
+/// then the lower rank), so one very slow candidate (a naive GEMM loop
+/// order) no longer makes its rank the bottleneck of every bucket. The
+/// result depends only on `costs`, so every rank computes the same split.
+/// With fewer candidates than ranks, extra ranks duplicate as in
+/// [`parallel_share`]. Non-finite or negative costs count as 0.
+///
+/// ```
+/// use ranktune::tune::strategy::balanced_share;
+/// let costs = [1.0, 50.0, 1.0, 1.0, 1.0];
+/// assert_eq!(balanced_share(&costs, 0, 2), vec![1]);
+/// assert_eq!(balanced_share(&costs, 1, 2), vec![0, 2, 3, 4]);
+/// ```
+pub fn balanced_share(costs: &[f64], rank: u32, world: u32) -> Vec<usize> {
+    let n = costs.len();
+    let world = world.max(1) as usize;
+    if n < world {
+        return parallel_share(n, rank, world as u32);
+    }
+    let cost = |i: usize| if costs[i].is_finite() && costs[i] > 0.0 { costs[i] } else { 0.0 };
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| cost(b).total_cmp(&cost(a)).then(a.cmp(&b)));
+    let mut load = vec![0.0f64; world];
+    let mut count = vec![0usize; world];
+    let mut owner = vec![0usize; n];
+    for i in order {
+        let r = (0..world)
+            .min_by(|&a, &b| {
+                load[a].total_cmp(&load[b]).then(count[a].cmp(&count[b])).then(a.cmp(&b))
+            })
+            .unwrap_or(0);
+        load[r] += cost(i);
+        count[r] += 1;
+        owner[i] = r;
+    }
+    let me = rank as usize % world;
+    (0..n).filter(|&i| owner[i] == me).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn balanced_covers_every_candidate_once_and_every_rank_works(
+            costs in proptest::collection::vec(0.0f64..1000.0, 0..30),
+            world in 1u32..8,
+        ) {
+            let n = costs.len();
+            let shares: Vec<Vec<usize>> = (0..world).map(|r| balanced_share(&costs, r, world)).collect();
+            let mut count = vec![0usize; n];
+            for share in &shares {
+                prop_assert!(n == 0 || !share.is_empty());
+                for &i in share {
+                    count[i] += 1;
+                }
+            }
+            if n >= world as usize {
+                prop_assert!(count.iter().all(|&c| c == 1));
+                // Greedy LPT: no rank exceeds the average by more than the largest cost.
+                let total: f64 = costs.iter().sum();
+                let max = costs.iter().copied().fold(0.0, f64::max);
+                for share in &shares {
+                    let load: f64 = share.iter().map(|&i| costs[i]).sum();
+                    prop_assert!(load <= total / f64::from(world) + max + 1e-9);
+                }
+            } else {
+                prop_assert!(count.iter().all(|&c| c >= 1));
+            }
+        }
+    }
+
+    #[test]
+    fn zero_costs_still_spread_over_ranks() {
+        let costs = [0.0; 5];
+        assert_eq!(balanced_share(&costs, 0, 2), vec![0, 2, 4]);
+        assert_eq!(balanced_share(&costs, 1, 2), vec![1, 3]);
+        assert_eq!(balanced_share(&[f64::NAN, -1.0, 2.0], 0, 3), vec![2]);
+    }
 
     proptest! {
         #[test]
