@@ -26,6 +26,8 @@ type Choices = BTreeMap<String, (String, bool)>;
 
 struct Run {
     wall: f64,
+    /// CPU seconds (user + system) of the job's processes.
+    cpu: f64,
     choices: Choices,
     /// (op, bucket) → the stored entry (shared section, or rank 0's).
     entries: BTreeMap<String, Entry>,
@@ -38,6 +40,7 @@ fn arg(args: &[String], name: &str) -> Option<String> {
 fn run_once(strategy: &str, ranks: u32, extra: &[String]) -> Run {
     let dir = tempfile::tempdir().expect("temp dir");
     let cache = dir.path().join("cache.json");
+    let cpu0 = children_cpu();
     let start = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_ranktune"))
         .args(["tune", "--json", "--strategy", strategy, "--ranks", &ranks.to_string()])
@@ -48,6 +51,7 @@ fn run_once(strategy: &str, ranks: u32, extra: &[String]) -> Run {
         .output()
         .expect("running ranktune");
     let wall = start.elapsed().as_secs_f64();
+    let cpu = children_cpu() - cpu0;
     let data = FileStore::new(&cache).load().expect("loading the cache").data;
     let mut entries = BTreeMap::new();
     for section in [Section::Rank(0), Section::Shared] {
@@ -78,7 +82,19 @@ fn run_once(strategy: &str, ranks: u32, extra: &[String]) -> Run {
             (k.clone(), (v.clone(), all))
         })
         .collect();
-    Run { wall, choices, entries }
+    Run { wall, cpu, choices, entries }
+}
+
+/// CPU seconds used so far by waited-for descendants (the launcher and,
+/// through it, the ranks).
+fn children_cpu() -> f64 {
+    // SAFETY: getrusage only writes the struct we pass.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) } != 0 {
+        return 0.0;
+    }
+    let t = |v: libc::timeval| v.tv_sec as f64 + v.tv_usec as f64 / 1e6;
+    t(u.ru_utime) + t(u.ru_stime)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -145,16 +161,28 @@ fn main() {
     for round in 0..rounds {
         for s in STRATEGIES {
             let r = run_once(s, ranks, &extra);
-            eprintln!("round {round} {s:<11} {:.2} s", r.wall);
+            eprintln!("round {round} {s:<11} {:.2} s wall {:.2} s CPU", r.wall, r.cpu);
             runs.entry(s).or_default().push(r);
         }
     }
     let wall = |s: &str| median(runs[s].iter().map(|r| r.wall).collect());
     let base = wall("independent");
+    let cpu = |s: &str| median(runs[s].iter().map(|r| r.cpu).collect());
+    // Per round, independent's wall time over this strategy's (same load).
+    let ratio = |s: &str| {
+        median(runs[s].iter().zip(&runs["independent"]).map(|(r, i)| i.wall / r.wall).collect())
+    };
     println!("{ranks} ranks, {rounds} rounds, args {extra:?}; median wall time of the whole job");
     println!(
-        "{:<12} {:>7} {:>9} {:>22} {:>22} {:>16}",
-        "strategy", "wall s", "speed-up", "same as merge", "as good as merge's", "ranks agree"
+        "{:<12} {:>7} {:>9} {:>12} {:>7} {:>22} {:>22} {:>16}",
+        "strategy",
+        "wall s",
+        "speed-up",
+        "per round",
+        "CPU s",
+        "same as merge",
+        "as good as merge's",
+        "ranks agree"
     );
     for s in STRATEGIES {
         let mut eq = 0;
@@ -185,10 +213,12 @@ fn main() {
             }
         };
         println!(
-            "{:<12} {:>7.2} {:>8.2}x {:>22} {:>22} {:>16}",
+            "{:<12} {:>7.2} {:>8.2}x {:>11.2}x {:>7.2} {:>22} {:>22} {:>16}",
             s,
             wall(s),
             base / wall(s),
+            ratio(s),
+            cpu(s),
             pct(eq, n),
             pct(good, good_n),
             pct(agree, total)

@@ -248,9 +248,11 @@ fn every_collective_strategy_gives_identical_choices_on_four_processes() {
             match strategy {
                 "broadcast" => assert_eq!(measured, [6, 0, 0, 0]),
                 "merge" => assert_eq!(measured, [6; 4]),
-                // Each candidate once, every rank busy (round-robin, then balanced).
+                // Round-robin first; later every rank also measures the
+                // previous winner (its leader); every rank busy.
                 _ => {
-                    assert_eq!(measured.iter().sum::<u64>(), 6, "{measured:?}");
+                    let total = measured.iter().sum::<u64>();
+                    assert!((6..=9).contains(&total), "{measured:?}");
                     assert!(measured.iter().all(|&m| m >= 1), "{measured:?}");
                 }
             }

@@ -24,7 +24,11 @@
 //!    all-gather; parallel: every rank measures its share, then all-gather.
 //!    The share is [`parallel_share`] (round-robin) for an op's first bucket,
 //!    then [`balanced_share`] with the costs seen in the op's previous shared
-//!    bucket (identical on every rank, so every rank computes the same split).
+//!    bucket (identical on every rank, so every rank computes the same split),
+//!    plus that bucket's winner on every rank: the adaptive sampler then has
+//!    a fast leader on every rank and drops slow candidates after one sample,
+//!    as it does when one rank measures everything (the duplicate timings are
+//!    combined with the merge rule).
 //! 3. **Decide** — every rank combines the same data with [`combine_ranks`]
 //!    and runs [`decide`] (near-tie rule) on it: the same winner everywhere.
 //!
@@ -196,6 +200,8 @@ pub struct Coordinator {
     /// Per op: the measuring cost of each (runner, tactic) in the op's last
     /// shared bucket (identical on every rank), to balance the parallel split.
     costs: HashMap<String, HashMap<(u32, u32), f64>>,
+    /// Per op: the winner of its last shared bucket.
+    leaders: HashMap<String, (u32, u32)>,
 }
 
 impl std::fmt::Debug for Coordinator {
@@ -217,6 +223,7 @@ impl Coordinator {
             broken: None,
             stats: Default::default(),
             costs: HashMap::new(),
+            leaders: HashMap::new(),
         }
     }
 
@@ -496,7 +503,7 @@ impl Coordinator {
         let stats: Vec<Option<&Stats>> = results.iter().map(|r| r.as_ref().ok()).collect();
         let winner = decide(&stats, ctx.tie_tolerance);
         self.stats.shared += 1;
-        self.remember_costs(ctx, &results);
+        self.remember_costs(ctx, &results, winner);
         Ok(Resolution {
             kind: Resolved::Shared,
             winner,
@@ -519,12 +526,25 @@ impl Coordinator {
         let mean = known.values().sum::<f64>() / known.len() as f64;
         let costs: Vec<f64> =
             ctx.candidates.iter().map(|id| known.get(id).copied().unwrap_or(mean)).collect();
-        balanced_share(&costs, rank, world)
+        let mut share = balanced_share(&costs, rank, world);
+        let leader =
+            self.leaders.get(ctx.op).and_then(|l| ctx.candidates.iter().position(|c| c == l));
+        if let Some(p) = leader {
+            if !share.contains(&p) {
+                share.push(p);
+                share.sort_unstable();
+            }
+        }
+        share
     }
 
     /// Records what each candidate of a shared bucket cost to measure
     /// (median × (samples + 1 warm-up)); failures cost next to nothing.
-    fn remember_costs(&mut self, ctx: &BucketCtx<'_>, results: &[Measured]) {
+    fn remember_costs(&mut self, ctx: &BucketCtx<'_>, results: &[Measured], winner: Option<usize>) {
+        match winner.and_then(|w| ctx.candidates.get(w)) {
+            Some(w) => self.leaders.insert(ctx.op.to_string(), *w),
+            None => self.leaders.remove(ctx.op),
+        };
         let costs = ctx
             .candidates
             .iter()
