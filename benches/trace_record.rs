@@ -1,5 +1,7 @@
 //! Cost per recorded span: ranktune's native API, ranktune's `tracing`
-//! Layer, and the `tracing-chrome` Layer on the same spans, in one run.
+//! Layer on the Registry, ranktune's own lean `tracing` Subscriber (no
+//! Registry), the Registry alone (the floor for any Layer), and the
+//! `tracing-chrome` Layer on the same spans, in one run.
 //!
 //! Each sample starts a fresh session sized for its iterations, so every
 //! span is really stored (never counted as dropped); writing the file
@@ -75,7 +77,7 @@ fn native(c: &mut Criterion) {
         });
     });
 
-    // The same `tracing` span (one field) through three subscribers.
+    // The same `tracing` span (one field) through four subscribers.
     let span = |i: u64| {
         let _s = tracing::info_span!("measure", tactic = i).entered();
     };
@@ -87,6 +89,13 @@ fn native(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let sub = tracing_subscriber::registry().with(trace::layer());
             tracing::subscriber::with_default(sub, || timed_in_session(dir.path(), iters, span))
+        });
+    });
+    g.bench_function("tracing_ranktune_subscriber", |b| {
+        b.iter_custom(|iters| {
+            tracing::subscriber::with_default(trace::subscriber(), || {
+                timed_in_session(dir.path(), iters, span)
+            })
         });
     });
     g.bench_function("tracing_chrome_layer", |b| {

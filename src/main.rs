@@ -3,5 +3,6 @@
 mod cli;
 
 fn main() -> std::process::ExitCode {
+    cli::sys::restore_sigpipe();
     cli::main()
 }

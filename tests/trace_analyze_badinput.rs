@@ -270,3 +270,37 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn absurd_clock_bases_are_warned_about_not_overflowed() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (i, base) in
+        ["1e300", "-9223372036854775808", "\"999999999999999999999999\""].iter().enumerate()
+    {
+        let doc = format!(
+            r#"{{"distributedInfo": {{"rank": 0}}, "baseTimeNanoseconds": {base}, "traceEvents": [{GOOD},
+{{"ph":"X","name":"ProfilerStep#1","pid":1,"tid":1,"ts":20,"dur":5}}]}}"#
+        );
+        let a = write(tmp.path(), &format!("a{i}_0.json"), doc.as_bytes());
+        let b = write(
+            tmp.path(),
+            &format!("b{i}_1.json"),
+            format!(r#"{{"distributedInfo": {{"rank": 1}}, "baseTimeNanoseconds": 1000, "traceEvents": [{GOOD}]}}"#)
+                .as_bytes(),
+        );
+        for align in [false, true] {
+            let out = tmp.path().join(format!("m{i}{align}.json"));
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_ranktune"));
+            cmd.args(["trace", "merge"]).arg(&a).arg(&b).arg("-o").arg(&out);
+            if align {
+                cmd.args(["--align", "first-step"]);
+            }
+            let o = cmd.output().unwrap();
+            let stderr = String::from_utf8_lossy(&o.stderr);
+            assert!(o.status.success(), "base {base}: {stderr}");
+            assert!(stderr.contains("baseTimeNanoseconds"), "base {base} warns: {stderr}");
+            let merged: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+            assert!(merged["traceEvents"].as_array().unwrap().len() >= 3);
+        }
+    }
+}

@@ -281,3 +281,21 @@ fn export_while_threads_keep_recording_is_valid() {
     }
     check_trace(&path, 0, 1);
 }
+
+#[test]
+fn growing_chunks_keep_every_event_up_to_the_bound_in_order() {
+    let _l = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&dir.path().join("g.json"));
+    // Chunks of 1024, 2048, then 3125 events (a sixteenth of the bound).
+    cfg.max_events = 50_000;
+    let session = TraceSession::start(cfg, &rank(0, 1)).unwrap();
+    for i in 0..60_000_u64 {
+        let _s = trace::span("grow", "test").with_arg("i", i);
+    }
+    let doc = check_trace(&session.stop().unwrap(), 0, 1);
+    let kept: Vec<u64> =
+        named(&doc, "grow").iter().map(|e| e["args"]["i"].as_u64().unwrap()).collect();
+    assert_eq!(kept, (0..50_000).collect::<Vec<_>>(), "the first 50 000, none lost");
+    assert_eq!(doc["otherData"]["dropped_events"], 10_000);
+}

@@ -4,6 +4,7 @@
 //! never implement library behaviour itself.
 
 mod cache;
+pub mod sys;
 mod table;
 mod trace;
 mod tune;
@@ -50,11 +51,22 @@ fn init_logging(verbose: u8) {
         1 => "info",
         _ => "debug",
     };
-    let filter = std::env::var("RANKTUNE_LOG")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .and_then(|s| tracing_subscriber::EnvFilter::try_new(s).ok())
-        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default));
+    let filter = match std::env::var("RANKTUNE_LOG") {
+        Ok(s) if !s.trim().is_empty() => {
+            tracing_subscriber::EnvFilter::try_new(&s).unwrap_or_else(|e| {
+                eprintln!(
+                    "warning: RANKTUNE_LOG={s:?} is not a log filter ({e}); using {default:?}. \
+                     Examples: info, ranktune=debug"
+                );
+                tracing_subscriber::EnvFilter::new(default)
+            })
+        }
+        Ok(_) | Err(std::env::VarError::NotPresent) => tracing_subscriber::EnvFilter::new(default),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            eprintln!("warning: RANKTUNE_LOG is not valid UTF-8; using {default:?}");
+            tracing_subscriber::EnvFilter::new(default)
+        }
+    };
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())

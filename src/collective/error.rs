@@ -61,7 +61,7 @@ pub enum CollectiveError {
         by: Vec<u32>,
     },
     /// An I/O operation on the shared directory failed.
-    #[error("{action} {path}: {source}")]
+    #[error("{action} {path}")]
     Io {
         /// What was being done ("writing", "reading", …).
         action: &'static str,

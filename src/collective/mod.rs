@@ -24,7 +24,8 @@
 //!   cache file's directory); needs no extra service; job runs never mix.
 //! - [`LocalCollective`]: ranks are threads of one process, for unit tests.
 //! - [`SingleRank`]: a one-rank job; returns at once.
-//! - MPI: a later cargo feature (see `docs/collective.md`).
+//! - `MpiCollective` (cargo feature `mpi`): over MPI point-to-point messages,
+//!   for jobs launched by `mpirun`/`srun`; the same protocol, same guarantees.
 //!
 //! [`CollectiveExt`] adds JSON-typed versions of the calls.
 //!
@@ -36,6 +37,8 @@ pub mod error;
 pub mod file;
 pub mod job;
 pub mod local;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod single;
 mod sys;
 pub mod typed;
@@ -47,10 +50,12 @@ pub use error::CollectiveError;
 pub use file::FileCollective;
 pub use job::JobId;
 pub use local::LocalCollective;
+#[cfg(feature = "mpi")]
+pub use mpi::MpiCollective;
 pub use single::SingleRank;
 pub use typed::CollectiveExt;
 
-use crate::rank::RankInfo;
+use crate::rank::{RankInfo, RankSource};
 
 /// Exchange of bytes between the ranks of one job.
 ///
@@ -136,12 +141,15 @@ pub(crate) use delegate_collective;
 /// Which implementation to use; `RANKTUNE_COLLECTIVE` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Choice {
-    /// `auto` (or unset): one rank → [`SingleRank`], otherwise [`FileCollective`].
+    /// `auto` (or unset): one rank → [`SingleRank`]; launched by an MPI
+    /// launcher in a build with the `mpi` feature → MPI; otherwise [`FileCollective`].
     Auto,
     /// `file` (alias `store`): [`FileCollective`].
     File,
     /// `single` (alias `local`): [`SingleRank`]; only for a one-rank job.
     Single,
+    /// `mpi`: MPI (`MpiCollective`); an error in a build without the `mpi` feature.
+    Mpi,
 }
 
 impl Choice {
@@ -151,15 +159,10 @@ impl Choice {
             "" | "auto" => Ok(Choice::Auto),
             "file" | "store" => Ok(Choice::File),
             "single" | "local" => Ok(Choice::Single),
-            "mpi" => Err(CollectiveError::Unsupported {
-                value: value.into(),
-                reason: "this build has no MPI support (the `mpi` cargo feature is not available \
-                         yet); use RANKTUNE_COLLECTIVE=file, which works under mpirun too"
-                    .into(),
-            }),
+            "mpi" => Ok(Choice::Mpi),
             _ => Err(CollectiveError::Unsupported {
                 value: value.into(),
-                reason: "unknown implementation; use auto, file or single".into(),
+                reason: "unknown implementation; use auto, file, single or mpi".into(),
             }),
         }
     }
@@ -169,8 +172,11 @@ impl Choice {
 /// (see [`Choice`]), the job id for the store ([`JobId`]), and `rank`.
 /// `dir` is the shared directory for the store (the cache file's directory).
 ///
-/// A one-rank job gets [`SingleRank`]. More ranks get a [`FileCollective`],
-/// which needs a job id: without one this is [`CollectiveError::NoJobId`].
+/// A one-rank job gets [`SingleRank`]. More ranks started by an MPI launcher
+/// (`OMPI_COMM_WORLD_SIZE`, `PMI_SIZE` or `PMIX_RANK` is set) get MPI when the
+/// `mpi` feature is built and the ranks come from that launcher (not from
+/// `RANKTUNE_*` or explicit settings). Other jobs get a [`FileCollective`], which needs a
+/// job id: without one this is [`CollectiveError::NoJobId`].
 ///
 /// Create one collective per process and keep it for the whole job (pass it
 /// by `&mut`): each new store-based instance starts a new run of the job, so
@@ -192,7 +198,12 @@ pub fn from_env_with(
     let requested = env("RANKTUNE_COLLECTIVE").unwrap_or_default();
     let choice = Choice::parse(&requested)?;
     let world = rank.world_size;
+    let choice = match choice {
+        Choice::Auto if world > 1 && cfg!(feature = "mpi") && mpi_launch(rank, &env) => Choice::Mpi,
+        other => other,
+    };
     match choice {
+        Choice::Mpi => mpi_collective(rank, &requested),
         Choice::Auto if world == 1 => Ok(Box::new(SingleRank)),
         Choice::Single if world == 1 => Ok(Box::new(SingleRank)),
         Choice::Single => Err(CollectiveError::Unsupported {
@@ -219,10 +230,56 @@ pub fn from_env_with(
     }
 }
 
+/// Whether an MPI launcher (mpirun, srun with PMI/PMIx) started this process.
+fn launched_by_mpi(env: &impl Fn(&str) -> Option<String>) -> bool {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"].iter().any(|v| env(v).is_some())
+}
+
+/// Whether MPI's ranks are this job's ranks: an MPI launcher started this
+/// process and the ranks were not set by ranktune's own launcher or
+/// explicitly (children of `ranktune tune --ranks N` run inside an `mpirun`
+/// inherit its variables, but are not MPI ranks).
+fn mpi_launch(rank: &RankInfo, env: &impl Fn(&str) -> Option<String>) -> bool {
+    !matches!(rank.source, RankSource::Ranktune | RankSource::Explicit) && launched_by_mpi(env)
+}
+
+#[cfg(feature = "mpi")]
+fn mpi_collective(
+    rank: &RankInfo,
+    _requested: &str,
+) -> Result<Box<dyn Collective>, CollectiveError> {
+    let comm = MpiCollective::new()?;
+    if (comm.rank(), comm.world_size()) != (rank.rank, rank.world_size) {
+        return Err(CollectiveError::Rendezvous {
+            reason: format!(
+                "MPI says this is rank {} of {}, but the environment says rank {} of {} (from {}); \
+                 launch the job with mpirun/srun alone, or unset the conflicting rank variables",
+                comm.rank(),
+                comm.world_size(),
+                rank.rank,
+                rank.world_size,
+                rank.source
+            ),
+        });
+    }
+    tracing::debug!("collective: {}", comm.describe());
+    Ok(Box::new(comm))
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi_collective(_: &RankInfo, requested: &str) -> Result<Box<dyn Collective>, CollectiveError> {
+    Err(CollectiveError::Unsupported {
+        value: requested.into(),
+        reason: "this build has no MPI support (rebuild with `cargo build --features mpi`, which \
+                 needs an MPI library and libclang); or use RANKTUNE_COLLECTIVE=file, which works \
+                 under mpirun too"
+            .into(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rank::RankSource;
     use std::collections::HashMap;
 
     fn info(rank: u32, world_size: u32) -> RankInfo {
@@ -255,6 +312,31 @@ mod tests {
         assert!(c.describe().contains("slurm-9.0"), "{}", c.describe());
     }
 
+    #[cfg(not(feature = "mpi"))]
+    #[test]
+    fn without_the_feature_an_mpi_launch_gets_the_store() {
+        let vars = [("OMPI_COMM_WORLD_SIZE", "2"), ("OMPI_MCA_ess_base_jobid", "77")];
+        let c = pick(RankInfo { source: RankSource::OpenMpi, ..info(1, 2) }, &vars).unwrap();
+        assert!(c.describe().contains("file store"), "{}", c.describe());
+    }
+
+    #[test]
+    fn ranks_set_by_ranktune_inside_mpirun_get_the_store() {
+        let vars = [("OMPI_COMM_WORLD_SIZE", "1"), ("RANKTUNE_JOB_ID", "j2")];
+        for source in [RankSource::Ranktune, RankSource::Explicit] {
+            let c = pick(RankInfo { source, ..info(1, 4) }, &vars).unwrap();
+            assert!(c.describe().contains("file store"), "{}", c.describe());
+        }
+    }
+
+    #[test]
+    fn mpi_launchers_are_recognized() {
+        for var in ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"] {
+            assert!(launched_by_mpi(&|n: &str| (n == var).then(|| "4".to_string())), "{var}");
+        }
+        assert!(!launched_by_mpi(&|n: &str| (n == "RANK").then(|| "1".to_string())));
+    }
+
     #[test]
     fn several_ranks_without_a_job_id_is_a_clear_error() {
         let err = pick(info(0, 2), &[]).err().unwrap();
@@ -265,9 +347,12 @@ mod tests {
     #[test]
     fn bad_or_unavailable_choices_are_clear_errors() {
         let err = pick(info(0, 2), &[("RANKTUNE_COLLECTIVE", "carrier-pigeon")]).err().unwrap();
-        assert!(err.to_string().contains("use auto, file or single"), "{err}");
-        let err = pick(info(0, 2), &[("RANKTUNE_COLLECTIVE", "mpi")]).err().unwrap();
-        assert!(err.to_string().contains("no MPI support"), "{err}");
+        assert!(err.to_string().contains("use auto, file, single or mpi"), "{err}");
+        #[cfg(not(feature = "mpi"))]
+        {
+            let err = pick(info(0, 2), &[("RANKTUNE_COLLECTIVE", "mpi")]).err().unwrap();
+            assert!(err.to_string().contains("no MPI support"), "{err}");
+        }
         let err = pick(info(0, 2), &[("RANKTUNE_COLLECTIVE", "local"), ("RANKTUNE_JOB_ID", "j")])
             .err()
             .unwrap();

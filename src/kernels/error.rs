@@ -52,7 +52,7 @@ pub enum KernelError {
     },
     /// A worker thread of a threaded tactic could not be started; the
     /// output is incomplete.
-    #[error("{op}: could not start a worker thread: {source}")]
+    #[error("{op}: could not start a worker thread")]
     Spawn {
         /// The op.
         op: &'static str,

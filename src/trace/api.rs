@@ -94,6 +94,12 @@ fn push_field_unbounded(args: &mut String, key: &str, value: &impl serde::Serial
 /// Appends `s` as a JSON string literal.
 pub(crate) fn push_json_str(out: &mut String, s: &str) {
     out.push('"');
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        // Nothing to escape (the usual field name or value): one copy.
+        out.push_str(s);
+        out.push('"');
+        return;
+    }
     for c in s.chars() {
         match c {
             '"' => out.push_str("\\\""),
@@ -108,6 +114,31 @@ pub(crate) fn push_json_str(out: &mut String, s: &str) {
         }
     }
     out.push('"');
+}
+
+/// Appends the decimal digits of `v` (without the `fmt` machinery: this is
+/// on the path of every `tracing` span with an integer field).
+pub(crate) fn push_u64(out: &mut String, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    out.push_str(std::str::from_utf8(&buf[at..]).unwrap_or_default());
+}
+
+/// Appends the decimal digits of `v`, with a `-` when negative.
+pub(crate) fn push_i64(out: &mut String, v: i64) {
+    if v < 0 {
+        out.push('-');
+    }
+    push_u64(out, v.unsigned_abs());
 }
 
 /// Closes an open JSON object text made with [`push_field`].
@@ -168,6 +199,18 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&close_object(s)).unwrap();
         assert_eq!(v["a\"b"], "x\ny\u{1}");
         assert_eq!(v["n"], 3);
+    }
+
+    #[test]
+    fn integers_are_written_in_decimal() {
+        for v in [0, 1, 9, 10, 42, 1_000_000, i64::MAX, i64::MIN, -1, -10] {
+            let mut s = String::new();
+            push_i64(&mut s, v);
+            assert_eq!(s, v.to_string());
+        }
+        let mut s = String::new();
+        push_u64(&mut s, u64::MAX);
+        assert_eq!(s, u64::MAX.to_string());
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub enum TraceError {
         world_size: u32,
     },
     /// The trace file cannot be created where it should go.
-    #[error("cannot write the trace file {path:?}: {source}; choose a writable place with RANKTUNE_TRACE or --trace")]
+    #[error("cannot write the trace file {path:?}; choose a writable place with RANKTUNE_TRACE or --trace")]
     NotWritable {
         /// The resolved trace file path.
         path: PathBuf,
@@ -47,7 +47,7 @@ pub enum TraceError {
     #[error("the trace path {0:?} is an existing directory, not a file; end the template with / to write trace_<rank>.json inside it")]
     IsDirectory(PathBuf),
     /// Writing the trace file failed.
-    #[error("writing the trace file {path:?} failed: {source}")]
+    #[error("writing the trace file {path:?} failed")]
     Write {
         /// The trace file path.
         path: PathBuf,

@@ -10,7 +10,7 @@
 //! session, or outside the iteration window) are not recorded at all and
 //! cost one check. This module owns only the translation from `tracing`.
 
-use super::api::{close_object, push_json_str};
+use super::api::{close_object, push_i64, push_json_str, push_u64};
 use super::clock;
 use super::recorder::{self, Event, Name, OpenSpan, Payload};
 use std::fmt::{self, Write as _};
@@ -39,9 +39,9 @@ pub fn layer() -> TraceLayer {
 }
 
 /// Collects fields as the inside of a JSON object (`"k":v,...`).
-struct Fields<'a> {
-    out: &'a mut String,
-    message: Option<&'a mut String>,
+pub(crate) struct Fields<'a> {
+    pub(crate) out: &'a mut String,
+    pub(crate) message: Option<&'a mut String>,
 }
 
 /// Most bytes of args kept per event; fields past it are left out, so one
@@ -93,12 +93,12 @@ impl Visit for Fields<'_> {
     }
     fn record_i64(&mut self, field: &Field, value: i64) {
         let m = self.key(field);
-        let _ = write!(self.out, "{value}");
+        push_i64(self.out, value);
         self.end(m);
     }
     fn record_u64(&mut self, field: &Field, value: u64) {
         let m = self.key(field);
-        let _ = write!(self.out, "{value}");
+        push_u64(self.out, value);
         self.end(m);
     }
     fn record_f64(&mut self, field: &Field, value: f64) {
@@ -117,7 +117,25 @@ impl Visit for Fields<'_> {
     }
 }
 
-fn finish(args: String) -> Option<String> {
+/// Appends the fields of `more` (an open object text `{"k":v,...`) to the
+/// open object text `args`, unless that would exceed [`MAX_ARGS_BYTES`].
+pub(crate) fn merge_args(args: &mut String, more: &str) {
+    let Some(fields) = more.strip_prefix('{').filter(|f| !f.is_empty()) else {
+        return;
+    };
+    if args.is_empty() {
+        args.push('{');
+    }
+    let comma = usize::from(args.len() > 1);
+    if args.len() + comma + fields.len() <= MAX_ARGS_BYTES {
+        if comma == 1 {
+            args.push(',');
+        }
+        args.push_str(fields);
+    }
+}
+
+pub(crate) fn finish(args: String) -> Option<String> {
     (args.len() > 1).then(|| close_object(args))
 }
 
@@ -132,8 +150,7 @@ impl<S: Subscriber> Layer<S> for TraceLayer {
             args.push('{');
             attrs.record(&mut Fields { out: &mut args, message: None });
         }
-        let meta = attrs.metadata();
-        let span = OpenSpan { start: clock::now(), name: meta.name(), cat: meta.target(), args };
+        let span = OpenSpan::new(attrs.metadata(), args);
         recorder::open_span(id.into_u64(), span);
     }
 
@@ -147,16 +164,7 @@ impl<S: Subscriber> Layer<S> for TraceLayer {
         let key = id.into_u64();
         recorder::with_open_span(key, |open| {
             if let Some(span) = open.get_mut(&key) {
-                if span.args.is_empty() {
-                    span.args.push('{');
-                }
-                let comma = usize::from(span.args.len() > 1);
-                if span.args.len() + comma + more.len() <= MAX_ARGS_BYTES {
-                    if comma == 1 {
-                        span.args.push(',');
-                    }
-                    span.args.push_str(&more[1..]);
-                }
+                merge_args(&mut span.args, &more);
             }
         });
     }
@@ -185,15 +193,26 @@ impl<S: Subscriber> Layer<S> for TraceLayer {
     }
 
     fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
-        recorder::close_span(id.into_u64(), |open| {
-            let end = clock::now();
-            Event {
-                name: Name::Static(open.name),
-                cat: open.cat,
-                ts: open.start,
-                payload: Payload::Complete { dur: end.saturating_sub(open.start) },
-                args: finish(open.args),
-            }
-        });
+        recorder::close_span(id.into_u64(), OpenSpan::into_event);
     }
+
+    fn on_follows_from(&self, span: &Id, follows: &Id, _ctx: Context<'_, S>) {
+        follows_from(span.into_u64(), follows.into_u64());
+    }
+}
+
+/// Notes on open span `span` that it follows from span `follows` (recorded
+/// as `args.follows_from`, a list of span names), if both are known.
+pub(crate) fn follows_from(span: u64, follows: u64) {
+    let Some(name) =
+        recorder::with_open_span(follows, |open| open.get(&follows).map(|s| s.meta.name()))
+            .flatten()
+    else {
+        return;
+    };
+    recorder::with_open_span(span, |open| {
+        if let Some(s) = open.get_mut(&span) {
+            s.follows.push(name);
+        }
+    });
 }

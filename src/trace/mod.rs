@@ -14,7 +14,9 @@
 //! - [`TraceConfig`]: settings, from the API or the environment (`config`);
 //! - [`TraceSession`]: the guard that records and writes the file (`session`);
 //! - [`span`], [`instant`], [`counter`], [`step`]: the native API (`api`);
-//! - [`layer`]: a `tracing` Layer on the same recorder (`layer`).
+//! - [`layer`]: a `tracing` Layer on the same recorder (`layer`);
+//! - [`subscriber`]: a lean `tracing` Subscriber on the same recorder, for
+//!   programs that want traces without a `Registry` (`subscriber`).
 //!
 //! The recording side never reads trace files; `analyze` never records.
 
@@ -30,6 +32,7 @@ mod layer;
 mod path;
 mod recorder;
 mod session;
+mod subscriber;
 mod sys;
 mod window;
 
@@ -39,4 +42,5 @@ pub use error::TraceError;
 pub use layer::{layer, TraceLayer};
 pub use path::{prepare, rank_path};
 pub use session::TraceSession;
+pub use subscriber::{subscriber, TraceSubscriber};
 pub use window::IterWindow;

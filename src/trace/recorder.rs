@@ -3,9 +3,9 @@
 //! Each thread that records gets its own [`ThreadBuf`], registered once per
 //! session. Events go into fixed-size chunks owned by that thread: the hot
 //! path is a thread-local lookup, one slot write and one release store. No
-//! global lock is taken and nothing is allocated per event (a chunk of
-//! [`CHUNK_EVENTS`] slots is allocated once per that many events, and only
-//! events that carry dynamic args or names allocate those). Stored events
+//! global lock is taken and nothing is allocated per event (a thread's first
+//! chunk has [`CHUNK_EVENTS`] slots and each next one twice as many, up to
+//! a bound; only events that carry dynamic args or names allocate those). Stored events
 //! are 48 bytes: `(name, category)` pairs are `&'static str` and interned
 //! once per call site (a thread-local cache in front of a global table that
 //! is locked only on a cache miss).
@@ -32,8 +32,15 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// Events per chunk (the unit of allocation and of budget reservation).
+/// Events in a thread's first chunk (the unit of allocation and of budget
+/// reservation). Each next chunk of the thread is twice as big, up to
+/// [`MAX_CHUNK_EVENTS`] and a sixteenth of the session's budget: fewer
+/// allocations, and chunks of 2 MiB and more are backed by huge pages where
+/// the OS allows, one page fault per 2 MiB instead of one per 4 KiB.
 pub(crate) const CHUNK_EVENTS: usize = 1024;
+
+/// The largest chunk, in events (6 MiB of 48-byte events).
+const MAX_CHUNK_EVENTS: usize = 1 << 17;
 
 /// An event's name.
 #[derive(Clone, Debug)]
@@ -190,8 +197,17 @@ unsafe impl Send for Chunk {}
 
 impl Chunk {
     fn new(capacity: usize) -> Chunk {
-        let slots = (0..capacity).map(|_| UnsafeCell::new(MaybeUninit::uninit())).collect();
-        Chunk { slots, len: AtomicUsize::new(0) }
+        let mut slots: Vec<UnsafeCell<MaybeUninit<Stored>>> = Vec::with_capacity(capacity);
+        // Before anything touches the memory, so big chunks fault in whole
+        // huge pages.
+        super::sys::advise_huge_pages(
+            slots.as_ptr().cast(),
+            capacity * std::mem::size_of::<Stored>(),
+        );
+        // SAFETY: the capacity is allocated, and uninitialized memory is a
+        // valid `MaybeUninit` (nothing is read before it is written).
+        unsafe { slots.set_len(capacity) };
+        Chunk { slots: slots.into_boxed_slice(), len: AtomicUsize::new(0) }
     }
 
     /// Appends if there is room; only the owning thread may call this.
@@ -234,10 +250,46 @@ impl Drop for Chunk {
 /// A `tracing` span that is open (created, not yet closed).
 pub(crate) struct OpenSpan {
     pub start: u64,
-    pub name: &'static str,
-    pub cat: &'static str,
+    /// The span's metadata: name, target (the category), level.
+    pub meta: &'static tracing::Metadata<'static>,
     /// Open JSON object text (`{"k":v,...` without the `}`), or empty.
     pub args: String,
+    /// Handles still referring to the span (the lean Subscriber's
+    /// `clone_span`/`try_close` count; the Layer leaves it at 1).
+    pub refs: u32,
+    /// Names of the spans this one follows from (`follows_from`).
+    pub follows: Vec<&'static str>,
+}
+
+impl OpenSpan {
+    /// A span opened now with `args` (an open object text, or empty).
+    pub(crate) fn new(meta: &'static tracing::Metadata<'static>, args: String) -> OpenSpan {
+        OpenSpan { start: clock::now(), meta, args, refs: 1, follows: Vec::new() }
+    }
+
+    /// The complete event of this span, ending now.
+    pub(crate) fn into_event(self) -> Event {
+        let end = clock::now();
+        let mut args = self.args;
+        if !self.follows.is_empty() {
+            let mut more = String::from("{\"follows_from\":[");
+            for (i, name) in self.follows.iter().enumerate() {
+                if i > 0 {
+                    more.push(',');
+                }
+                super::api::push_json_str(&mut more, name);
+            }
+            more.push(']');
+            super::layer::merge_args(&mut args, &more);
+        }
+        Event {
+            name: Name::Static(self.meta.name()),
+            cat: self.meta.target(),
+            ts: self.start,
+            payload: Payload::Complete { dur: end.saturating_sub(self.start) },
+            args: super::layer::finish(args),
+        }
+    }
 }
 
 /// Hashes span ids (already unique integers) with one multiply.
@@ -306,12 +358,18 @@ pub(crate) struct Recorder {
 static GEN: AtomicU64 = AtomicU64::new(0);
 static NEXT_GEN: AtomicU64 = AtomicU64::new(1);
 static CURRENT: Mutex<Option<Arc<Recorder>>> = Mutex::new(None);
+/// Whether the active recorder keeps events now (its `recording` flag,
+/// mirrored here so that the check at a span's start is one global load,
+/// without the thread-local look-up). Written only under `CURRENT`'s lock.
+static RECORDING: AtomicBool = AtomicBool::new(false);
 
 struct Local {
     gen: u64,
     rec: Arc<Recorder>,
     buf: Arc<ThreadBuf>,
     chunk: Option<Arc<Chunk>>,
+    /// Size of this thread's next chunk, in events.
+    next_chunk: usize,
     sites: SiteCache,
 }
 
@@ -337,8 +395,10 @@ impl Recorder {
 
     /// Makes this the recorder every thread records into.
     pub(crate) fn activate(self: &Arc<Self>) {
-        *CURRENT.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(self));
+        let mut cur = CURRENT.lock().unwrap_or_else(PoisonError::into_inner);
+        *cur = Some(Arc::clone(self));
         GEN.store(self.gen, Ordering::Release);
+        RECORDING.store(self.recording.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
     /// Stops recording into this recorder (if it is the active one).
@@ -346,6 +406,7 @@ impl Recorder {
         let mut cur = CURRENT.lock().unwrap_or_else(PoisonError::into_inner);
         if cur.as_ref().is_some_and(|r| r.gen == self.gen) {
             GEN.store(0, Ordering::Release);
+            RECORDING.store(false, Ordering::Relaxed);
             *cur = None;
         }
     }
@@ -400,7 +461,11 @@ impl Recorder {
         steps.iter = iter.saturating_add(1);
         steps.start = now;
         let next = self.window.as_ref().is_none_or(|w| w.contains(steps.iter));
+        let cur = CURRENT.lock().unwrap_or_else(PoisonError::into_inner);
         self.recording.store(next, Ordering::Relaxed);
+        if cur.as_ref().is_some_and(|r| r.gen == self.gen) {
+            RECORDING.store(next, Ordering::Relaxed);
+        }
     }
 
     fn register(self: &Arc<Self>) -> Arc<ThreadBuf> {
@@ -418,11 +483,11 @@ impl Recorder {
         buf
     }
 
-    /// Reserves up to one chunk of budget; 0 when spent.
-    fn reserve(&self) -> usize {
+    /// Reserves up to `want` events of budget; 0 when spent.
+    fn reserve(&self, want: usize) -> usize {
         let mut got = 0;
         let _ = self.budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
-            got = left.min(CHUNK_EVENTS);
+            got = left.min(want);
             (got > 0).then_some(left - got)
         });
         got
@@ -453,14 +518,21 @@ fn with_local<R>(f: impl FnOnce(&mut Local) -> R) -> Option<R> {
 fn refresh() -> Option<Local> {
     let rec = CURRENT.lock().unwrap_or_else(PoisonError::into_inner).clone()?;
     let buf = rec.register();
-    Some(Local { gen: rec.gen, rec, buf, chunk: None, sites: SiteCache::new() })
+    Some(Local {
+        gen: rec.gen,
+        rec,
+        buf,
+        chunk: None,
+        next_chunk: CHUNK_EVENTS,
+        sites: SiteCache::new(),
+    })
 }
 
 /// Whether events are being kept right now (a session is active and the
 /// current iteration is inside its window).
 #[inline]
 pub(crate) fn is_recording() -> bool {
-    with_local(|l| l.rec.recording.load(Ordering::Relaxed)).unwrap_or(false)
+    RECORDING.load(Ordering::Relaxed)
 }
 
 /// Stores `event` in this thread's buffer of the active session.
@@ -515,7 +587,10 @@ fn compact(l: &mut Local, e: Event) -> Stored {
 
 #[cold]
 fn push_slow(l: &mut Local, event: Stored) {
-    let capacity = l.rec.reserve();
+    let want = l.next_chunk;
+    let capacity = l.rec.reserve(want);
+    let limit = (l.rec.max_events / 16).clamp(CHUNK_EVENTS, MAX_CHUNK_EVENTS);
+    l.next_chunk = want.saturating_mul(2).min(limit);
     if capacity == 0 {
         l.chunk = None;
         l.buf.dropped.fetch_add(1, Ordering::Relaxed);
@@ -571,6 +646,31 @@ pub(crate) fn close_span(id: u64, make: impl FnOnce(OpenSpan) -> Event) {
             store(l, make(open));
         }
     });
+}
+
+/// Drops one reference to open span `id` (wherever it was opened); when it
+/// was the last, closes the span and records it with `make`, as
+/// [`close_span`] does. Returns whether the span closed now.
+pub(crate) fn release_span(id: u64, make: impl FnOnce(OpenSpan) -> Event) -> bool {
+    with_local(|l| {
+        let release = |buf: &ThreadBuf| {
+            let mut open = buf.open.lock().unwrap_or_else(PoisonError::into_inner);
+            let span = open.get_mut(&id)?;
+            span.refs = span.refs.saturating_sub(1);
+            Some(if span.refs == 0 { open.remove(&id) } else { None })
+        };
+        let found = release(&l.buf).or_else(|| {
+            l.rec.threads().iter().filter(|b| !Arc::ptr_eq(b, &l.buf)).find_map(|b| release(b))
+        });
+        match found {
+            Some(Some(open)) => {
+                store(l, make(open));
+                true
+            }
+            _ => false,
+        }
+    })
+    .unwrap_or(false)
 }
 
 /// Renames the calling thread in the active session's trace.

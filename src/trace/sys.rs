@@ -35,6 +35,28 @@ pub(crate) fn host_name() -> String {
     }
 }
 
+/// Asks the OS to back the 2 MiB-aligned part of `len` bytes at `ptr` with
+/// huge pages (Linux `MADV_HUGEPAGE`; only an advice, ignored when
+/// transparent huge pages are off). Does nothing elsewhere.
+pub(crate) fn advise_huge_pages(ptr: *const u8, len: usize) {
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE: usize = 2 << 20;
+        let Some(start) = (ptr as usize).checked_next_multiple_of(HUGE) else {
+            return;
+        };
+        let end = (ptr as usize).saturating_add(len) / HUGE * HUGE;
+        if end > start {
+            // SAFETY: the range lies inside an allocation the caller owns;
+            // MADV_HUGEPAGE changes no contents and no mapping, only how
+            // the kernel backs the pages. A failure is harmless.
+            unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (ptr, len);
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -43,6 +65,16 @@ mod tests {
         let there = std::thread::spawn(super::thread_id).join().unwrap();
         assert_ne!(here, there);
         assert_eq!(here, super::thread_id());
+    }
+
+    #[test]
+    fn huge_page_advice_leaves_memory_usable() {
+        let mut big = vec![0u8; 5 << 20];
+        super::advise_huge_pages(big.as_ptr(), big.len());
+        big[3 << 20] = 7;
+        assert_eq!(big.iter().map(|&b| u64::from(b)).sum::<u64>(), 7);
+        // Ranges too small to hold an aligned 2 MiB page are left alone.
+        super::advise_huge_pages(big.as_ptr(), 4096);
     }
 
     #[test]

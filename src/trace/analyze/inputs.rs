@@ -224,16 +224,28 @@ pub fn resolve(inputs: &[String], explicit: &[(PathBuf, u32)]) -> Result<Resolve
             info = reader.meta("distributedInfo").cloned();
             base = base.or_else(|| reader.meta("baseTimeNanoseconds").cloned());
         }
-        let base_ns = base
-            .as_ref()
-            .and_then(|v| {
-                v.as_u64()
-                    .map(i128::from)
-                    .or_else(|| v.as_i64().map(i128::from))
-                    .or_else(|| v.as_f64().map(|f| f as i128))
-                    .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-            })
-            .unwrap_or(0);
+        let base_value = base.as_ref().and_then(|v| {
+            v.as_u64()
+                .map(i128::from)
+                .or_else(|| v.as_i64().map(i128::from))
+                .or_else(|| v.as_f64().filter(|f| f.is_finite()).map(|f| f as i128))
+                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+        });
+        // A clock base is nanoseconds since the Unix epoch: anything outside
+        // 0..=i64::MAX (year 2262) is not a time, and would overflow the
+        // shifts below.
+        let base_ns = match (base.as_ref(), base_value) {
+            (None, _) => 0,
+            (Some(_), Some(b)) if (0..=i128::from(i64::MAX)).contains(&b) => b,
+            (Some(raw), _) => {
+                res.warnings.push(format!(
+                    "{}: baseTimeNanoseconds {raw} is not a time in nanoseconds since 1970; \
+                     its times are taken as absolute",
+                    path.display()
+                ));
+                0
+            }
+        };
         let info_rank = info
             .as_ref()
             .and_then(|i| i.get("rank"))

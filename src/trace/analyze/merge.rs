@@ -190,7 +190,8 @@ pub fn merge_to(
     let mut adjust = vec![0i128; inputs.len()];
     if opts.align == Align::FirstStep {
         let firsts = parallel_map(inputs, workers, |i| {
-            first_step(&i.path).map(|f| f.map(|t| t + i.base_ns * UNITS_PER_NS))
+            first_step(&i.path)
+                .map(|f| f.map(|t| t.saturating_add(i.base_ns.saturating_mul(UNITS_PER_NS))))
         })?;
         for (i, f) in inputs.iter().zip(&firsts) {
             if f.is_none() {
@@ -204,7 +205,7 @@ pub fn merge_to(
         if let Some(target) = firsts.iter().flatten().min().copied() {
             for (a, f) in adjust.iter_mut().zip(&firsts) {
                 if let Some(f) = f {
-                    *a = target - f;
+                    *a = target.saturating_sub(*f);
                 }
             }
         }
@@ -224,7 +225,8 @@ pub fn merge_to(
         let spawn = |idx: usize| {
             let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(QUEUE);
             let input = &inputs[idx];
-            let shift = (input.base_ns - base_ns) * UNITS_PER_NS + adjust[idx];
+            let shift =
+                (input.base_ns - base_ns).saturating_mul(UNITS_PER_NS).saturating_add(adjust[idx]);
             let overflow = &overflow;
             scope.spawn(move || {
                 let send = |m: Msg| tx.send(m).is_ok();

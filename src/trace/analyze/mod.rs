@@ -32,7 +32,7 @@ pub use reader::{Event, TraceReader};
 #[derive(Debug, thiserror::Error)]
 pub enum AnalyzeError {
     /// Reading or writing a file failed.
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         /// The file.
         path: String,
