@@ -318,7 +318,7 @@ fn run_rank(args: &TuneArgs, cache: &Path) -> anyhow::Result<RankReport> {
     opts.strategy = args.strategy;
     let tuner = Tuner::new(opts);
     if args.strategy.is_collective() {
-        // The ranks talk through the cache file's directory (or MPI, later).
+        // The ranks talk through the cache file's directory, or MPI (see collective::from_env).
         let dir = cache.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let coll = collective::from_env(&info, dir).with_context(|| {
             format!("connecting the ranks for --strategy {} in {}", args.strategy, dir.display())
