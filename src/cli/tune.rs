@@ -9,9 +9,11 @@
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use ranktune::cache::{Entry, Identity, Section, Store};
+use ranktune::collective;
 use ranktune::kernels::{gemm, rmsnorm, runners, softmax};
 use ranktune::rank::{RankInfo, RankOverrides};
 use ranktune::trace::{TraceConfig, TraceSession};
+use ranktune::tune::strategy::{self, Coordinator, Strategy};
 use ranktune::tune::{Op, Session, Source, TuneInputs, TuneRecord, Tuner, TunerOptions};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -78,6 +80,14 @@ pub struct TuneArgs {
     /// Small shapes: the whole job takes a few seconds (tests, demos).
     #[arg(long)]
     quick: bool,
+    /// How the ranks share tuning: `independent` (each rank alone, entries in
+    /// its own section), `broadcast` (rank 0 measures), `merge` (every rank
+    /// measures, the slowest rank counts) or `parallel` (candidates split over
+    /// the ranks). All but independent give every rank the same choice,
+    /// stored once in the `shared` section. Waits are bounded by
+    /// RANKTUNE_STRATEGY_TIMEOUT seconds (default 300).
+    #[arg(long, value_name = "STRATEGY", env = "RANKTUNE_STRATEGY", default_value = "independent")]
+    strategy: Strategy,
     /// Print one JSON document instead of the table.
     #[arg(long)]
     json: bool,
@@ -109,6 +119,15 @@ pub struct Row {
     speedup: Option<f64>,
     candidates: usize,
     failures: Vec<String>,
+    /// Where a tuned entry went: `shared` (tuned together) or `rank_<N>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    section: Option<String>,
+    /// Candidates this rank measured itself (tuned rows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    measured_here: Option<usize>,
+    /// Why a collective strategy tuned this bucket independently.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
 }
 
 /// One rank's report (what a child prints).
@@ -123,6 +142,18 @@ pub struct RankReport {
     failed_tactics: u64,
     tuning_seconds: f64,
     entries_saved: usize,
+    /// The strategy (`independent`, `broadcast`, `merge`, `parallel`).
+    #[serde(default)]
+    strategy: String,
+    /// Buckets tuned together with the other ranks.
+    #[serde(default)]
+    shared: u64,
+    /// Buckets every rank had cached with the same choice (agreed, not measured).
+    #[serde(default)]
+    agreed_hits: u64,
+    /// Buckets a collective strategy had to tune independently.
+    #[serde(default)]
+    strategy_fallbacks: u64,
     rows: Vec<Row>,
 }
 
@@ -131,6 +162,8 @@ pub struct RankReport {
 pub struct JobReport {
     cache: PathBuf,
     world_size: u32,
+    /// How the ranks shared tuning.
+    strategy: String,
     tuned: u64,
     hits: u64,
     misses: u64,
@@ -146,6 +179,7 @@ impl JobReport {
         JobReport {
             cache,
             world_size: ranks.first().map_or(1, |r| r.world_size),
+            strategy: ranks.first().map_or_else(String::new, |r| r.strategy.clone()),
             tuned: ranks.iter().map(|r| r.tuned).sum(),
             hits: ranks.iter().map(|r| r.hits).sum(),
             misses: ranks.iter().map(|r| r.misses).sum(),
@@ -280,7 +314,18 @@ fn run_rank(args: &TuneArgs, cache: &Path) -> anyhow::Result<RankReport> {
         };
 
     let (id, digest) = identity();
-    let tuner = Tuner::new(TunerOptions::new(Section::Rank(info.rank), id, digest));
+    let mut opts = TunerOptions::new(Section::Rank(info.rank), id, digest);
+    opts.strategy = args.strategy;
+    let tuner = Tuner::new(opts);
+    if args.strategy.is_collective() {
+        // The ranks talk through the cache file's directory, or MPI (see collective::from_env).
+        let dir = cache.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let coll = collective::from_env(&info, dir).with_context(|| {
+            format!("connecting the ranks for --strategy {} in {}", args.strategy, dir.display())
+        })?;
+        let timeout = strategy::timeout_from_env()?;
+        tuner.set_coordinator(Coordinator::new(coll).with_timeout(timeout));
+    }
     let store = open_store(cache)?;
     let session = Session::start(&tuner, store.as_ref())
         .with_context(|| format!("loading the tuning cache {}", cache.display()))?;
@@ -317,6 +362,7 @@ fn run_rank(args: &TuneArgs, cache: &Path) -> anyhow::Result<RankReport> {
         tracing::info!("rank {} wrote its trace to {}", info.rank, path.display());
     }
     let stats = tuner.stats().total;
+    let (coord, _) = tuner.coordinator_stats().unwrap_or_default();
     Ok(RankReport {
         rank: info.rank,
         world_size: info.world_size,
@@ -327,6 +373,10 @@ fn run_rank(args: &TuneArgs, cache: &Path) -> anyhow::Result<RankReport> {
         failed_tactics: stats.failed_tactics,
         tuning_seconds: stats.tuning_seconds,
         entries_saved: saved.written,
+        strategy: args.strategy.to_string(),
+        shared: coord.shared,
+        agreed_hits: coord.agreed_hits,
+        strategy_fallbacks: coord.fallbacks,
         rows,
     })
 }
@@ -339,7 +389,12 @@ fn tune_op<I: TuneInputs>(
     progress: &mut Progress,
     rows: &mut Vec<Row>,
 ) {
+    let die_at = test_die_at();
     for key in op.config().profiles(base) {
+        if die_at == Some((rank, progress.done)) {
+            // Test-only (RANKTUNE_TEST_DIE_AT): die like a crashed rank, no cleanup.
+            std::process::abort();
+        }
         let bucket = key.to_nested();
         let choice = tuner.tune_key(op, &key);
         let runner = op.runner_names().get(choice.runner as usize).cloned().unwrap_or_default();
@@ -360,6 +415,15 @@ fn tune_op<I: TuneInputs>(
         // One bucket is one iteration of the trace (a no-op without one).
         ranktune::trace::step();
     }
+}
+
+/// `RANKTUNE_TEST_DIE_AT=<rank>:<n>`: rank `<rank>` aborts just before its
+/// `<n>`-th bucket (counting from 0). For tests of what the other ranks do
+/// when one dies mid-tuning; never set it in real jobs.
+fn test_die_at() -> Option<(u32, u64)> {
+    let v = std::env::var("RANKTUNE_TEST_DIE_AT").ok()?;
+    let (r, n) = v.split_once(':')?;
+    Some((r.trim().parse().ok()?, n.trim().parse().ok()?))
 }
 
 fn speedup(best: Option<f64>, fallback: Option<f64>) -> Option<f64> {
@@ -391,6 +455,9 @@ fn row_from_record(
         fallback_us,
         speedup: speedup(best_us, fallback_us),
         candidates: rec.map_or(0, |r| r.measured),
+        section: rec.map(|r| r.section.name()),
+        measured_here: rec.map(|r| r.measured_here),
+        note: rec.and_then(|r| r.fallback.clone()),
         failures: rec
             .map(|r| {
                 r.failures
@@ -431,6 +498,9 @@ fn row_from_entry(
         fallback_us,
         speedup: speedup(best_us, fallback_us),
         candidates: entry.map_or(0, |e| e.candidates.len()),
+        section: None,
+        measured_here: None,
+        note: None,
         failures: entry
             .map(|e| {
                 e.candidates
@@ -483,6 +553,7 @@ fn launch(args: &TuneArgs, cache: &Path, n: u32) -> anyhow::Result<JobReport> {
         if args.quick {
             cmd.arg("--quick");
         }
+        cmd.arg("--strategy").arg(args.strategy.name());
         if let Some(trace) = &args.trace {
             cmd.arg("--trace").arg(trace);
         }
@@ -680,7 +751,11 @@ fn print_table(report: &JobReport) {
                 row.speedup.map_or("-".to_string(), |s| format!("{s:.2}x")),
                 row.candidates.to_string(),
                 row.failures.len().to_string(),
-                row.source.clone(),
+                match (row.section.as_deref(), &row.note) {
+                    (_, Some(_)) => format!("{}, alone", row.source),
+                    (Some("shared"), None) => format!("{}, shared", row.source),
+                    _ => row.source.clone(),
+                },
             ]);
         }
     }
@@ -722,7 +797,27 @@ fn print_table(report: &JobReport) {
             }
         }
     }
+    for r in &report.ranks {
+        let mut notes = r.rows.iter().filter_map(|row| row.note.as_ref().map(|n| (row, n)));
+        if let Some((row, note)) = notes.next() {
+            println!("  rank {} {} {}: {note}", row.rank, row.op, shape_label(&row.bucket));
+            let more = notes.count();
+            if more > 0 {
+                println!("  rank {}: {more} more bucket(s) tuned alone after that", row.rank);
+            }
+        }
+    }
     println!();
+    if !report.strategy.is_empty() && report.strategy != "independent" {
+        let sum = |f: fn(&RankReport) -> u64| report.ranks.iter().map(f).sum::<u64>();
+        println!(
+            "strategy {}: {} buckets tuned together, {} cache hits agreed by all ranks, {} tuned alone after a failure (counts over ranks)",
+            report.strategy,
+            sum(|r| r.shared),
+            sum(|r| r.agreed_hits),
+            sum(|r| r.strategy_fallbacks)
+        );
+    }
     let lookups = report.hits + report.misses;
     if report.tuned == 0 && report.misses == 0 {
         println!(

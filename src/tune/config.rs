@@ -8,6 +8,7 @@
 use super::bucket::{Constraint, DynamicDim};
 use super::key::BucketKey;
 use super::runner::TuneInputs;
+use super::strategy::Strategy;
 
 /// The default clamp for dynamic dims (TensorRT-LLM's `tune_max_num_tokens`).
 pub const DEFAULT_MAX_TOKENS: u64 = 8192;
@@ -24,6 +25,9 @@ pub struct TuningConfig {
     /// Dynamic values are clamped to this before mapping, and no bucket above
     /// it is generated (unless the dim has its own `max`).
     pub max_tokens: u64,
+    /// How the ranks share this op's tuning; `None`: the tuner's default
+    /// ([`TunerOptions::strategy`](super::TunerOptions::strategy)).
+    pub strategy: Option<Strategy>,
 }
 
 impl Default for TuningConfig {
@@ -32,6 +36,7 @@ impl Default for TuningConfig {
             dynamic: Vec::new(),
             constraints: Vec::new(),
             max_tokens: DEFAULT_MAX_TOKENS,
+            strategy: None,
         }
     }
 }
@@ -51,6 +56,12 @@ impl TuningConfig {
     /// Sets the clamp.
     pub fn with_max_tokens(mut self, max: u64) -> Self {
         self.max_tokens = max.max(1);
+        self
+    }
+
+    /// Sets this op's strategy (overrides the tuner's default).
+    pub fn with_strategy(mut self, strategy: Strategy) -> Self {
+        self.strategy = Some(strategy);
         self
     }
 

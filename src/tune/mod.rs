@@ -46,6 +46,7 @@ pub mod measure;
 pub mod op;
 pub mod runner;
 pub mod session;
+pub mod strategy;
 pub mod tuner;
 
 pub use bucket::{last_power_of_two, BucketGen, BucketMap, Constraint, Derive, DynamicDim};

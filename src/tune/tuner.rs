@@ -16,6 +16,7 @@ use super::key::BucketKey;
 use super::measure::{measure_all, CpuTimer, Sampling, Timer};
 use super::op::Op;
 use super::runner::TuneInputs;
+use super::strategy::{BucketCtx, Coordinator, CoordinatorStats, Resolved, Strategy};
 use crate::cache::{CacheData, Candidate, Entry, EntryKey, Identity, Section, Stats};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
@@ -121,6 +122,17 @@ pub struct TuneRecord {
     pub failures: Vec<(String, serde_json::Value, String)>,
     /// Time spent measuring this bucket.
     pub seconds: f64,
+    /// The strategy the op was tuned with.
+    pub strategy: Strategy,
+    /// Where the entry went: `Shared` when tuned together with the other
+    /// ranks, this rank's section otherwise.
+    pub section: Section,
+    /// Candidates this rank measured itself (fewer than `measured` under the
+    /// broadcast and parallel strategies).
+    pub measured_here: usize,
+    /// Why a collective strategy fell back to independent tuning for this
+    /// bucket (a rank did not arrive, ranks disagreed, …).
+    pub fallback: Option<String>,
 }
 
 /// Per-op statistics.
@@ -163,6 +175,10 @@ pub struct TunerOptions {
     pub sampling: Sampling,
     /// Near-tie tolerance (see [`decide`]).
     pub tie_tolerance: f64,
+    /// How ranks share tuning, for ops whose config names none. Collective
+    /// strategies need a [`Coordinator`] ([`Tuner::set_coordinator`]);
+    /// without one they tune independently.
+    pub strategy: Strategy,
 }
 
 impl TunerOptions {
@@ -175,6 +191,7 @@ impl TunerOptions {
             env_digest: env_digest.into(),
             sampling: Sampling::ADAPTIVE,
             tie_tolerance: DEFAULT_TIE_TOLERANCE,
+            strategy: Strategy::Independent,
         }
     }
 }
@@ -195,6 +212,9 @@ struct Slot {
     tactic: u32,
     op_slot: u32,
     kind: SlotKind,
+    /// A hit loaded from the cache for an op with a collective strategy: in
+    /// tuning mode the ranks must agree on it once before it is used.
+    confirm: bool,
     key: BucketKey,
 }
 
@@ -279,6 +299,7 @@ struct Inner {
     pending: CacheData,
     records: Vec<TuneRecord>,
     timer: Box<dyn Timer + Send>,
+    coordinator: Option<Coordinator>,
 }
 
 /// The tuner. Share it by reference (or `Arc`) between threads.
@@ -324,6 +345,7 @@ impl Tuner {
                 pending: CacheData::default(),
                 records: Vec::new(),
                 timer: Box::new(CpuTimer::default()),
+                coordinator: None,
             }),
             opts,
         }
@@ -347,6 +369,41 @@ impl Tuner {
     /// Replaces the timer (e.g. a CUDA-event timer, or a virtual clock in tests).
     pub fn set_timer(&self, timer: Box<dyn Timer + Send>) {
         self.lock().timer = timer;
+    }
+
+    /// Lets ops with a collective strategy (broadcast, merge, parallel) tune
+    /// together with the other ranks through `coordinator`. Give every rank
+    /// one, before its first `choose_one`. In tuning mode every rank must then
+    /// ask for the same buckets of those ops in the same order (the first time
+    /// in a session, cache hits included: the ranks agree on them).
+    pub fn set_coordinator(&self, coordinator: Coordinator) {
+        let mut inner = self.lock();
+        inner.coordinator = Some(coordinator);
+        // Ops already registered: register them again, so their cached hits
+        // are marked for agreement.
+        if !inner.op_slots.is_empty() {
+            inner.op_slots.clear();
+            inner.snapshot = Arc::new(SlotMap::default());
+            self.generation.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// The coordinator's counters (buckets shared, agreed hits, fallbacks)
+    /// and its permanent failure, if any; `None` without a coordinator.
+    pub fn coordinator_stats(&self) -> Option<(CoordinatorStats, Option<String>)> {
+        let inner = self.lock();
+        inner.coordinator.as_ref().map(|c| (c.stats().clone(), c.broken().map(str::to_string)))
+    }
+
+    /// The strategy `op` is tuned with: its config's, else the tuner's
+    /// default; independent when there is no coordinator to tune together.
+    fn strategy_for<I: TuneInputs>(&self, inner: &Inner, op: &Op<I>) -> Strategy {
+        let s = op.config().strategy.unwrap_or(self.opts.strategy);
+        if s.is_collective() && inner.coordinator.is_none() {
+            Strategy::Independent
+        } else {
+            s
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -382,13 +439,13 @@ impl Tuner {
     }
 
     /// Looks the bucket up and measures it on a miss, whatever the mode.
+    ///
+    /// Under a collective strategy every rank must call this for the same
+    /// buckets in the same order: hits are agreed on too (see
+    /// [`set_coordinator`](Self::set_coordinator)).
     pub fn tune_key<I: TuneInputs>(&self, op: &Op<I>, key: &BucketKey) -> Choice {
         let h = key.hash_with(op.id());
-        if let Some(c) = self.lookup(op.id(), key, h) {
-            if c.source != Source::Fallback {
-                return c;
-            }
-        }
+        // The slow path: it sees whether a hit still needs the ranks' agreement.
         self.miss(op, key, h, true)
     }
 
@@ -409,6 +466,8 @@ impl Tuner {
                 }
                 let i = slot.op_slot as usize;
                 match slot.kind {
+                    // Tuning mode: the ranks agree on a cached hit once first.
+                    SlotKind::Hit if slot.confirm && self.tuning.load(Ordering::Relaxed) => None,
                     SlotKind::Hit => {
                         bump(local.counters.hits.get(i));
                         Some(Choice { runner: slot.runner, tactic: slot.tactic, source: Source::Cache })
@@ -492,6 +551,10 @@ impl Tuner {
             inner.snapshot.get(&h).copied().filter(|s| s.op_id == op.id() && s.key == *key);
         let stats = &mut inner.ops[op_slot as usize].stats;
         match existing {
+            Some(s) if s.kind == SlotKind::Hit && tune && s.confirm => {
+                let hit = Some((s.runner, s.tactic));
+                return self.tune_bucket(&mut inner, op, key, h, op_slot, hit);
+            }
             Some(s) if s.kind == SlotKind::Hit => {
                 stats.hits += 1;
                 return Choice { runner: s.runner, tactic: s.tactic, source: Source::Cache };
@@ -504,7 +567,7 @@ impl Tuner {
             None => stats.misses += 1,
         }
         if tune {
-            return self.tune_bucket(&mut inner, op, key, h, op_slot);
+            return self.tune_bucket(&mut inner, op, key, h, op_slot, None);
         }
         inner.ops[op_slot as usize].stats.fallbacks += 1;
         tracing::warn!(
@@ -519,6 +582,7 @@ impl Tuner {
             tactic: 0,
             op_slot,
             kind: SlotKind::Fallback,
+            confirm: false,
         };
         self.publish(&mut inner, [(h, slot)]);
         Choice::FALLBACK
@@ -530,19 +594,29 @@ impl Tuner {
             return s;
         }
         let op_slot = inner.ops.len() as u32;
+        let collective = self.strategy_for(inner, op).is_collective();
         inner.op_slots.insert(op.id(), op_slot);
         inner.ops.push(OpState { name: op.name().to_string(), stats: OpStats::default() });
         let loaded = inner.loaded.remove(op.name()).unwrap_or_default();
-        // Rank section wins over shared; newer wins over older.
+        // Rank section wins over shared (shared wins for ops tuned together,
+        // whose entries live there); newer wins over older.
         let mut best: HashMap<u64, (Slot, (bool, u64))> = HashMap::new();
         let mut stale = Vec::new();
         for le in &loaded {
             match validate(op, le) {
                 Ok((key, runner, tactic)) => {
                     let h = key.hash_with(op.id());
-                    let prio = (le.section != Section::Shared, le.entry.created_unix);
-                    let slot =
-                        Slot { op_id: op.id(), key, runner, tactic, op_slot, kind: SlotKind::Hit };
+                    let preferred = (le.section == Section::Shared) == collective;
+                    let prio = (preferred, le.entry.created_unix);
+                    let slot = Slot {
+                        op_id: op.id(),
+                        key,
+                        runner,
+                        tactic,
+                        op_slot,
+                        kind: SlotKind::Hit,
+                        confirm: collective,
+                    };
                     match best.get(&h) {
                         Some((_, p)) if *p > prio => {}
                         _ => {
@@ -575,11 +649,13 @@ impl Tuner {
         key: &BucketKey,
         h: u64,
         op_slot: u32,
+        local_hit: Option<(u32, u32)>,
     ) -> Choice {
         let shapes = key.to_nested();
         let span = tracing::info_span!("tune", op = op.name(), bucket = ?shapes);
         let _enter = span.enter();
         let t0 = Instant::now();
+        let strategy = self.strategy_for(inner, op);
         let mut cands: Vec<(usize, usize)> = Vec::new();
         for (r, runner) in op.runners().iter().enumerate() {
             for t in 0..op.tactics(r).len() {
@@ -592,10 +668,14 @@ impl Tuner {
         }
         let mut io: Option<I> = None;
         let mut first_error: Option<String> = None;
-        let Inner { timer, .. } = inner;
-        let results =
-            measure_all(self.opts.sampling, timer.as_mut(), cands.len(), &mut |i, reps| {
-                let (r, t) = cands[i];
+        let sampling = self.opts.sampling;
+        let Inner { timer, coordinator, .. } = inner;
+        // Measures the candidates at `positions` (into `cands`) on this rank.
+        let mut measure = |positions: &[usize]| -> Vec<Result<Stats, String>> {
+            measure_all(sampling, timer.as_mut(), positions.len(), &mut |j, reps| {
+                let Some(&(r, t)) = positions.get(j).and_then(|&p| cands.get(p)) else {
+                    return Err("no such candidate".to_string());
+                };
                 let _m = tracing::info_span!(
                     "measure",
                     runner = op.runner_names()[r].as_str(),
@@ -627,9 +707,52 @@ impl Tuner {
                     return Err(err);
                 }
                 Ok(())
-            });
+            })
+        };
+        let (results, winner, section, created_unix, measured_here, fallback) = match coordinator
+            .as_mut()
+            .filter(|_| strategy.is_collective())
+        {
+            Some(coord) => {
+                let ids: Vec<(u32, u32)> =
+                    cands.iter().map(|&(r, t)| (r as u32, t as u32)).collect();
+                let ctx = BucketCtx {
+                    op: op.name(),
+                    bucket: &shapes,
+                    checksum: op.checksum(),
+                    candidates: &ids,
+                    local_hit,
+                    tie_tolerance: self.opts.tie_tolerance,
+                };
+                let res = coord.resolve(strategy, &ctx, &mut measure);
+                if let (Resolved::Hit, Some((runner, tactic))) = (res.kind, local_hit) {
+                    // Every rank has the same cached choice: confirmed.
+                    inner.ops[op_slot as usize].stats.hits += 1;
+                    let slot = Slot {
+                        op_id: op.id(),
+                        key: *key,
+                        runner,
+                        tactic,
+                        op_slot,
+                        kind: SlotKind::Hit,
+                        confirm: false,
+                    };
+                    self.publish(inner, [(h, slot)]);
+                    return Choice { runner, tactic, source: Source::Cache };
+                }
+                let section = res.section(coord.rank()).unwrap_or(self.opts.section);
+                let fallback = res.fallback.map(|f| f.reason);
+                (res.results, res.winner, section, res.created_unix, res.measured_here, fallback)
+            }
+            None => {
+                let all: Vec<usize> = (0..cands.len()).collect();
+                let results = measure(&all);
+                let stats: Vec<Option<&Stats>> = results.iter().map(|r| r.as_ref().ok()).collect();
+                let winner = decide(&stats, self.opts.tie_tolerance);
+                (results, winner, self.opts.section, now_unix(), cands.len(), None)
+            }
+        };
         let stats: Vec<Option<&Stats>> = results.iter().map(|r| r.as_ref().ok()).collect();
-        let winner = decide(&stats, self.opts.tie_tolerance);
         let candidates: Vec<Candidate> = cands
             .iter()
             .zip(&results)
@@ -651,7 +774,7 @@ impl Tuner {
             .and_then(|i| results[i].as_ref().ok())
             .map(|s| s.median_us);
         let seconds = t0.elapsed().as_secs_f64();
-        let (choice, slot_kind) = match winner {
+        let (choice, slot_kind) = match winner.filter(|&w| w < cands.len()) {
             Some(w) => {
                 let (r, t) = cands[w];
                 let time_us = stats[w].map_or(0.0, |s| s.median_us);
@@ -668,9 +791,9 @@ impl Tuner {
                     candidates,
                     checksum: op.checksum().to_string(),
                     env: self.opts.env_digest.clone(),
-                    created_unix: now_unix(),
+                    created_unix,
                 };
-                inner.pending.insert(self.opts.section, ekey, entry);
+                inner.pending.insert(section, ekey, entry);
                 (
                     Choice { runner: r as u32, tactic: t as u32, source: Source::Tuned },
                     SlotKind::Hit,
@@ -698,11 +821,15 @@ impl Tuner {
             bucket: shapes,
             runner: op.runner_names()[choice.runner as usize].clone(),
             tactic: op.tactics(choice.runner as usize)[choice.tactic as usize].clone(),
-            best_us: winner.and_then(|w| stats[w]).map(|s| s.median_us),
+            best_us: winner.and_then(|w| stats.get(w).copied().flatten()).map(|s| s.median_us),
             fallback_us,
             measured: cands.len(),
             failures,
             seconds,
+            strategy,
+            section,
+            measured_here,
+            fallback,
         });
         let slot = Slot {
             op_id: op.id(),
@@ -711,6 +838,7 @@ impl Tuner {
             tactic: choice.tactic,
             op_slot,
             kind: slot_kind,
+            confirm: false,
         };
         self.publish(inner, [(h, slot)]);
         choice
