@@ -200,6 +200,18 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
     if args.max_tokens == Some(0) {
         bail!("--max-tokens 0 tunes nothing; give a token count of at least 1");
     }
+    if let Some(n) = args.max_tokens.filter(|&n| n > MAX_TOKENS_LIMIT) {
+        bail!(
+            "--max-tokens {n} is more than the built-in kernels can tune in memory \
+             (at most {MAX_TOKENS_LIMIT}); give a smaller token count"
+        );
+    }
+    if let Some(n) = args.ranks.filter(|&n| n > MAX_LOCAL_RANKS) {
+        bail!(
+            "--ranks {n} would start {n} processes on this machine (at most {MAX_LOCAL_RANKS}); \
+             for bigger jobs start one ranktune per rank with mpirun, srun or torchrun"
+        );
+    }
     let cache = cache_path(args.cache.as_deref());
     let started = Instant::now();
     let report = match args.ranks {
@@ -239,9 +251,33 @@ fn max_tokens(args: &TuneArgs) -> u64 {
 // ------------------------------------------------------------------ one rank
 
 /// The store and identity of this process.
+/// Largest `--max-tokens`: the biggest bucket's synthetic inputs must fit
+/// in memory (65,536 rows of 4,096 floats is 1 GiB).
+const MAX_TOKENS_LIMIT: u64 = 1 << 16;
+
+/// Most local rank processes `--ranks` starts.
+const MAX_LOCAL_RANKS: u32 = 1024;
+
+/// Opens the cache store and checks now that the cache can be saved —
+/// its directory exists (or is created) and its lock file opens — so a bad
+/// path fails before tuning rather than after it.
 fn open_store(path: &Path) -> anyhow::Result<Box<dyn Store>> {
-    let timeout = ranktune::cache::lock_timeout_from_env().context("reading the lock timeout")?;
-    Ok(Box::new(ranktune::cache::FileStore::new(path).with_lock_timeout(timeout)))
+    let store = ranktune::cache::FileStore::from_env(path).context("opening the tuning cache")?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| {
+            format!("creating {} for the tuning cache; choose another --cache", dir.display())
+        })?;
+    }
+    std::fs::OpenOptions::new().create(true).append(true).open(store.lock_path()).with_context(
+        || {
+            format!(
+                "opening the cache lock {}; the tuning cache could not be saved there — \
+                 choose another --cache",
+                store.lock_path().display()
+            )
+        },
+    )?;
+    Ok(Box::new(store))
 }
 
 fn identity() -> (Identity, String) {

@@ -206,6 +206,11 @@ pub fn scan_number(b: &[u8], start: usize, flags: &mut Flags) -> Result<usize, S
     if i == int_start {
         return Err(Stop::Bad { at: start, what: "bad number" });
     }
+    // JSON forbids leading zeros (`00`, `-012`): copied through, they would
+    // make the merged output invalid.
+    if b[int_start] == b'0' && i - int_start > 1 {
+        return Err(Stop::Bad { at: start, what: "number with a leading zero" });
+    }
     let int_end = i;
     let mut integer = true;
     if b[i] == b'.' {
@@ -237,6 +242,16 @@ pub fn scan_number(b: &[u8], start: usize, flags: &mut Flags) -> Result<usize, S
         }
         if i == f {
             return Err(Stop::Bad { at: start, what: "bad number" });
+        }
+        // An exponent can leave the range of a double (`1e400`): most
+        // readers, viewers included, reject such a number, so it is bad
+        // input rather than something to copy through.
+        let finite = std::str::from_utf8(&b[start..i])
+            .ok()
+            .and_then(|t| t.parse::<f64>().ok())
+            .is_some_and(f64::is_finite);
+        if !finite {
+            return Err(Stop::Bad { at: start, what: "number out of range" });
         }
     }
     if integer && int_end - int_start >= 19 && !fits_64(&b[int_start..int_end], neg) {
@@ -621,5 +636,16 @@ mod tests {
         assert_eq!(parse_f64(b"1e3"), Some(1000.0));
         assert_eq!(parse_u64(b"42"), Some(42));
         assert_eq!(parse_u64(b"\"42\""), None);
+    }
+
+    #[test]
+    fn numbers_json_forbids_or_readers_reject_are_bad() {
+        let scan = |t: &[u8]| scan_number(t, 0, &mut Flags::default());
+        for ok in [&b"0,"[..], b"-0,", b"10,", b"0.5,", b"1e3,", b"-2.5E-3,", b"1.7e308,"] {
+            assert_eq!(scan(ok), Ok(ok.len() - 1), "{}", String::from_utf8_lossy(ok));
+        }
+        for bad in [&b"00,"[..], b"012,", b"-01,", b"1e400,", b"-9E999,", b"1.,", b"-,"] {
+            assert!(matches!(scan(bad), Err(Stop::Bad { .. })), "{}", String::from_utf8_lossy(bad));
+        }
     }
 }
