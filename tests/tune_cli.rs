@@ -135,3 +135,25 @@ fn bad_arguments_are_clear_errors() {
     let out = ranktune(dir.path(), &["tune", "--ops", "conv"], &[]);
     assert!(!out.status.success());
 }
+
+#[test]
+fn limits_and_an_unusable_cache_path_fail_before_any_tuning() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = |out: &Output| String::from_utf8_lossy(&out.stderr).into_owned();
+    let out = ranktune(dir.path(), &["tune", "--quick", "--max-tokens", "99999999"], &[]);
+    assert!(!out.status.success());
+    assert!(err(&out).contains("--max-tokens 99999999"), "{}", err(&out));
+    let out = ranktune(dir.path(), &["tune", "--quick", "--ranks", "100000"], &[]);
+    assert!(!out.status.success());
+    assert!(err(&out).contains("mpirun"), "{}", err(&out));
+    // A regular file where the cache's directory should be: refused at start,
+    // before any bucket is measured, and nothing is left behind.
+    std::fs::write(dir.path().join("plain"), b"x").unwrap();
+    let out = ranktune(dir.path(), &["tune", "--quick", "--cache", "plain/c.json"], &[]);
+    assert!(!out.status.success());
+    assert!(err(&out).contains("choose another --cache"), "{}", err(&out));
+    assert!(out.stdout.is_empty(), "no report: nothing was tuned");
+    let names: Vec<_> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("plain")]);
+}

@@ -259,24 +259,25 @@ const MAX_TOKENS_LIMIT: u64 = 1 << 16;
 const MAX_LOCAL_RANKS: u32 = 1024;
 
 /// Opens the cache store and checks now that the cache can be saved —
-/// its directory exists (or is created) and its lock file opens — so a bad
-/// path fails before tuning rather than after it.
+/// its directory exists (or is created) and accepts new files — so a bad
+/// path fails before tuning rather than after it. The check leaves nothing
+/// behind.
 fn open_store(path: &Path) -> anyhow::Result<Box<dyn Store>> {
     let store = ranktune::cache::FileStore::from_env(path).context("opening the tuning cache")?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| {
-            format!("creating {} for the tuning cache; choose another --cache", dir.display())
-        })?;
-    }
-    std::fs::OpenOptions::new().create(true).append(true).open(store.lock_path()).with_context(
-        || {
-            format!(
-                "opening the cache lock {}; the tuning cache could not be saved there — \
-                 choose another --cache",
-                store.lock_path().display()
-            )
-        },
-    )?;
+    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| {
+                format!("creating {} for the tuning cache; choose another --cache", dir.display())
+            })?;
+            dir
+        }
+        None => Path::new("."),
+    };
+    let probe = dir.join(format!(".ranktune-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).with_context(|| {
+        format!("the tuning cache could not be saved in {}; choose another --cache", dir.display())
+    })?;
+    let _ = std::fs::remove_file(&probe);
     Ok(Box::new(store))
 }
 
