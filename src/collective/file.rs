@@ -568,7 +568,7 @@ impl FileCollective {
             session: None,
             nonce: new_nonce(),
             pid: std::process::id(),
-            host: super::sys::hostname(),
+            host: crate::rank::host_name(),
             cleared_hellos: false,
             own_seqs: Vec::new(),
             tmp_counter: 0,

@@ -40,7 +40,6 @@ pub mod local;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod single;
-mod sys;
 pub mod typed;
 
 use std::path::Path;

@@ -5,6 +5,7 @@
 //! environment variables. This module reads them, checks them against each
 //! other and returns one [`RankInfo`]. It owns nothing else: it never talks to
 //! other ranks (that is [`crate::collective`]) and never touches files.
+//! It also answers the host's name ([`host_name`]), the other half of "who am I".
 //!
 //! Order of precedence, highest first:
 //!
@@ -35,6 +36,10 @@
 //! let info = RankInfo::detect_with(&RankOverrides::default(), env).unwrap();
 //! assert_eq!((info.rank, info.world_size), (3, 8));
 //! ```
+
+mod sys;
+
+pub use sys::host_name;
 
 use std::fmt;
 

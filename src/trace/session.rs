@@ -10,7 +10,7 @@ use super::export::{self, Meta};
 use super::layer::{layer, TraceLayer};
 use super::path::{prepare, rank_path};
 use super::recorder::Recorder;
-use super::{clock, hooks, sys, TraceConfig, TraceError};
+use super::{clock, hooks, TraceConfig, TraceError};
 use crate::error_chain::Chain;
 use crate::rank::RankInfo;
 use std::path::{Path, PathBuf};
@@ -100,7 +100,7 @@ impl TraceSession {
             return Err(TraceError::AlreadyActive);
         }
         let pid = std::process::id();
-        let host = sys::host_name();
+        let host = crate::rank::host_name();
         let path = rank_path(&cfg.path, rank, pid, &host)?;
         prepare(&path)?;
         if cfg.handle_signals {

@@ -1,4 +1,4 @@
-//! Platform calls for trace recording: OS thread ids and the host name.
+//! Platform calls for trace recording: OS thread ids.
 //! The only module of `trace` that talks to libc; it must never hold state.
 
 /// The calling thread's OS thread id (Linux `gettid`), or a process-unique
@@ -15,23 +15,6 @@ pub(crate) fn thread_id() -> u64 {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(1);
         NEXT.fetch_add(1, Ordering::Relaxed)
-    }
-}
-
-/// This machine's host name, or `"unknown-host"` when the OS will not say.
-pub(crate) fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the pointer and length describe `buf`, which outlives the call.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown-host".to_string();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    let name = String::from_utf8_lossy(&buf[..end]).trim().to_string();
-    if name.is_empty() {
-        "unknown-host".to_string()
-    } else {
-        name
     }
 }
 
@@ -75,10 +58,5 @@ mod tests {
         assert_eq!(big.iter().map(|&b| u64::from(b)).sum::<u64>(), 7);
         // Ranges too small to hold an aligned 2 MiB page are left alone.
         super::advise_huge_pages(big.as_ptr(), 4096);
-    }
-
-    #[test]
-    fn host_name_is_not_empty() {
-        assert!(!super::host_name().is_empty());
     }
 }

@@ -68,7 +68,7 @@ pub(crate) fn acquire(
         match sys::try_lock_exclusive(&file) {
             Ok(TryLock::Acquired) => {
                 // A note for waiters; failing to write it changes nothing.
-                let note = format!("pid {} on {}\n", std::process::id(), sys::hostname());
+                let note = format!("pid {} on {}\n", std::process::id(), crate::rank::host_name());
                 let _ = file
                     .set_len(0)
                     .and_then(|()| file.seek(SeekFrom::Start(0)))

@@ -487,7 +487,7 @@ impl FileStore {
             let now = crate::cache::time::unix_now();
             let m = &mut doc.metadata;
             m.lib_version = env!("CARGO_PKG_VERSION").to_string();
-            m.host = sys::hostname();
+            m.host = crate::rank::host_name();
             if m.created_unix == 0 {
                 m.created_unix = now;
             }

@@ -77,19 +77,6 @@ pub(crate) fn open_read_nonblock(path: &Path) -> io::Result<File> {
     OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(path)
 }
 
-/// This machine's host name, or `unknown`.
-pub(crate) fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname writes at most
-    // that many bytes.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown".to_string();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
 /// fsyncs a directory so that renames and unlinks in it are durable.
 /// Filesystems that cannot fsync a directory are tolerated.
 pub(crate) fn fsync_dir(dir: &Path) -> io::Result<()> {

@@ -1,7 +1,9 @@
-//! Platform calls the collective layer needs (host name), isolated here.
+//! Platform calls for a process's identity (the host name), isolated here.
+//! Every part of ranktune that names the host (cache metadata, lock
+//! holders, trace files, collective rendezvous) asks this one function.
 
 /// This machine's host name, or `"unknown-host"` when the OS will not say.
-pub(crate) fn hostname() -> String {
+pub fn host_name() -> String {
     let mut buf = [0u8; 256];
     // SAFETY: `buf` is valid for `buf.len()` bytes; gethostname writes at most
     // that many and we only read up to the first NUL within the buffer.
@@ -20,6 +22,6 @@ pub(crate) fn hostname() -> String {
 mod tests {
     #[test]
     fn hostname_is_not_empty() {
-        assert!(!super::hostname().is_empty());
+        assert!(!super::host_name().is_empty());
     }
 }
