@@ -139,6 +139,31 @@ pub(crate) fn finish(args: String) -> Option<String> {
     (args.len() > 1).then(|| close_object(args))
 }
 
+/// Records a `tracing` event as an instant named by its message (the Layer
+/// and [`super::subscriber`] share this).
+pub(crate) fn record_event(event: &tracing::Event<'_>) {
+    if !recorder::is_recording() {
+        return;
+    }
+    let meta = event.metadata();
+    let mut args = String::with_capacity(64);
+    args.push('{');
+    let mut message = String::new();
+    event.record(&mut Fields { out: &mut args, message: Some(&mut message) });
+    let name = if message.is_empty() {
+        Name::Static(meta.name())
+    } else {
+        Name::Owned(message.into_boxed_str())
+    };
+    recorder::push(Event {
+        name,
+        cat: meta.target(),
+        ts: clock::now(),
+        payload: Payload::Instant,
+        args: finish(args),
+    });
+}
+
 impl<S: Subscriber> Layer<S> for TraceLayer {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
         if !recorder::is_recording() {
@@ -170,26 +195,7 @@ impl<S: Subscriber> Layer<S> for TraceLayer {
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
-        if !recorder::is_recording() {
-            return;
-        }
-        let meta = event.metadata();
-        let mut args = String::with_capacity(64);
-        args.push('{');
-        let mut message = String::new();
-        event.record(&mut Fields { out: &mut args, message: Some(&mut message) });
-        let name = if message.is_empty() {
-            Name::Static(meta.name())
-        } else {
-            Name::Owned(message.into_boxed_str())
-        };
-        recorder::push(Event {
-            name,
-            cat: meta.target(),
-            ts: clock::now(),
-            payload: Payload::Instant,
-            args: finish(args),
-        });
+        record_event(event);
     }
 
     fn on_close(&self, id: Id, _ctx: Context<'_, S>) {

@@ -17,9 +17,8 @@
 //! them is none (only recorded spans keep their metadata). This module owns only the
 //! `Subscriber` protocol: ids, reference counts, the entered-span stack.
 
-use super::clock;
-use super::layer::{finish, follows_from, merge_args, Fields};
-use super::recorder::{self, Event, Name, OpenSpan, Payload};
+use super::layer::{follows_from, merge_args, Fields};
+use super::recorder::{self, OpenSpan};
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use tracing::level_filters::LevelFilter;
@@ -149,26 +148,7 @@ impl Subscriber for TraceSubscriber {
     }
 
     fn event(&self, event: &tracing::Event<'_>) {
-        if !recorder::is_recording() {
-            return;
-        }
-        let meta = event.metadata();
-        let mut args = String::with_capacity(64);
-        args.push('{');
-        let mut message = String::new();
-        event.record(&mut Fields { out: &mut args, message: Some(&mut message) });
-        let name = if message.is_empty() {
-            Name::Static(meta.name())
-        } else {
-            Name::Owned(message.into_boxed_str())
-        };
-        recorder::push(Event {
-            name,
-            cat: meta.target(),
-            ts: clock::now(),
-            payload: Payload::Instant,
-            args: finish(args),
-        });
+        super::layer::record_event(event);
     }
 
     fn enter(&self, span: &Id) {
