@@ -3,10 +3,11 @@
 //! Every function here is a no-op costing one atomic load when no session is
 //! active, and records into the calling thread's buffer otherwise (see
 //! `recorder`). Names and categories are `&'static str` so that recording
-//! allocates nothing; args are optional and allocate only when given.
+//! allocates nothing; args are optional, serialized straight into a reused
+//! per-thread buffer (no allocation once the thread has one).
 
 use super::clock;
-use super::recorder::{self, Event, Name, Payload};
+use super::recorder::{self, strings, Kind};
 use std::fmt::Write as _;
 
 /// Records a complete (`ph: X`) event from its creation to its drop.
@@ -21,7 +22,8 @@ pub struct SpanGuard {
     cat: &'static str,
     /// Start time, or `u64::MAX` when not recording.
     start: u64,
-    args: Option<String>,
+    /// Open JSON object bytes (`{"k":v,...`), from the thread's pool.
+    args: Option<Vec<u8>>,
 }
 
 /// Starts a span named `name` in category `cat`; it is recorded when the
@@ -43,8 +45,8 @@ impl SpanGuard {
     pub fn with_arg(mut self, key: &str, value: impl serde::Serialize) -> SpanGuard {
         if self.is_recording() {
             let args = self.args.get_or_insert_with(|| {
-                let mut s = String::with_capacity(64);
-                s.push('{');
+                let mut s = strings::take().into_bytes();
+                s.push(b'{');
                 s
             });
             push_field(args, key, &value);
@@ -60,34 +62,37 @@ impl Drop for SpanGuard {
             return;
         }
         let end = clock::now();
-        recorder::push(Event {
-            name: Name::Static(self.name),
-            cat: self.cat,
-            ts: self.start,
-            payload: Payload::Complete { dur: end.saturating_sub(self.start) },
-            args: self.args.take().map(close_object),
-        });
+        let dur = end.saturating_sub(self.start);
+        match self.args.take() {
+            None => recorder::record(self.name, self.cat, Kind::Complete, self.start, dur, "", b""),
+            Some(mut args) => {
+                args.push(b'}');
+                recorder::record(self.name, self.cat, Kind::Complete, self.start, dur, "", &args);
+                args.clear();
+                strings::give(String::from_utf8(args).unwrap_or_default());
+            }
+        }
     }
 }
 
-/// Appends `"key":value,` to an open JSON object text.
-pub(crate) fn push_field(args: &mut String, key: &str, value: &impl serde::Serialize) {
+/// Appends `"key":value` (after a comma unless it is the first field) to
+/// open JSON object bytes, serialized in place; a field that would pass
+/// [`super::layer::MAX_ARGS_BYTES`] is left out.
+pub(crate) fn push_field(args: &mut Vec<u8>, key: &str, value: &impl serde::Serialize) {
     let mark = args.len();
-    push_field_unbounded(args, key, value);
+    if args.len() > 1 {
+        args.push(b',');
+    }
+    // Writing a string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *args, key);
+    args.push(b':');
+    let value_at = args.len();
+    if let Err(e) = serde_json::to_writer(&mut *args, value) {
+        args.truncate(value_at);
+        let _ = serde_json::to_writer(&mut *args, &format!("<unserializable: {e}>"));
+    }
     if args.len() > super::layer::MAX_ARGS_BYTES {
         args.truncate(mark);
-    }
-}
-
-fn push_field_unbounded(args: &mut String, key: &str, value: &impl serde::Serialize) {
-    if args.len() > 1 {
-        args.push(',');
-    }
-    push_json_str(args, key);
-    args.push(':');
-    match serde_json::to_string(value) {
-        Ok(v) => args.push_str(&v),
-        Err(e) => push_json_str(args, &format!("<unserializable: {e}>")),
     }
 }
 
@@ -129,8 +134,9 @@ pub(crate) fn push_u64(out: &mut String, mut v: u64) {
             break;
         }
     }
-    // Only ASCII digits were written.
-    out.push_str(std::str::from_utf8(&buf[at..]).unwrap_or_default());
+    for &digit in &buf[at..] {
+        out.push(char::from(digit));
+    }
 }
 
 /// Appends the decimal digits of `v`, with a `-` when negative.
@@ -141,35 +147,17 @@ pub(crate) fn push_i64(out: &mut String, v: i64) {
     push_u64(out, v.unsigned_abs());
 }
 
-/// Closes an open JSON object text made with [`push_field`].
-pub(crate) fn close_object(mut args: String) -> String {
-    args.push('}');
-    args
-}
-
 /// Records an instant (`ph: i`, thread scope) event now.
 pub fn instant(name: &'static str, cat: &'static str) {
     if recorder::is_recording() {
-        recorder::push(Event {
-            name: Name::Static(name),
-            cat,
-            ts: clock::now(),
-            payload: Payload::Instant,
-            args: None,
-        });
+        recorder::record(name, cat, Kind::Instant, clock::now(), 0, "", b"");
     }
 }
 
 /// Records a counter (`ph: C`) sample now: series `value` of track `name`.
 pub fn counter(name: &'static str, value: f64) {
     if recorder::is_recording() {
-        recorder::push(Event {
-            name: Name::Static(name),
-            cat: "counter",
-            ts: clock::now(),
-            payload: Payload::Counter(value),
-            args: None,
-        });
+        recorder::record(name, "counter", Kind::Counter, clock::now(), value.to_bits(), "", b"");
     }
 }
 
@@ -193,10 +181,11 @@ mod tests {
 
     #[test]
     fn json_text_helpers_escape() {
-        let mut s = String::from("{");
+        let mut s = b"{".to_vec();
         push_field(&mut s, "a\"b", &"x\ny\u{1}");
         push_field(&mut s, "n", &3);
-        let v: serde_json::Value = serde_json::from_str(&close_object(s)).unwrap();
+        s.push(b'}');
+        let v: serde_json::Value = serde_json::from_slice(&s).unwrap();
         assert_eq!(v["a\"b"], "x\ny\u{1}");
         assert_eq!(v["n"], 3);
     }
@@ -215,12 +204,18 @@ mod tests {
 
     #[test]
     fn oversized_args_are_left_out_and_the_rest_stays_valid() {
-        let mut s = String::from("{");
+        let mut s = b"{".to_vec();
         push_field(&mut s, "small", &1);
         push_field(&mut s, "huge", &"x".repeat(5000));
         push_field(&mut s, "after", &2);
-        let v: serde_json::Value = serde_json::from_str(&close_object(s)).unwrap();
-        assert_eq!(v, serde_json::json!({"small": 1, "after": 2}));
+        let bad: std::collections::HashMap<Vec<u8>, u8> = [(vec![1], 2)].into();
+        push_field(&mut s, "bad", &bad);
+        s.push(b'}');
+        let v: serde_json::Value = serde_json::from_slice(&s).unwrap();
+        assert_eq!(v["small"], 1);
+        assert_eq!(v["after"], 2);
+        assert!(v.get("huge").is_none());
+        assert!(v["bad"].as_str().unwrap().starts_with("<unserializable"), "{v}");
     }
 
     #[test]

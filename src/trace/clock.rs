@@ -31,7 +31,16 @@ struct Base {
 
 static BASE: OnceLock<Base> = OnceLock::new();
 
+#[inline]
 fn base() -> &'static Base {
+    match BASE.get() {
+        Some(b) => b,
+        None => init_base(),
+    }
+}
+
+#[cold]
+fn init_base() -> &'static Base {
     BASE.get_or_init(|| {
         let use_tsc = tsc::usable();
         let instant = Instant::now();
@@ -66,10 +75,16 @@ pub fn now() -> u64 {
 }
 
 /// Converts ticks to nanoseconds, at the rate measured when it was made.
+///
+/// The rate is kept as a 64.64 fixed-point number, so a conversion is two
+/// multiplications (no 128-bit division per event at export) and exact to
+/// within a nanosecond for any tick count.
 #[derive(Clone, Copy, Debug)]
 pub struct Scale {
-    ns: u64,
-    ticks: u64,
+    /// Whole nanoseconds per tick.
+    int: u64,
+    /// Fraction of a nanosecond per tick, in units of 2^-64.
+    frac: u64,
 }
 
 impl Scale {
@@ -84,22 +99,28 @@ impl Scale {
         let ns = b.instant.elapsed().as_nanos() as u64;
         let t2 = tsc::read();
         let ticks = (t1.wrapping_sub(b.tsc0) / 2).wrapping_add(t2.wrapping_sub(b.tsc0) / 2);
+        Scale::ratio(ns, ticks)
+    }
+
+    /// `ns` nanoseconds per `ticks` ticks (identity when either is 0).
+    fn ratio(ns: u64, ticks: u64) -> Scale {
         if ns == 0 || ticks == 0 {
             return Scale::identity();
         }
-        Scale { ns, ticks }
+        let frac = (u128::from(ns % ticks) << 64) / u128::from(ticks);
+        Scale { int: ns / ticks, frac: u64::try_from(frac).unwrap_or(u64::MAX) }
     }
 
     /// One tick per nanosecond.
     pub fn identity() -> Scale {
-        Scale { ns: 1, ticks: 1 }
+        Scale { int: 1, frac: 0 }
     }
 
     /// `ticks` in nanoseconds.
     #[inline]
     pub fn to_ns(self, ticks: u64) -> u64 {
-        let v = u128::from(ticks) * u128::from(self.ns) / u128::from(self.ticks);
-        u64::try_from(v).unwrap_or(u64::MAX)
+        let part = (u128::from(ticks) * u128::from(self.frac)) >> 64;
+        ticks.saturating_mul(self.int).saturating_add(part as u64)
     }
 }
 
@@ -147,5 +168,21 @@ mod tests {
         let wall = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64;
         let abs = base_unix_ns() + scale.to_ns(now());
         assert!(wall.abs_diff(abs) < 60_000_000_000, "wall {wall} abs {abs}");
+    }
+
+    #[test]
+    fn fixed_point_scale_matches_exact_division() {
+        for (ns, ticks) in
+            [(1, 3), (10_000, 29_999), (7, 7), (5_000_000_000, 1_999_999_999), (3, 1)]
+        {
+            let s = Scale::ratio(ns, ticks);
+            for t in [0_u64, 1, 2, 999, 123_456_789, 1 << 40, 1 << 50] {
+                let exact = u128::from(t) * u128::from(ns) / u128::from(ticks);
+                let got = u128::from(s.to_ns(t));
+                assert!(got.abs_diff(exact) <= 1, "{ns}/{ticks} at {t}: {got} vs {exact}");
+            }
+        }
+        assert_eq!(Scale::identity().to_ns(12_345), 12_345);
+        assert_eq!(Scale::ratio(0, 5).to_ns(9), 9);
     }
 }

@@ -25,9 +25,10 @@
 //! over the target: the trace file is always complete or absent. A `.gz`
 //! target is gzip-compressed. This module never decides *when* to export.
 
+use super::api::{push_json_str, push_u64};
 use super::clock::Scale;
 use super::path::parent_dir;
-use super::recorder::{self, Payload, Recorder, Stored};
+use super::recorder::{self, EventRef, Payload, Recorder};
 use super::TraceError;
 use std::fs;
 use std::io::{self, BufWriter, Write};
@@ -147,24 +148,31 @@ pub(crate) fn write_json(w: &mut dyn Write, rec: &Recorder, meta: &Meta) -> io::
             t.tid
         )?;
     }
-    let mut failed: Option<io::Error> = None;
-    let mut line = String::with_capacity(256);
+    let sites: Vec<SiteText> = sites.iter().map(|&(name, cat)| SiteText::new(name, cat)).collect();
+    // Events are rendered into one buffer that is handed to the writer a
+    // block at a time (no per-event write call, no second copy).
+    let mut out = String::with_capacity(FLUSH_AT + 4096);
     for t in &threads {
+        let thread = ThreadText::new(pid, t.tid);
+        let mut failed: Option<io::Error> = None;
         t.for_each(&mut |e| {
             if failed.is_some() {
                 return;
             }
-            line.clear();
-            line.push_str(",\n  ");
-            render_event(&mut line, e, &sites, pid, t.tid, scale);
-            if let Err(err) = w.write_all(line.as_bytes()) {
-                failed = Some(err);
+            out.push_str(",\n  ");
+            render_event(&mut out, e, &sites, &thread, scale);
+            if out.len() >= FLUSH_AT {
+                if let Err(err) = w.write_all(out.as_bytes()) {
+                    failed = Some(err);
+                }
+                out.clear();
             }
         });
-        if let Some(err) = failed.take() {
+        if let Some(err) = failed {
             return Err(err);
         }
     }
+    w.write_all(out.as_bytes())?;
     if dropped > 0 {
         tracing::warn!(
             dropped,
@@ -179,38 +187,80 @@ pub(crate) fn write_json(w: &mut dyn Write, rec: &Recorder, meta: &Meta) -> io::
 
 fn json_str(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
-    super::api::push_json_str(&mut out, s);
+    push_json_str(&mut out, s);
     out
 }
 
 /// Appends `ns` as microseconds with three decimals.
 fn push_us(out: &mut String, ns: u64) {
-    use std::fmt::Write as _;
-    let _ = write!(out, "{}.{:03}", ns / 1000, ns % 1000);
+    push_u64(out, ns / 1000);
+    let frac = ns % 1000;
+    out.push('.');
+    out.push(char::from(b'0' + (frac / 100) as u8));
+    out.push(char::from(b'0' + (frac / 10 % 10) as u8));
+    out.push(char::from(b'0' + (frac % 10) as u8));
+}
+
+/// Rendered bytes are handed to the writer in blocks of about this size.
+const FLUSH_AT: usize = 1 << 16;
+
+/// A site's name and category as JSON members, rendered once per export.
+struct SiteText {
+    /// `"name":"…","cat":"…"`
+    both: String,
+    /// `,"cat":"…"` (after a run-time name)
+    cat: String,
+}
+
+impl SiteText {
+    fn new(name: &str, cat: &str) -> SiteText {
+        let mut c = String::from(",\"cat\":");
+        push_json_str(&mut c, cat);
+        let mut both = String::from("\"name\":");
+        push_json_str(&mut both, name);
+        both.push_str(&c);
+        SiteText { both, cat: c }
+    }
+}
+
+/// A thread's `,"pid":P,"tid":T,"ts":`, rendered once per export.
+struct ThreadText(String);
+
+impl ThreadText {
+    fn new(pid: u32, tid: u64) -> ThreadText {
+        let mut s = String::from(",\"pid\":");
+        push_u64(&mut s, u64::from(pid));
+        s.push_str(",\"tid\":");
+        push_u64(&mut s, tid);
+        s.push_str(",\"ts\":");
+        ThreadText(s)
+    }
 }
 
 fn render_event(
     out: &mut String,
-    e: &Stored,
-    sites: &[(&'static str, &'static str)],
-    pid: u32,
-    tid: u64,
+    e: &EventRef<'_>,
+    sites: &[SiteText],
+    thread: &ThreadText,
     scale: Scale,
 ) {
     use std::fmt::Write as _;
     let payload = e.payload();
-    let ph = match payload {
-        Payload::Complete { .. } => "X",
-        Payload::Instant => "i",
-        Payload::Counter(_) => "C",
-    };
-    let (name, cat) = sites.get(e.site as usize).copied().unwrap_or(("?", "?"));
-    let name = e.name().unwrap_or(name);
-    let _ = write!(out, "{{\"ph\":\"{ph}\",\"name\":");
-    super::api::push_json_str(out, name);
-    out.push_str(",\"cat\":");
-    super::api::push_json_str(out, cat);
-    let _ = write!(out, ",\"pid\":{pid},\"tid\":{tid},\"ts\":");
+    out.push_str(match payload {
+        Payload::Complete { .. } => "{\"ph\":\"X\",",
+        Payload::Instant => "{\"ph\":\"i\",",
+        Payload::Counter(_) => "{\"ph\":\"C\",",
+    });
+    let site = sites.get(e.site as usize);
+    match (e.name, site) {
+        (None, Some(site)) => out.push_str(&site.both),
+        (name, site) => {
+            out.push_str("\"name\":");
+            push_json_str(out, name.unwrap_or("?"));
+            out.push_str(site.map_or(",\"cat\":\"?\"", |s| &s.cat));
+        }
+    }
+    out.push_str(&thread.0);
     push_us(out, scale.to_ns(e.ts));
     match payload {
         Payload::Complete { dur } => {
@@ -226,7 +276,7 @@ fn render_event(
             }
         }
     }
-    if let Some(args) = e.args() {
+    if let Some(args) = e.args {
         if !matches!(payload, Payload::Counter(_)) {
             out.push_str(",\"args\":");
             out.push_str(args);
@@ -250,55 +300,34 @@ mod tests {
     #[test]
     fn events_render_as_valid_json() {
         use super::super::recorder::Kind;
-        let sites = [("", "user_annotation"), ("", "c"), ("ctr", "counter")];
+        let sites: Vec<SiteText> = [("", "user_annotation"), ("", "c"), ("ctr", "counter")]
+            .iter()
+            .map(|&(n, c)| SiteText::new(n, c))
+            .collect();
+        let thread = ThreadText::new(3, 99);
+        let ev = |ts, val, site, kind, name, args| EventRef { ts, val, site, kind, name, args };
         let events = [
-            Stored {
-                ts: 1500,
-                val: 2_000_001,
-                text: Some("ProfilerStep#7".into()),
-                site: 0,
-                name_len: 14,
-                kind: Kind::Complete,
-            },
-            Stored {
-                ts: 1,
-                val: 0,
-                text: Some(r#"quote " and \{"rank":5}"#.into()),
-                site: 1,
-                name_len: 13,
-                kind: Kind::Instant,
-            },
-            Stored {
-                ts: 2,
-                val: f64::NAN.to_bits(),
-                text: None,
-                site: 2,
-                name_len: 0,
-                kind: Kind::Counter,
-            },
+            ev(1500, 2_000_001, 0, Kind::Complete, Some("ProfilerStep#7"), None),
+            ev(1, 0, 1, Kind::Instant, Some(r#"quote " and \"#), Some(r#"{"rank":5}"#)),
+            ev(2, f64::NAN.to_bits(), 2, Kind::Counter, None, None),
         ];
         for e in &events {
             let mut s = String::new();
-            render_event(&mut s, e, &sites, 3, 99, Scale::identity());
+            render_event(&mut s, e, &sites, &thread, Scale::identity());
             let v: serde_json::Value =
                 serde_json::from_str(&s).unwrap_or_else(|x| panic!("{s}: {x}"));
             assert_eq!(v["pid"], 3);
             assert_eq!(v["tid"], 99);
         }
         let mut s = String::new();
-        render_event(&mut s, &events[0], &sites, 3, 99, Scale::identity());
+        render_event(&mut s, &events[0], &sites, &thread, Scale::identity());
         assert!(
             s.contains(r#""name":"ProfilerStep#7""#) && s.contains(r#""ts":1.500,"dur":2000.001"#),
             "{s}"
         );
         let mut s = String::new();
-        render_event(&mut s, &events[1], &sites, 3, 99, Scale::identity());
+        render_event(&mut s, &events[1], &sites, &thread, Scale::identity());
         assert!(s.contains(r#""name":"quote \" and \\","#), "{s}");
         assert!(s.contains(r#""args":{"rank":5}"#), "{s}");
-    }
-
-    #[test]
-    fn stored_events_are_small() {
-        assert_eq!(std::mem::size_of::<Stored>(), 48);
     }
 }

@@ -10,9 +10,9 @@
 //! session, or outside the iteration window) are not recorded at all and
 //! cost one check. This module owns only the translation from `tracing`.
 
-use super::api::{close_object, push_i64, push_json_str, push_u64};
+use super::api::{push_i64, push_json_str, push_u64};
 use super::clock;
-use super::recorder::{self, Event, Name, OpenSpan, Payload};
+use super::recorder::{self, open, strings, Kind, OpenSpan};
 use std::fmt::{self, Write as _};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
@@ -135,10 +135,6 @@ pub(crate) fn merge_args(args: &mut String, more: &str) {
     }
 }
 
-pub(crate) fn finish(args: String) -> Option<String> {
-    (args.len() > 1).then(|| close_object(args))
-}
-
 /// Records a `tracing` event as an instant named by its message (the Layer
 /// and [`super::subscriber`] share this).
 pub(crate) fn record_event(event: &tracing::Event<'_>) {
@@ -146,22 +142,19 @@ pub(crate) fn record_event(event: &tracing::Event<'_>) {
         return;
     }
     let meta = event.metadata();
-    let mut args = String::with_capacity(64);
+    let ts = clock::now();
+    let mut args = strings::take();
     args.push('{');
-    let mut message = String::new();
+    let mut message = strings::take();
     event.record(&mut Fields { out: &mut args, message: Some(&mut message) });
-    let name = if message.is_empty() {
-        Name::Static(meta.name())
+    if args.len() > 1 {
+        args.push('}');
     } else {
-        Name::Owned(message.into_boxed_str())
-    };
-    recorder::push(Event {
-        name,
-        cat: meta.target(),
-        ts: clock::now(),
-        payload: Payload::Instant,
-        args: finish(args),
-    });
+        args.clear();
+    }
+    recorder::record(meta.name(), meta.target(), Kind::Instant, ts, 0, &message, args.as_bytes());
+    strings::give(args);
+    strings::give(message);
 }
 
 impl<S: Subscriber> Layer<S> for TraceLayer {
@@ -169,14 +162,7 @@ impl<S: Subscriber> Layer<S> for TraceLayer {
         if !recorder::is_recording() {
             return;
         }
-        let mut args = String::new();
-        if !attrs.fields().is_empty() {
-            args.reserve(64);
-            args.push('{');
-            attrs.record(&mut Fields { out: &mut args, message: None });
-        }
-        let span = OpenSpan::new(attrs.metadata(), args);
-        recorder::open_span(id.into_u64(), span);
+        open::open(id.into_u64(), OpenSpan::new(attrs.metadata(), format_fields(attrs)));
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, _ctx: Context<'_, S>) {
@@ -187,11 +173,7 @@ impl<S: Subscriber> Layer<S> for TraceLayer {
             return;
         }
         let key = id.into_u64();
-        recorder::with_open_span(key, |open| {
-            if let Some(span) = open.get_mut(&key) {
-                merge_args(&mut span.args, &more);
-            }
-        });
+        open::with_open(key, |span| merge_args(&mut span.args, &more));
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
@@ -199,7 +181,9 @@ impl<S: Subscriber> Layer<S> for TraceLayer {
     }
 
     fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
-        recorder::close_span(id.into_u64(), OpenSpan::into_event);
+        if let Some(span) = open::take(id.into_u64()) {
+            span.close();
+        }
     }
 
     fn on_follows_from(&self, span: &Id, follows: &Id, _ctx: Context<'_, S>) {
@@ -210,15 +194,19 @@ impl<S: Subscriber> Layer<S> for TraceLayer {
 /// Notes on open span `span` that it follows from span `follows` (recorded
 /// as `args.follows_from`, a list of span names), if both are known.
 pub(crate) fn follows_from(span: u64, follows: u64) {
-    let Some(name) =
-        recorder::with_open_span(follows, |open| open.get(&follows).map(|s| s.meta.name()))
-            .flatten()
-    else {
+    let Some(name) = open::with_open(follows, |s| s.meta.name()) else {
         return;
     };
-    recorder::with_open_span(span, |open| {
-        if let Some(s) = open.get_mut(&span) {
-            s.follows.push(name);
-        }
-    });
+    open::with_open(span, |s| s.follows.push(name));
+}
+
+/// A new span's fields as an open object text (`{"k":v,...`), in a pooled
+/// buffer; empty when it has none.
+pub(crate) fn format_fields(attrs: &Attributes<'_>) -> String {
+    let mut args = strings::take();
+    if !attrs.fields().is_empty() {
+        args.push('{');
+        attrs.record(&mut Fields { out: &mut args, message: None });
+    }
+    args
 }

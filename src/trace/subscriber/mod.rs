@@ -5,9 +5,9 @@
 //! extensions, parent look-ups); on the bench machine it alone costs more per
 //! span than recording does. A program that only wants its `tracing` spans in
 //! the trace can install this Subscriber instead: span ids come from a
-//! per-thread block of a global counter, open spans live in the recorder's
-//! per-thread tables (found from any thread), entered spans in a per-thread
-//! stack. It records exactly what [`super::TraceLayer`] records. It does no
+//! span's slot (see `slab`: the id is the slot, so no table look-up and at
+//! most one atomic read-modify-write per call), entered spans in a
+//! per-thread stack. It records exactly what [`super::TraceLayer`] records. It does no
 //! formatting or log output of its own: use the Registry + Layer when the
 //! program also logs through `tracing-subscriber`'s fmt layer.
 //!
@@ -17,7 +17,9 @@
 //! them is none (only recorded spans keep their metadata). This module owns only the
 //! `Subscriber` protocol: ids, reference counts, the entered-span stack.
 
-use super::layer::{follows_from, merge_args, Fields};
+mod slab;
+
+use super::layer::{format_fields, merge_args, Fields};
 use super::recorder::{self, OpenSpan};
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -112,18 +114,12 @@ impl Subscriber for TraceSubscriber {
     }
 
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {
-        let id = next_id();
-        if !recorder::is_recording() {
-            return Id::from_u64(id | UNTRACKED);
+        if recorder::is_recording() {
+            if let Some(id) = slab::insert(OpenSpan::new(attrs.metadata(), format_fields(attrs))) {
+                return Id::from_u64(id);
+            }
         }
-        let mut args = String::new();
-        if !attrs.fields().is_empty() {
-            args.reserve(64);
-            args.push('{');
-            attrs.record(&mut Fields { out: &mut args, message: None });
-        }
-        recorder::open_span(id, OpenSpan::new(attrs.metadata(), args));
-        Id::from_u64(id)
+        Id::from_u64(next_id() | UNTRACKED)
     }
 
     fn record(&self, span: &Id, values: &Record<'_>) {
@@ -134,16 +130,14 @@ impl Subscriber for TraceSubscriber {
         if more.len() <= 1 {
             return;
         }
-        recorder::with_open_span(key, |open| {
-            if let Some(span) = open.get_mut(&key) {
-                merge_args(&mut span.args, &more);
-            }
-        });
+        slab::with(key, |span| merge_args(&mut span.args, &more));
     }
 
     fn record_follows_from(&self, span: &Id, follows: &Id) {
         if let (Some(span), Some(follows)) = (tracked(span), tracked(follows)) {
-            follows_from(span, follows);
+            if let Some(name) = slab::with(follows, |s| s.meta.name()) {
+                slab::with(span, |s| s.follows.push(name));
+            }
         }
     }
 
@@ -174,26 +168,27 @@ impl Subscriber for TraceSubscriber {
 
     fn clone_span(&self, span: &Id) -> Id {
         if let Some(key) = tracked(span) {
-            recorder::with_open_span(key, |open| {
-                if let Some(s) = open.get_mut(&key) {
-                    s.refs = s.refs.saturating_add(1);
-                }
-            });
+            slab::clone(key);
         }
         span.clone()
     }
 
     fn try_close(&self, span: Id) -> bool {
         // Untracked spans keep no count, so they never report closing.
-        tracked(&span).is_some_and(|key| recorder::release_span(key, OpenSpan::into_event))
+        match tracked(&span).and_then(slab::release) {
+            Some(closed) => {
+                closed.close();
+                true
+            }
+            None => false,
+        }
     }
 
     fn current_span(&self) -> Current {
         let top = STACK.try_with(|s| s.try_borrow().ok().and_then(|s| s.last().copied()));
         // Only recorded spans have their metadata at hand; for the others
         // (and spans closed meanwhile) report no current span.
-        let known =
-            |id: u64| recorder::with_open_span(id, |open| open.get(&id).map(|s| s.meta)).flatten();
+        let known = |id: u64| slab::with(id, |s| s.meta);
         match top
             .ok()
             .flatten()
