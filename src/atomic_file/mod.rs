@@ -46,7 +46,7 @@ mod sys;
 use std::cell::Cell;
 use std::convert::Infallible;
 use std::ffi::{OsStr, OsString};
-use std::fs::{File, Metadata};
+use std::fs::{File, FileType};
 use std::io::{self, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -106,6 +106,12 @@ pub enum PublishError<E = Infallible> {
         #[source]
         source: io::Error,
     },
+    /// The target path has no file name (`/`, `..`, an empty path).
+    #[error("{path} does not name a file")]
+    NoFileName {
+        /// The target.
+        path: PathBuf,
+    },
     /// With [`Publish::regular_target_only`]: the target is neither a
     /// regular file nor a symlink, and was left alone.
     #[error("{path} is not a regular file, so it was not replaced")]
@@ -113,7 +119,7 @@ pub enum PublishError<E = Infallible> {
         /// The target.
         path: PathBuf,
         /// What is there (not following a symlink).
-        metadata: Metadata,
+        file_type: FileType,
     },
     /// The writer callback failed.
     #[error(transparent)]
@@ -135,8 +141,9 @@ impl PublishError<Infallible> {
     pub fn widen<E>(self) -> PublishError<E> {
         match self {
             PublishError::Io { step, path, source } => PublishError::Io { step, path, source },
-            PublishError::NotReplaceable { path, metadata } => {
-                PublishError::NotReplaceable { path, metadata }
+            PublishError::NoFileName { path } => PublishError::NoFileName { path },
+            PublishError::NotReplaceable { path, file_type } => {
+                PublishError::NotReplaceable { path, file_type }
             }
             PublishError::Writer(never) => match never {},
         }
@@ -233,8 +240,9 @@ impl<'a> Publish<'a> {
         .map_err(|e| match e {
             PublishError::Writer(inner) => inner,
             PublishError::Io { step, path, source } => PublishError::Io { step, path, source },
-            PublishError::NotReplaceable { path, metadata } => {
-                PublishError::NotReplaceable { path, metadata }
+            PublishError::NoFileName { path } => PublishError::NoFileName { path },
+            PublishError::NotReplaceable { path, file_type } => {
+                PublishError::NotReplaceable { path, file_type }
             }
         })
     }
@@ -249,11 +257,9 @@ impl<'a> Publish<'a> {
     ) -> Result<T, PublishError<E>> {
         let target = self.target;
         self.check_target()?;
-        let name = target.file_name().ok_or_else(|| PublishError::Io {
-            step: Step::CreateTemp,
-            path: target.to_path_buf(),
-            source: io::Error::new(io::ErrorKind::InvalidInput, "the path does not name a file"),
-        })?;
+        let name = target
+            .file_name()
+            .ok_or_else(|| PublishError::NoFileName { path: target.to_path_buf() })?;
         let dir = parent_dir(target);
         let mut temp = create_temp(&dir, name)?;
         let mut cleanup = RemoveOnDrop(Some(temp.path.clone()));
@@ -292,7 +298,10 @@ impl<'a> Publish<'a> {
         }
         match std::fs::symlink_metadata(self.target) {
             Ok(m) if !m.file_type().is_file() && !m.file_type().is_symlink() => {
-                Err(PublishError::NotReplaceable { path: self.target.to_path_buf(), metadata: m })
+                Err(PublishError::NotReplaceable {
+                    path: self.target.to_path_buf(),
+                    file_type: m.file_type(),
+                })
             }
             _ => Ok(()),
         }
@@ -604,8 +613,8 @@ mod tests {
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
         let err = Publish::new(&path).regular_target_only().bytes(b"x").unwrap_err();
-        assert!(matches!(&err, PublishError::NotReplaceable { metadata, .. }
-            if metadata.file_type().is_fifo()));
+        assert!(matches!(&err, PublishError::NotReplaceable { file_type, .. }
+            if file_type.is_fifo()));
         assert!(std::fs::symlink_metadata(&path).unwrap().file_type().is_fifo());
         assert_eq!(names(dir.path()), ["fifo.json"]);
         let sub = dir.path().join("sub");
@@ -629,8 +638,8 @@ mod tests {
         assert!(matches!(&err, PublishError::Io { step: Step::CreateTemp, source, .. }
             if source.kind() == io::ErrorKind::NotFound));
         assert!(err.to_string().starts_with("creating temp file "), "{err}");
-        let err = Publish::new(Path::new("/")).bytes(b"x").unwrap_err();
-        assert!(matches!(err, PublishError::Io { step: Step::CreateTemp, .. }));
+        let err = Publish::new(Path::new("")).bytes(b"x").unwrap_err();
+        assert!(matches!(err, PublishError::NoFileName { .. }), "{err:?}");
     }
 
     #[test]
