@@ -16,7 +16,10 @@
 //! - [`kernels`]: real CPU operators with several tactics each.
 //! - [`trace`]: per-rank profiling traces, and their merge and summary.
 //! - [`collective`]: how ranks exchange bytes (store-based, in-process).
+//! - [`atomic_file`]: publishing a file atomically (temp file, rename), for
+//!   every writer above.
 
+pub mod atomic_file;
 pub mod cache;
 pub mod collective;
 pub mod error_chain;

@@ -287,3 +287,110 @@ fn prune_refuses_an_unknown_environment_and_can_dry_run() {
     assert!(out.status.success() && text.contains("would remove 1"), "{text}");
     assert_eq!(std::fs::read(&path).unwrap(), before, "nothing changed");
 }
+
+/// One entry of gemm bucket `n` for rank 0.
+fn one_entry(n: u64, tactic: i64) -> CacheData {
+    let mut update = CacheData::default();
+    update.insert(
+        ranktune::cache::Section::Rank(0),
+        ranktune::cache::EntryKey {
+            op: "gemm".into(),
+            runner: "r".into(),
+            fingerprint: "f".into(),
+            bucket: vec![vec![n]],
+        },
+        ranktune::cache::Entry {
+            runner_index: 0,
+            tactic: serde_json::json!(tactic),
+            time_us: 1.0,
+            candidates: vec![],
+            checksum: "c".into(),
+            env: "e".into(),
+            created_unix: 1,
+        },
+    );
+    update
+}
+
+/// Runs `f` on a thread and fails the test (instead of hanging) if it has
+/// not finished after a generous deadline.
+fn within_deadline<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(60)).expect("hung on something in the spool")
+}
+
+#[test]
+fn things_put_in_the_spool_are_skipped_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("tune.json");
+    let spool = dir.path().join("tune.json.spool");
+    FileStore::new(&cache).save(&one_entry(1, 1)).unwrap();
+    // A FIFO, a directory and symlinks named like spool files, a device if
+    // this user may make one, and a plain directory.
+    let fifo = spool.join("00-fifo.json");
+    mkfifo(&fifo);
+    let subdir = spool.join("01-dir.json");
+    std::fs::create_dir(&subdir).unwrap();
+    std::fs::create_dir(spool.join("stuff")).unwrap();
+    // The link points at a valid cache document: never read through it.
+    let other = dir.path().join("other.json");
+    FileStore::new(&other).save(&one_entry(99, 99)).unwrap();
+    let other_bytes = std::fs::read(&other).unwrap();
+    let link = spool.join("02-link.json");
+    std::os::unix::fs::symlink(&other, &link).unwrap();
+    let fifo_link = spool.join("03-fifo-link.json");
+    std::os::unix::fs::symlink(&fifo, &fifo_link).unwrap();
+    let device = spool.join("04-null.json");
+    let have_device = mknod_null(&device);
+
+    let c = cache.clone();
+    let (saves, loaded, inspected) = within_deadline(move || {
+        let saves: Vec<_> =
+            (2..5).map(|n| FileStore::new(&c).save(&one_entry(n, n as i64)).unwrap()).collect();
+        (saves, FileStore::new(&c).load().unwrap(), FileStore::new(&c).inspect().unwrap())
+    });
+    // Every save went in, nothing came from the link.
+    for l in [&loaded, &inspected] {
+        assert_eq!(l.data.len(), 4, "{:?}", l.warnings);
+        for n in 1..5 {
+            let key = ranktune::cache::EntryKey {
+                op: "gemm".into(),
+                runner: "r".into(),
+                fingerprint: "f".into(),
+                bucket: vec![vec![n]],
+            };
+            let e = l.data.get(ranktune::cache::Section::Rank(0), &key).unwrap();
+            assert_eq!(e.tactic, serde_json::json!(n));
+        }
+    }
+    // Each is named in the warnings, with what to do.
+    let mut odd = vec![&fifo, &subdir, &link, &fifo_link];
+    if have_device {
+        odd.push(&device);
+    }
+    for w in [&saves[0].warnings, &loaded.warnings] {
+        for p in &odd {
+            let p = p.display().to_string();
+            assert!(w.iter().any(|w| w.contains(&p) && w.contains("remove it")), "{p}: {w:?}");
+        }
+    }
+    assert!(loaded.warnings.iter().any(|w| w.contains("FIFO")), "{:?}", loaded.warnings);
+    // All left as they were.
+    let kind = |p: &Path| std::fs::symlink_metadata(p).unwrap().file_type();
+    assert!(kind(&fifo).is_fifo());
+    assert!(kind(&subdir).is_dir() && kind(&spool.join("stuff")).is_dir());
+    assert!(kind(&link).is_symlink() && kind(&fifo_link).is_symlink());
+    assert_eq!(std::fs::read(&other).unwrap(), other_bytes);
+    if have_device {
+        assert!(kind(&device).is_char_device());
+    }
+    // The CLI reads such a cache too, without hanging, and says it once.
+    let c = cache.to_str().unwrap();
+    let out = ranktune(&["cache", "show", c], &[]);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(err.matches(&*fifo.display().to_string()).count(), 1, "{err}");
+}

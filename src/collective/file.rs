@@ -36,10 +36,11 @@
 //! This module owns the directory layout and the rendezvous; the call protocol
 //! itself is the engine's.
 
+use crate::atomic_file::{self, Publish, PublishError};
 use crate::error_chain::Chain;
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -208,7 +209,6 @@ pub(crate) struct FileTransport {
     cleared_hellos: bool,
     /// Calls whose own files may still exist.
     own_seqs: Vec<u64>,
-    tmp_counter: u64,
 }
 
 /// Where a rendezvous stands.
@@ -232,32 +232,22 @@ impl FileTransport {
         })
     }
 
-    /// Writes `bytes` to `dir/name` atomically (temporary file, then rename),
-    /// creating `dir` if it is missing.
-    fn write_atomic(
-        &mut self,
-        dir: &Path,
-        name: &str,
-        bytes: &[u8],
-    ) -> Result<(), CollectiveError> {
-        self.tmp_counter += 1;
-        let tmp = dir.join(format!(".tmp-{}-{}", self.nonce, self.tmp_counter));
+    /// Writes `bytes` to `dir/name` atomically (temporary file, then rename;
+    /// not durable: these are throwaway rendezvous data, useless after a
+    /// crash), creating `dir` if it is missing.
+    fn write_atomic(&self, dir: &Path, name: &str, bytes: &[u8]) -> Result<(), CollectiveError> {
         let target = dir.join(name);
-        let attempt = |tmp: &Path| -> io::Result<()> {
-            let mut file = fs::OpenOptions::new().write(true).create_new(true).open(tmp)?;
-            file.write_all(bytes)?;
-            drop(file);
-            fs::rename(tmp, &target)
-        };
-        let mut result = attempt(&tmp);
-        if matches!(&result, Err(e) if e.kind() == io::ErrorKind::NotFound) {
+        let attempt = || Publish::new(&target).bytes(bytes);
+        let mut result = attempt();
+        if matches!(&result, Err(PublishError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound)
+        {
             // The directory was removed (e.g. pruned after a day idle): recreate it.
             fs::create_dir_all(dir).map_err(io_err("creating", dir))?;
-            result = attempt(&tmp);
+            result = attempt();
         }
-        result.map_err(|e| {
-            remove_quietly(&tmp);
-            io_err("writing", &target)(e)
+        result.map_err(|e| match e {
+            PublishError::Io { source, .. } => io_err("writing", &target)(source),
+            other => io_err("writing", &target)(io::Error::other(other.to_string())),
         })
     }
 
@@ -409,7 +399,9 @@ impl FileTransport {
                 let age = entry.metadata().and_then(|m| m.modified()).ok();
                 let old =
                     age.and_then(|t| now.duration_since(t).ok()).is_some_and(|a| a > STALE_TMP_AGE);
-                if name.starts_with(".tmp-") && old {
+                if (atomic_file::is_temp_name(&entry.file_name()) || name.starts_with(".tmp-"))
+                    && old
+                {
                     remove_quietly(&path);
                 }
                 if name.starts_with("s-") && Some(path.as_path()) != ours {
@@ -571,7 +563,6 @@ impl FileCollective {
             host: crate::rank::host_name(),
             cleared_hellos: false,
             own_seqs: Vec::new(),
-            tmp_counter: 0,
         };
         Ok(FileCollective(Engine::new(rank, world_size, transport)))
     }
@@ -759,17 +750,30 @@ mod tests {
         let recent = tmp.path().join(NAMESPACE_DIR).join("job-recent-0000");
         fs::create_dir_all(&recent).unwrap();
         let mut single = FileCollective::new(0, 1, tmp.path(), job("new")).unwrap();
-        // A temporary file of a writer killed long ago, and one being written now.
+        // Temporary files of writers killed long ago (named by
+        // atomic_file, and by ranktune before it), and ones being written now.
         let job_dir = single.job_dir().to_path_buf();
         fs::create_dir_all(&job_dir).unwrap();
-        fs::write(job_dir.join(".tmp-dead-1"), b"{").unwrap();
-        set_mtime(&job_dir.join(".tmp-dead-1"), day_ago);
-        fs::write(job_dir.join(".tmp-live-1"), b"{").unwrap();
+        let (dead, live) = (
+            [".tmp-dead-1", ".welcome.json.tmp-1-0-0"],
+            [".tmp-live-1", ".welcome.json.tmp-1-0-1"],
+        );
+        for name in dead {
+            fs::write(job_dir.join(name), b"{").unwrap();
+            set_mtime(&job_dir.join(name), day_ago);
+        }
+        for name in live {
+            fs::write(job_dir.join(name), b"{").unwrap();
+        }
         single.barrier("b", LONG).unwrap();
         assert!(!old.exists());
         assert!(recent.exists());
-        assert!(!job_dir.join(".tmp-dead-1").exists());
-        assert!(job_dir.join(".tmp-live-1").exists());
+        for name in dead {
+            assert!(!job_dir.join(name).exists(), "{name}");
+        }
+        for name in live {
+            assert!(job_dir.join(name).exists(), "{name}");
+        }
     }
 
     fn set_mtime(path: &Path, t: SystemTime) {

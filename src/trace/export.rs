@@ -27,13 +27,12 @@
 
 use super::api::{push_json_str, push_u64};
 use super::clock::Scale;
-use super::path::parent_dir;
 use super::recorder::{self, EventRef, Payload, Recorder};
 use super::TraceError;
+use crate::atomic_file::{Publish, PublishError};
 use std::fs;
 use std::io::{self, BufWriter, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 
 /// Who wrote the file: the header fields.
 #[derive(Clone, Debug)]
@@ -47,52 +46,36 @@ pub(crate) struct Meta {
     pub base_ns: u64,
 }
 
-/// Writes `rec`'s events so far to `path` (temp file + rename).
+/// Writes `rec`'s events so far to `path`, published atomically and
+/// durably ([`crate::atomic_file`]): the file is complete or absent.
 pub(crate) fn export(path: &Path, rec: &Recorder, meta: &Meta) -> Result<(), TraceError> {
     let write_err = |source| TraceError::Write { path: path.to_path_buf(), source };
-    let (tmp, file) = create_temp(path).map_err(write_err)?;
-    let result = write_file(file, path, rec, meta).and_then(|()| fs::rename(&tmp, path));
-    if let Err(e) = result {
-        let _ = fs::remove_file(&tmp);
-        return Err(write_err(e));
-    }
-    // Make the rename durable; a failure here leaves a complete file anyway.
-    if let Ok(dir) = fs::File::open(parent_dir(path)) {
-        let _ = dir.sync_all();
-    }
-    Ok(())
-}
-
-fn create_temp(path: &Path) -> io::Result<(PathBuf, fs::File)> {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("trace");
-    let dir = parent_dir(path);
-    loop {
-        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(".{name}.tmp-{}-{seq}", std::process::id()));
-        match fs::OpenOptions::new().write(true).create_new(true).open(&tmp) {
-            Ok(f) => return Ok((tmp, f)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e),
+    match Publish::new(path).durable().write_with(|temp| write_file(temp.file(), path, rec, meta)) {
+        Ok(()) => Ok(()),
+        // Only making the rename durable failed: a complete file is in place.
+        Err(e) if e.published() => Ok(()),
+        Err(PublishError::Writer(source) | PublishError::Io { source, .. }) => {
+            Err(write_err(source))
         }
+        Err(e) => Err(write_err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))),
     }
 }
 
-fn write_file(file: fs::File, path: &Path, rec: &Recorder, meta: &Meta) -> io::Result<()> {
+fn write_file(file: &mut fs::File, path: &Path, rec: &Recorder, meta: &Meta) -> io::Result<()> {
     let gz = path.extension().is_some_and(|e| e == "gz");
-    let file = if gz {
+    if gz {
         let mut enc = flate2::write::GzEncoder::new(
             BufWriter::with_capacity(1 << 16, file),
             flate2::Compression::default(),
         );
         write_json(&mut enc, rec, meta)?;
-        enc.finish()?.into_inner().map_err(io::IntoInnerError::into_error)?
+        enc.finish()?.into_inner().map_err(io::IntoInnerError::into_error)?;
     } else {
         let mut w = BufWriter::with_capacity(1 << 16, file);
         write_json(&mut w, rec, meta)?;
-        w.into_inner().map_err(io::IntoInnerError::into_error)?
-    };
-    file.sync_all()
+        w.into_inner().map_err(io::IntoInnerError::into_error)?;
+    }
+    Ok(())
 }
 
 /// Writes the whole JSON document.

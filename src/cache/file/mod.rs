@@ -10,8 +10,9 @@
 //! - `C.lock` — the sidecar lock (`flock`), never renamed or deleted; its
 //!   content only notes the last holder for the "waiting for lock" message;
 //! - `C.spool/` — saves not yet folded into `C`, one small document each;
-//! - `C.tmp-<pid>-<n>` — a rewrite in progress (only the lock holder makes
-//!   these; any other is a killed writer's and is removed);
+//! - `.C.tmp-<pid>-<thread>-<n>` — a rewrite in progress (only the lock
+//!   holder makes these; any other is a killed writer's and is removed);
+//!   see [`crate::atomic_file`];
 //! - `C.corrupt-<stamp>` — a file that did not parse, set aside, never
 //!   overwritten.
 //!
@@ -70,6 +71,7 @@ pub mod format;
 
 pub use read::{max_file_bytes, read_cache_bytes, DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV};
 
+use crate::atomic_file;
 use crate::cache::document::CacheData;
 use crate::cache::entry::{Entry, EntryKey, Identity, Section};
 use crate::cache::error::io;
@@ -169,6 +171,9 @@ enum SpoolRead<T> {
     Corrupt(String),
     Gone,
     Unsupported(String),
+    /// Not a regular file (a directory, FIFO, device, socket or symlink
+    /// someone put in the spool): skipped, never read, moved or deleted.
+    NotAFile(String),
 }
 
 /// How a document is parsed: fully (loads) or as raw entries (folds).
@@ -280,7 +285,7 @@ impl FileStore {
                 let target = std::fs::canonicalize(&self.path).ok().or_else(|| {
                     // A dangling link: resolve it by hand (one level).
                     let link = std::fs::read_link(&self.path).ok()?;
-                    Some(write::parent_dir(&self.path).join(link))
+                    Some(atomic_file::parent_dir(&self.path).join(link))
                 });
                 match target {
                     Some(path) => Cow::Owned(FileStore { path, ..self.clone() }),
@@ -348,8 +353,8 @@ impl FileStore {
             }
             let aside_path = self.aside_path();
             std::fs::rename(&self.path, &aside_path).map_err(io("setting aside", &self.path))?;
-            let dir = write::parent_dir(&self.path);
-            sys::fsync_dir(&dir).map_err(io("fsyncing directory", &dir))?;
+            let dir = atomic_file::parent_dir(&self.path);
+            atomic_file::sync_dir(&dir).map_err(io("fsyncing directory", &dir))?;
             let msg = format!(
                 "{} does not parse ({reason}); moved it to {} and continuing with an empty cache",
                 self.path.display(),
@@ -381,7 +386,17 @@ impl FileStore {
         set_aside: bool,
         parse: &ParseFn<T>,
     ) -> Result<SpoolRead<T>, CacheError> {
-        let Some((bytes, _)) = read::read_regular(path)? else { return Ok(SpoolRead::Gone) };
+        let bytes = match read::read_spool_file(path)? {
+            read::InSpool::File(bytes) => bytes,
+            read::InSpool::Gone => return Ok(SpoolRead::Gone),
+            read::InSpool::NotAFile(kind) => {
+                return Ok(SpoolRead::NotAFile(format!(
+                    "{} is {kind}, not a spool file; ranktune skips it and leaves it alone (it \
+                     did not put it there): remove it",
+                    path.display()
+                )))
+            }
+        };
         match parse(&bytes) {
             Ok(p) => Ok(SpoolRead::Read(p)),
             Err(ParseError::Unsupported(r)) => {
@@ -407,7 +422,9 @@ impl FileStore {
             match self.read_spool(&path, false, &format::parse)? {
                 SpoolRead::Read(p) => spools.push(p),
                 SpoolRead::Gone => {}
-                SpoolRead::Corrupt(msg) | SpoolRead::Unsupported(msg) => warnings.push(msg),
+                SpoolRead::Corrupt(msg)
+                | SpoolRead::Unsupported(msg)
+                | SpoolRead::NotAFile(msg) => warnings.push(msg),
             }
         }
         let main = self.read_main(aside, &format::parse)?;
@@ -472,7 +489,7 @@ impl FileStore {
                 }
                 SpoolRead::Corrupt(msg) => warnings.push(msg),
                 SpoolRead::Gone => {}
-                SpoolRead::Unsupported(msg) => warnings.push(msg),
+                SpoolRead::Unsupported(msg) | SpoolRead::NotAFile(msg) => warnings.push(msg),
             }
         }
         let t_spools = t0.elapsed();
@@ -500,7 +517,7 @@ impl FileStore {
                 any |= std::fs::remove_file(p).is_ok();
             }
             if any {
-                sys::fsync_dir(&spool_dir).map_err(io("fsyncing directory", &spool_dir))?;
+                atomic_file::sync_dir(&spool_dir).map_err(io("fsyncing directory", &spool_dir))?;
             }
         }
         let total = raw_len(&doc);

@@ -9,7 +9,7 @@
 use super::sys;
 use crate::cache::error::io;
 use crate::cache::CacheError;
-use std::fs::Metadata;
+use std::fs::FileType;
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
@@ -36,10 +36,8 @@ pub fn max_file_bytes() -> Result<u64, CacheError> {
     }
 }
 
-/// What kind of thing `meta` describes, in words, when it is not a regular
-/// file.
-fn odd_kind(meta: &Metadata) -> Option<&'static str> {
-    let t = meta.file_type();
+/// What kind of thing `t` is, in words, when it is not a regular file.
+fn odd_kind(t: FileType) -> Option<&'static str> {
     if t.is_file() {
         None
     } else if t.is_dir() {
@@ -59,9 +57,9 @@ fn odd_kind(meta: &Metadata) -> Option<&'static str> {
     }
 }
 
-/// An error unless `meta` (of `path`) is a regular file.
-pub(crate) fn require_regular(path: &Path, meta: &Metadata) -> Result<(), CacheError> {
-    match odd_kind(meta) {
+/// An error unless `t` (the type of `path`) is a regular file.
+pub(crate) fn require_regular(path: &Path, t: FileType) -> Result<(), CacheError> {
+    match odd_kind(t) {
         None => Ok(()),
         Some("a directory") => Err(CacheError::Invalid(format!(
             "{} is a directory; give the path of a cache file inside it, e.g. {}/tune.json",
@@ -97,7 +95,7 @@ pub(crate) fn read_regular(path: &Path) -> Result<Option<(Vec<u8>, FileId)>, Cac
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io("reading", path)(e)),
     };
-    require_regular(path, &meta)?;
+    require_regular(path, meta.file_type())?;
     let limit = max_file_bytes()?;
     if meta.len() > limit {
         return Err(too_large(path, meta.len(), limit));
@@ -111,13 +109,64 @@ pub(crate) fn read_regular(path: &Path) -> Result<Option<(Vec<u8>, FileId)>, Cac
         Err(e) => return Err(io("reading", path)(e)),
     };
     let meta = file.metadata().map_err(io("reading", path))?;
-    require_regular(path, &meta)?;
+    require_regular(path, meta.file_type())?;
+    let bytes = read_limited(file, path, limit)?;
+    Ok(Some((bytes, (meta.dev(), meta.ino()))))
+}
+
+/// Reads all of `file` (of `path`), failing once it is over `limit` bytes.
+fn read_limited(file: std::fs::File, path: &Path, limit: u64) -> Result<Vec<u8>, CacheError> {
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1)).read_to_end(&mut bytes).map_err(io("reading", path))?;
     if bytes.len() as u64 > limit {
         return Err(too_large(path, bytes.len() as u64, limit));
     }
-    Ok(Some((bytes, (meta.dev(), meta.ino()))))
+    Ok(bytes)
+}
+
+/// What is at a path inside the spool directory.
+#[derive(Debug)]
+pub(crate) enum InSpool {
+    /// A regular file, and its bytes.
+    File(Vec<u8>),
+    /// Nothing (folded by someone else since it was listed).
+    Gone,
+    /// Something ranktune did not write there: what it is, in words.
+    NotAFile(&'static str),
+}
+
+/// Reads the spool file at `path`, which must be a regular file of its own:
+/// a symlink is never followed, and a device, FIFO, socket or directory is
+/// never read (nor opened, when it is one already at the first look), but
+/// reported as [`InSpool::NotAFile`] so the caller can skip it. The open is
+/// `O_NOFOLLOW|O_NONBLOCK` and what was opened is checked again with
+/// `fstat`, so a FIFO swapped in meanwhile cannot hang the reader. Files over
+/// [`max_file_bytes`] are an error, like the cache itself.
+pub(crate) fn read_spool_file(path: &Path) -> Result<InSpool, CacheError> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) => {
+            if let Some(kind) = odd_kind(meta.file_type()) {
+                return Ok(InSpool::NotAFile(kind));
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(InSpool::Gone),
+        Err(e) => return Err(io("reading", path)(e)),
+    }
+    let file = match sys::open_read_nofollow_nonblock(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(InSpool::Gone),
+        Err(e) if sys::is_symlink_refused(&e) => return Ok(InSpool::NotAFile("a symbolic link")),
+        Err(e) => return Err(io("reading", path)(e)),
+    };
+    let meta = file.metadata().map_err(io("reading", path))?;
+    if let Some(kind) = odd_kind(meta.file_type()) {
+        return Ok(InSpool::NotAFile(kind));
+    }
+    let limit = max_file_bytes()?;
+    if meta.len() > limit {
+        return Err(too_large(path, meta.len(), limit));
+    }
+    read_limited(file, path, limit).map(InSpool::File)
 }
 
 /// Reads a whole cache file (any format) by the same rules as the store:

@@ -3,14 +3,18 @@
 //!
 //! A spool file is a small cache document named
 //! `<nanos>-<pid>-<seq>.json` so that names sort in save order; it appears
-//! atomically (written to a dot-named temp file in the spool, then
-//! renamed). This module owns the naming and listing
+//! atomically (published through [`crate::atomic_file`]: a dot-named temp
+//! file in the spool, then renamed). This module owns the naming and listing
 //! rules; it must never fold spools into the cache (that is the store's
-//! job, under the lock).
+//! job, under the lock), and never remove or move anything in the spool
+//! that is not a spool file it can read (a directory, a FIFO, a device or a
+//! symlink someone put there is not ours).
 
-use super::sys;
+use super::write;
+use crate::atomic_file::{self, Publish, PublishError, Step};
 use crate::cache::error::io;
 use crate::cache::CacheError;
+use std::ffi::OsStr;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -108,26 +112,37 @@ pub(crate) fn write_spool(
     let pid = std::process::id();
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     let nanos = next_nanos();
-    let temp = dir.join(format!(".{pid}-{seq}-{nanos}.tmp"));
     let fin = dir.join(format!("{nanos:020}-{pid:010}-{seq:06}.json"));
-    let mut file = sys::create_exclusive(&temp).map_err(io("creating spool file", &temp))?;
-    // No fsync here: a save returns only once its spool has been folded
-    // into the cache file, and that rewrite is fsynced. A spool lost or
-    // damaged by a power cut belonged to a save that had not returned (and
-    // a damaged one is set aside, never folded).
+    // Not durable: a save returns only once its spool has been folded into
+    // the cache file, and that rewrite is fsynced. A spool lost or damaged
+    // by a power cut belonged to a save that had not returned (and a
+    // damaged one is set aside, never folded).
     //
     // The temp file exists before the entries are serialized, so a lock
     // holder gathering a burst of saves (see `settle`) sees this one coming.
-    let result = (|| {
-        file.write_all(&bytes()).map_err(io("writing", &temp))?;
-        drop(file);
-        std::fs::rename(&temp, &fin).map_err(io("renaming spool file to", &fin))
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&temp);
-        return Err(e);
-    }
+    Publish::new(&fin)
+        .write_with(|temp| temp.write_all(&bytes()).map_err(io("writing", temp.path())))
+        .map_err(|e| match e {
+            PublishError::Io { step: Step::CreateTemp, path, source } => {
+                CacheError::Io { action: "creating spool file", path, source }
+            }
+            PublishError::Io { step: Step::Rename, path, source } => {
+                CacheError::Io { action: "renaming spool file to", path, source }
+            }
+            e => write::cache_error(e),
+        })?;
     Ok(fin)
+}
+
+/// Whether `name` in the spool directory is a temp file of a spool write in
+/// progress (or of a killed writer); before [`crate::atomic_file`] these
+/// were `.<pid>-<seq>-<nanos>.tmp`.
+fn is_temp(name: &OsStr) -> bool {
+    if atomic_file::is_temp_name(name) {
+        return true;
+    }
+    let name = name.to_string_lossy();
+    name.starts_with('.') && name.ends_with(".tmp")
 }
 
 /// The spool files waiting to be folded, in save order. A missing spool
@@ -140,11 +155,20 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<PathBuf>, CacheError> {
     };
     let mut names: Vec<String> = read
         .flatten()
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| !n.starts_with('.') && n.ends_with(".json"))
+        .map(|e| e.file_name())
+        .filter(|n| is_spool_name(n))
+        .filter_map(|n| n.into_string().ok())
         .collect();
     names.sort();
     Ok(names.into_iter().map(|n| dir.join(n)).collect())
+}
+
+/// Whether `name` in the spool directory is named like a spool file (not
+/// hidden, `.json`). What is there under such a name is checked when it is
+/// read: only regular files are spool files.
+fn is_spool_name(name: &OsStr) -> bool {
+    let name = name.to_string_lossy();
+    !name.starts_with('.') && name.ends_with(".json")
 }
 
 /// Removes spool temp files of writers killed mid-write (untouched for
@@ -153,8 +177,7 @@ pub(crate) fn remove_stale_temps(dir: &Path, min_age: Duration) {
     let Ok(read) = std::fs::read_dir(dir) else { return };
     let now = SystemTime::now();
     for ent in read.flatten() {
-        let name = ent.file_name().to_string_lossy().into_owned();
-        if !(name.starts_with('.') && name.ends_with(".tmp")) {
+        if !is_temp(&ent.file_name()) {
             continue;
         }
         let age =
@@ -177,10 +200,9 @@ pub(crate) fn settle(dir: &Path, quiet: Duration, cap: Duration) {
         let (mut done, mut writing) = (0, 0);
         for ent in read.flatten() {
             let name = ent.file_name();
-            let name = name.to_string_lossy();
-            if name.ends_with(".json") && !name.starts_with('.') {
+            if is_spool_name(&name) {
                 done += 1;
-            } else if name.starts_with('.') && name.ends_with(".tmp") {
+            } else if is_temp(&name) {
                 // A temp file untouched for a second is a dead writer's.
                 let fresh = ent
                     .metadata()

@@ -1,5 +1,6 @@
-//! The few OS calls std does not offer: `flock`, the host name, and the
-//! open flags for files that must never follow a symlink.
+//! The few OS calls std does not offer: `flock`, and the open flags for
+//! files that must never follow a symlink or block. (Temp files and
+//! directory fsync are [`crate::atomic_file`]'s.)
 //!
 //! This module owns every `unsafe` libc call of the file store and nothing
 //! else; it must never decide policy (what to lock, when to give up).
@@ -58,18 +59,6 @@ pub(crate) fn open_rw_nofollow(path: &Path) -> io::Result<File> {
         .open(path)
 }
 
-/// Creates a new file exclusively (`O_CREAT|O_EXCL|O_NOFOLLOW`): fails if
-/// anything, a symlink included, already has that name. Mode 0666 less the
-/// umask.
-pub(crate) fn create_exclusive(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o666)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-}
-
 /// Opens a file for reading without blocking (`O_NONBLOCK`), so that a
 /// FIFO put in place of a cache cannot hang the open; the caller checks what
 /// it opened before reading.
@@ -77,13 +66,24 @@ pub(crate) fn open_read_nonblock(path: &Path) -> io::Result<File> {
     OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(path)
 }
 
-/// fsyncs a directory so that renames and unlinks in it are durable.
-/// Filesystems that cannot fsync a directory are tolerated.
-pub(crate) fn fsync_dir(dir: &Path) -> io::Result<()> {
-    let d = File::open(dir)?;
-    match d.sync_all() {
-        Ok(()) => Ok(()),
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::EOPNOTSUPP)) => Ok(()),
-        Err(e) => Err(e),
+/// Opens a file for reading without blocking and without following a
+/// symlink at `path` (`O_NOFOLLOW|O_NONBLOCK`): for files that must be the
+/// store's own (spool files). A symlink is refused with an error that
+/// [`is_symlink_refused`] recognises.
+pub(crate) fn open_read_nofollow_nonblock(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// Whether `e` is how an `O_NOFOLLOW` open refuses a symlink (`ELOOP`;
+/// `EMLINK` on FreeBSD).
+pub(crate) fn is_symlink_refused(e: &io::Error) -> bool {
+    match e.raw_os_error() {
+        Some(libc::ELOOP) => true,
+        #[cfg(target_os = "freebsd")]
+        Some(libc::EMLINK) => true,
+        _ => false,
     }
 }

@@ -1,83 +1,67 @@
-//! Replacing a file atomically: exclusive temp file in the same directory,
-//! fsync, rename over, fsync the directory; and cleaning up the temp files
-//! of killed writers.
+//! Replacing the cache file atomically and durably (through
+//! [`crate::atomic_file`]), and cleaning up the temp files of killed writers.
 //!
-//! This module owns the temp-file naming rule (`<file>.tmp-<pid>-<seq>`), so
-//! it alone decides what is a stale temp file. It must never read a temp
-//! file as a cache, and never write the target in place.
+//! This module owns the cache's use of the publish (durable, permissions
+//! kept, never over a device or FIFO), the conversion of its errors into
+//! [`CacheError`], and the rule for which temp files of the cache are stale.
+//! It must never read a temp file as a cache, and never write the target in
+//! place.
 
-use super::sys;
-use crate::cache::error::io;
+use crate::atomic_file::{self, Publish, PublishError};
 use crate::cache::CacheError;
-use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-static SEQ: AtomicU64 = AtomicU64::new(0);
-
-/// The directory that holds `path` (`.` for a bare file name).
-pub(crate) fn parent_dir(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
 fn file_name(path: &Path) -> Result<String, CacheError> {
-    path.file_name().map(|n| n.to_string_lossy().into_owned()).ok_or_else(|| {
-        CacheError::Invalid(format!(
-            "{} does not name a file; give a path like cache.json",
-            path.display()
-        ))
-    })
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).ok_or_else(|| no_file_name(path))
 }
 
-fn temp_prefix(path: &Path) -> Result<String, CacheError> {
+fn no_file_name(path: &Path) -> CacheError {
+    CacheError::Invalid(format!(
+        "{} does not name a file; give a path like cache.json",
+        path.display()
+    ))
+}
+
+/// The temp files of ranktune before [`crate::atomic_file`] were
+/// `<file>.tmp-<pid>-<seq>`; stale ones are still cleaned up.
+fn legacy_temp_prefix(path: &Path) -> Result<String, CacheError> {
     Ok(format!("{}.tmp-", file_name(path)?))
 }
 
-/// Writes `bytes` to `path` atomically: readers see the old or the new file,
-/// never a part. An existing file's permission bits are kept; a new file
-/// gets 0666 less the umask.
+/// Writes `bytes` to `path` atomically and durably: readers see the old or
+/// the new file, never a part, and once this returns the new file survives
+/// a crash. An existing file's permission bits are kept; a new file gets
+/// 0666 less the umask. Refuses to replace anything but a regular file or a
+/// symlink (which a rename replaces without touching its target).
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
-    require_replaceable(path)?;
-    let dir = parent_dir(path);
-    let temp = dir.join(format!(
-        "{}{}-{}",
-        temp_prefix(path)?,
-        std::process::id(),
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let mut file = sys::create_exclusive(&temp).map_err(io("creating temp file", &temp))?;
-    let result = (|| {
-        if let Ok(meta) = std::fs::metadata(path) {
-            let mode = meta.permissions().mode() & 0o7777;
-            file.set_permissions(std::fs::Permissions::from_mode(mode))
-                .map_err(io("setting permissions of", &temp))?;
-        }
-        file.write_all(bytes).map_err(io("writing", &temp))?;
-        file.sync_all().map_err(io("fsyncing", &temp))?;
-        drop(file);
-        require_replaceable(path)?;
-        std::fs::rename(&temp, path).map_err(io("renaming temp file over", path))?;
-        sys::fsync_dir(&dir).map_err(io("fsyncing directory", &dir))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&temp);
-    }
-    result
+    Publish::new(path)
+        .durable()
+        .keep_permissions()
+        .regular_target_only()
+        .bytes(bytes)
+        .map_err(|e| cache_error(e.widen()))
 }
 
-/// An error unless `path` is missing, a regular file, or a symlink (which a
-/// rename replaces without touching its target): a rename must never
-/// replace a device, a FIFO, a socket or a directory.
-fn require_replaceable(path: &Path) -> Result<(), CacheError> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.file_type().is_symlink() => Ok(()),
-        Ok(m) => super::read::require_regular(path, &m),
-        Err(_) => Ok(()),
+/// The [`CacheError`] for a failed publish: the step's action and path for
+/// an OS error, the store's own messages for a bad target, and the writer's
+/// error as it is.
+pub(crate) fn cache_error(e: PublishError<CacheError>) -> CacheError {
+    match e {
+        PublishError::Io { step, path, source } => {
+            CacheError::Io { action: step.action(), path, source }
+        }
+        PublishError::NoFileName { path } => no_file_name(&path),
+        PublishError::NotReplaceable { path, file_type } => {
+            match super::read::require_regular(&path, file_type) {
+                Err(e) => e,
+                Ok(()) => CacheError::Invalid(format!(
+                    "{} changed while it was replaced; save again",
+                    path.display()
+                )),
+            }
+        }
+        PublishError::Writer(e) => e,
     }
 }
 
@@ -85,8 +69,8 @@ fn require_replaceable(path: &Path) -> Result<(), CacheError> {
 /// caller holds the lock, and only lock holders write temp files) every one
 /// goes; without it only those untouched for `min_age`.
 pub(crate) fn remove_stale_temps(path: &Path, all: bool, min_age: Duration) -> usize {
-    let (dir, prefix) = match temp_prefix(path) {
-        Ok(p) => (parent_dir(path), p),
+    let (dir, legacy) = match legacy_temp_prefix(path) {
+        Ok(p) => (atomic_file::parent_dir(path), p),
         Err(_) => return 0,
     };
     let Ok(read) = std::fs::read_dir(&dir) else { return 0 };
@@ -94,7 +78,7 @@ pub(crate) fn remove_stale_temps(path: &Path, all: bool, min_age: Duration) -> u
     let mut removed = 0;
     for ent in read.flatten() {
         let name = ent.file_name();
-        if !name.to_string_lossy().starts_with(&prefix) {
+        if !atomic_file::is_temp_of(path, &name) && !name.to_string_lossy().starts_with(&legacy) {
             continue;
         }
         let old_enough = ent

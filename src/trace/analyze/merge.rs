@@ -18,6 +18,7 @@ use super::json::{self, Span};
 use super::reader::TraceReader;
 use super::timefmt::{self, UNITS_PER_NS};
 use super::AnalyzeError;
+use crate::atomic_file::{Publish, PublishError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,7 +82,8 @@ const FLUSH_AT: usize = 1 << 20;
 
 /// Merges `inputs` (sorted by rank, unique ranks) into `out` (`.json` or
 /// `.json.gz`). The output is written to a temporary file next to `out` and
-/// renamed into place, so a failed merge never leaves a half file.
+/// renamed into place ([`crate::atomic_file`]), so a failed merge never
+/// leaves a half file.
 pub fn merge(
     inputs: &[RankedInput],
     out: &Path,
@@ -96,38 +98,25 @@ pub fn merge(
             });
         }
     }
-    let dir = match out.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let file_name = out
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "merged.json".into());
-    let tmp = dir.join(format!(".{file_name}.tmp-{}", std::process::id()));
-    let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).map_err(io)?;
-    let gz = file_name.to_ascii_lowercase().ends_with(".gz");
-    let result = (|| {
-        if gz {
-            let mut w = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
-            let r = merge_to(inputs, &mut w, opts)?;
-            w.finish().map_err(io)?;
-            Ok(r)
-        } else {
-            let mut w = file;
-            merge_to(inputs, &mut w, opts)
-        }
-    })();
-    match result {
-        Ok(r) => {
-            std::fs::rename(&tmp, out).map_err(io)?;
-            Ok(r)
-        }
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
+    let gz =
+        out.file_name().is_some_and(|n| n.to_string_lossy().to_ascii_lowercase().ends_with(".gz"));
+    // Atomic, not durable: a merge is rerun from its inputs if it is lost.
+    Publish::new(out)
+        .write_with(|temp| {
+            if gz {
+                let mut w = flate2::write::GzEncoder::new(temp.file(), flate2::Compression::fast());
+                let r = merge_to(inputs, &mut w, opts)?;
+                w.finish().map_err(io)?;
+                Ok(r)
+            } else {
+                merge_to(inputs, temp.file(), opts)
+            }
+        })
+        .map_err(|e| match e {
+            PublishError::Writer(e) => e,
+            PublishError::Io { source, .. } => io(source),
+            other => io(std::io::Error::new(std::io::ErrorKind::InvalidInput, other.to_string())),
+        })
 }
 
 fn same(a: &Path, b: &Path) -> bool {
