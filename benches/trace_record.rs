@@ -98,6 +98,13 @@ fn native(c: &mut Criterion) {
             })
         });
     });
+    g.bench_function("native_recorded_macro", |b| {
+        b.iter_custom(|iters| {
+            timed_in_session(dir.path(), iters, |_| {
+                drop(black_box(ranktune::trace_span!("measure", "bench")))
+            })
+        });
+    });
     g.bench_function("native_recorded_with_arg", |b| {
         b.iter_custom(|iters| {
             timed_in_session(dir.path(), iters, |i| {

@@ -299,3 +299,28 @@ fn growing_chunks_keep_every_event_up_to_the_bound_in_order() {
     assert_eq!(kept, (0..50_000).collect::<Vec<_>>(), "the first 50 000, none lost");
     assert_eq!(doc["otherData"]["dropped_events"], 10_000);
 }
+
+#[test]
+fn per_call_site_spans_record_like_the_function_form() {
+    let _l = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let session = TraceSession::start(config(&dir.path().join("m.json")), &rank(0, 1)).unwrap();
+    for i in 0..3_u64 {
+        let _s = ranktune::trace_span!("site_span", "macro").with_arg("i", i);
+        let _f = trace::span("site_span", "function");
+    }
+    let doc = check_trace(&session.stop().unwrap(), 0, 1);
+    let spans = named(&doc, "site_span");
+    let cats: Vec<&str> = spans.iter().map(|e| e["cat"].as_str().unwrap()).collect();
+    assert_eq!(cats.iter().filter(|c| **c == "macro").count(), 3, "{cats:?}");
+    assert_eq!(cats.iter().filter(|c| **c == "function").count(), 3, "{cats:?}");
+    let args: Vec<u64> = spans
+        .iter()
+        .filter(|e| e["cat"] == "macro")
+        .map(|e| e["args"]["i"].as_u64().unwrap())
+        .collect();
+    assert_eq!(args, [0, 1, 2]);
+    // Without a session the macro form records nothing and costs a check.
+    let g = ranktune::trace_span!("site_span", "macro");
+    assert!(!g.is_recording());
+}

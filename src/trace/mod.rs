@@ -36,7 +36,7 @@ mod subscriber;
 mod sys;
 mod window;
 
-pub use api::{counter, instant, set_thread_name, span, step, SpanGuard};
+pub use api::{counter, instant, set_thread_name, span, span_at, step, Site, SpanGuard};
 pub use config::{TraceConfig, MAX_EVENTS_VAR, PATH_VARS, SIGNALS_VAR, WINDOW_VARS};
 pub use error::TraceError;
 pub use layer::{layer, TraceLayer};

@@ -379,7 +379,19 @@ pub(crate) fn record(
     dyn_name: &str,
     args: &[u8],
 ) {
-    let head = chunk::head(sites::id(name, cat), kind);
+    record_at(sites::id(name, cat), kind, ts, val, dyn_name, args);
+}
+
+/// The interned id of site `(name, cat)` (for [`record_at`]).
+#[inline]
+pub(crate) fn site_id(name: &'static str, cat: &'static str) -> u32 {
+    sites::id(name, cat)
+}
+
+/// [`record`] with the site already interned.
+#[inline(always)]
+pub(crate) fn record_at(site: u32, kind: Kind, ts: u64, val: u64, dyn_name: &str, args: &[u8]) {
+    let head = chunk::head(site, kind);
     let dyn_name = cut(dyn_name);
     // Producers bound args (`layer::MAX_ARGS_BYTES`); this bounds an
     // event's memory whatever they pass.
