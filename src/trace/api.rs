@@ -187,22 +187,11 @@ pub(crate) fn push_json_str(out: &mut String, s: &str) {
     out.push('"');
 }
 
-/// Appends the decimal digits of `v` (without the `fmt` machinery: this is
-/// on the path of every `tracing` span with an integer field).
-pub(crate) fn push_u64(out: &mut String, mut v: u64) {
-    let mut buf = [0u8; 20];
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    for &digit in &buf[at..] {
-        out.push(char::from(digit));
-    }
+/// Appends the decimal digits of `v` (with `itoa`, not the `fmt`
+/// machinery: this is on the path of every `tracing` span with an integer
+/// field and of every number in an exported trace).
+pub(crate) fn push_u64(out: &mut String, v: u64) {
+    out.push_str(itoa::Buffer::new().format(v));
 }
 
 /// Appends the decimal digits of `v`, with a `-` when negative.

@@ -69,7 +69,7 @@ pub(crate) struct ThreadBuf {
     dropped: AtomicU64,
     /// `tracing` spans opened on this thread and not closed yet. Only this
     /// thread touches it, except when a span closes on another thread.
-    open: Mutex<open::OpenMap>,
+    open: open::TableLock,
 }
 
 impl ThreadBuf {
@@ -246,7 +246,7 @@ impl Recorder {
     pub(crate) fn clear(&self) {
         for buf in self.threads.lock().unwrap_or_else(PoisonError::into_inner).iter() {
             buf.chunks.lock().unwrap_or_else(PoisonError::into_inner).clear();
-            buf.open.lock().unwrap_or_else(PoisonError::into_inner).clear();
+            buf.open.lock().clear();
         }
     }
 
@@ -303,7 +303,7 @@ impl Recorder {
             name: Mutex::new(name),
             chunks: Mutex::new(Vec::new()),
             dropped: AtomicU64::new(0),
-            open: Mutex::new(open::OpenMap::default()),
+            open: open::TableLock::new(),
         });
         self.threads.lock().unwrap_or_else(PoisonError::into_inner).push(Arc::clone(&buf));
         buf
