@@ -324,3 +324,52 @@ fn per_call_site_spans_record_like_the_function_form() {
     let g = ranktune::trace_span!("site_span", "macro");
     assert!(!g.is_recording());
 }
+
+#[test]
+fn layer_spans_closed_across_threads_at_once_are_each_recorded_once() {
+    let _l = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let session = TraceSession::start(config(&dir.path().join("x.json")), &rank(0, 1)).unwrap();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(session.layer()));
+    const THREADS: u64 = 4;
+    const SPANS: u64 = 500;
+    let (senders, receivers): (Vec<_>, Vec<_>) =
+        (0..THREADS).map(|_| std::sync::mpsc::channel::<tracing::Span>()).unzip();
+    std::thread::scope(|s| {
+        for (t, rx) in receivers.into_iter().enumerate() {
+            let next = senders[(t + 1) % THREADS as usize].clone();
+            let dispatch = dispatch.clone();
+            s.spawn(move || {
+                tracing::dispatcher::with_default(&dispatch, || {
+                    for i in 0..SPANS {
+                        let span = tracing::info_span!(parent: None, "stress", t = t as u64, i);
+                        if i % 2 == 0 {
+                            next.send(span).unwrap(); // closed by the next thread
+                        } else {
+                            drop(span);
+                        }
+                        while let Ok(other) = rx.try_recv() {
+                            drop(other);
+                        }
+                    }
+                });
+                drop(next);
+                // Spans still on the way: close what arrives until every
+                // sender is gone.
+                for other in rx {
+                    drop(other);
+                }
+            });
+        }
+        drop(senders);
+    });
+    let doc = check_trace(&session.stop().unwrap(), 0, 1);
+    let mut seen: Vec<(u64, u64)> = named(&doc, "stress")
+        .iter()
+        .map(|e| (e["args"]["t"].as_u64().unwrap(), e["args"]["i"].as_u64().unwrap()))
+        .collect();
+    seen.sort_unstable();
+    let want: Vec<(u64, u64)> =
+        (0..THREADS).flat_map(|t| (0..SPANS).map(move |i| (t, i))).collect();
+    assert_eq!(seen, want, "every span exactly once");
+}
