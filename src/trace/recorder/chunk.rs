@@ -104,6 +104,9 @@ impl Chunk {
         // Before anything touches the memory, so big chunks fault in whole
         // huge pages.
         super::super::sys::advise_huge_pages(words.as_ptr().cast(), capacity * 8);
+        // Fault the pages in now, in one call, rather than one trap per
+        // 4 KiB page on the recording path.
+        super::super::sys::prefault(words.as_ptr().cast(), capacity * 8);
         // SAFETY: the capacity is allocated, and uninitialized memory is a
         // valid `MaybeUninit` (nothing is read before it is written).
         unsafe { words.set_len(capacity) };
