@@ -171,11 +171,14 @@ criterion_group! {
     targets = bench
 }
 
-/// `TUNE_HOT_PATH_ONLY=ours|raw`: only run 1,000,000 calls of one side, for
-/// counting instructions under `valgrind --tool=callgrind` (load-independent).
+/// `TUNE_HOT_PATH_ONLY=ours|raw`: only run 1,000,000 calls of one side
+/// (`TUNE_HOT_PATH_CALLS` to change), for counting instructions under
+/// `valgrind --tool=callgrind` (load-independent) or profiling with `perf`.
 fn only(which: &str) {
     let (tuner, op, io, raw, key) = setup();
-    for _ in 0..1_000_000 {
+    let calls: u64 =
+        std::env::var("TUNE_HOT_PATH_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    for _ in 0..calls {
         if which == "ours" {
             black_box(tuner.choose_one(black_box(&op), black_box(&io)));
         } else {
