@@ -119,25 +119,7 @@ fn a_fifo_is_refused_without_hanging_and_stays_a_fifo() {
     }
     assert!(std::fs::symlink_metadata(&path).unwrap().file_type().is_fifo());
     // A save into it is refused too, and leaves nothing behind in the spool.
-    let mut update = CacheData::default();
-    update.insert(
-        ranktune::cache::Section::Rank(0),
-        ranktune::cache::EntryKey {
-            op: "gemm".into(),
-            runner: "r".into(),
-            fingerprint: "f".into(),
-            bucket: vec![vec![1]],
-        },
-        ranktune::cache::Entry {
-            runner_index: 0,
-            tactic: serde_json::json!(1),
-            time_us: 1.0,
-            candidates: vec![],
-            checksum: "c".into(),
-            env: "e".into(),
-            created_unix: 1,
-        },
-    );
+    let update = one_entry(1, 1);
     assert!(FileStore::new(&path).save(&update).is_err());
     assert!(std::fs::symlink_metadata(&path).unwrap().file_type().is_fifo());
 }
