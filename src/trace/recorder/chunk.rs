@@ -29,6 +29,8 @@ pub(crate) const MAX_NAME_BYTES: usize = 4096;
 
 /// Set in the head word when a length word and text follow.
 const HAS_TEXT: u64 = 1 << 40;
+/// Where the head word keeps the run-time name's length (16 bits).
+const NAME_LEN_SHIFT: u32 = 48;
 
 /// The phase of a stored event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,7 +170,8 @@ impl Chunk {
                 // (`end <= len`) and were written as whole `&str`s.
                 let bytes =
                     unsafe { std::slice::from_raw_parts(base.add(next + 1).cast::<u8>(), text) };
-                let (name, args) = bytes.split_at(usize::try_from(h >> 48).unwrap_or(0).min(text));
+                let (name, args) =
+                    bytes.split_at(usize::try_from(h >> NAME_LEN_SHIFT).unwrap_or(0).min(text));
                 event.name = std::str::from_utf8(name).ok().filter(|s| !s.is_empty());
                 event.args = std::str::from_utf8(args).ok().filter(|s| !s.is_empty());
                 next = end;
@@ -207,7 +210,7 @@ pub(crate) unsafe fn write(
             base.add(at + 2).write(head);
             return at + PLAIN_WORDS;
         }
-        base.add(at + 2).write(head | HAS_TEXT | (name.len() as u64) << 48);
+        base.add(at + 2).write(head | HAS_TEXT | (name.len() as u64) << NAME_LEN_SHIFT);
         base.add(at + 3).write(text as u64);
         let bytes = base.add(at + 4).cast::<u8>();
         std::ptr::copy_nonoverlapping(name.as_ptr(), bytes, name.len());

@@ -33,8 +33,9 @@ use super::clock;
 use super::window::IterWindow;
 use chunk::{Chunk, MAX_NAME_BYTES};
 
-/// Most bytes of args stored with one event (longer args are left out).
-const MAX_ARGS_BYTES: usize = 4 * MAX_NAME_BYTES;
+/// Most bytes of args stored with one event, whoever produced them (longer
+/// args are left out); producers keep to a smaller bound of their own.
+const MAX_STORED_ARGS: usize = 4 * MAX_NAME_BYTES;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -395,7 +396,7 @@ pub(crate) fn record_at(site: u32, kind: Kind, ts: u64, val: u64, dyn_name: &str
     let dyn_name = cut(dyn_name);
     // Producers bound args (`layer::MAX_ARGS_BYTES`); this bounds an
     // event's memory whatever they pass.
-    let args = if args.len() > MAX_ARGS_BYTES { &[] } else { args };
+    let args = if args.len() > MAX_STORED_ARGS { &[] } else { args };
     let written = CURSOR.try_with(|c| c.try_write(ts, val, head, dyn_name, args)).unwrap_or(false);
     if !written {
         record_slow(ts, val, head, dyn_name, args);
