@@ -1,0 +1,108 @@
+//! The sidecar lock `<file>.lock`: taking it with a timeout, saying once
+//! that we wait and for whom, and releasing it on drop.
+//!
+//! The lock file is never renamed or deleted (so every process always locks
+//! the same inode); its content is only a note of the last holder, for the
+//! "waiting for lock" message. This module must never touch the cache file.
+
+use super::sys::{self, TryLock};
+use crate::CacheError;
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Brief waits are normal while another rank folds a batch of saves; only
+/// waits longer than this are announced.
+const QUIET_WAIT: Duration = Duration::from_millis(500);
+
+/// An exclusive lock, released when dropped (closing the file releases it).
+#[derive(Debug)]
+pub(crate) struct LockGuard {
+    _file: File,
+}
+
+/// How a lock attempt ended.
+#[derive(Debug)]
+pub(crate) enum Acquired {
+    /// We hold the lock.
+    Locked(LockGuard),
+    /// `done()` said there is nothing left to do (our save was folded by
+    /// the lock holder) before we got the lock.
+    Done,
+    /// The filesystem cannot lock; carries the reason.
+    Unsupported(std::io::Error),
+}
+
+/// The lock file that belongs to `cache`: `<cache>.lock`.
+pub(crate) fn lock_path(cache: &Path) -> PathBuf {
+    let mut s = cache.as_os_str().to_owned();
+    s.push(".lock");
+    PathBuf::from(s)
+}
+
+fn holder(lock: &Path) -> String {
+    match std::fs::read_to_string(lock) {
+        Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
+        _ => "an unknown process".to_string(),
+    }
+}
+
+/// Takes the lock on `lock`, polling with backoff until `timeout`. Between
+/// attempts it calls `done()`; when that returns true the wait ends with
+/// [`Acquired::Done`].
+pub(crate) fn acquire(
+    lock: &Path,
+    timeout: Duration,
+    mut done: impl FnMut() -> bool,
+) -> Result<Acquired, CacheError> {
+    let mut file = sys::open_rw_nofollow(lock).map_err(|source| CacheError::Io {
+        action: "opening lock file",
+        path: lock.into(),
+        source,
+    })?;
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    let mut announced = false;
+    loop {
+        match sys::try_lock_exclusive(&file) {
+            Ok(TryLock::Acquired) => {
+                // A note for waiters; failing to write it changes nothing.
+                let note =
+                    format!("pid {} on {}\n", std::process::id(), ranktune_core::rank::host_name());
+                let _ = file
+                    .set_len(0)
+                    .and_then(|()| file.seek(SeekFrom::Start(0)))
+                    .and_then(|_| file.write_all(note.as_bytes()));
+                return Ok(Acquired::Locked(LockGuard { _file: file }));
+            }
+            Ok(TryLock::Unsupported(e)) => return Ok(Acquired::Unsupported(e)),
+            Ok(TryLock::Busy) => {}
+            Err(source) => {
+                return Err(CacheError::Io { action: "locking", path: lock.into(), source })
+            }
+        }
+        if done() {
+            return Ok(Acquired::Done);
+        }
+        let waited = start.elapsed();
+        if waited >= timeout {
+            return Err(CacheError::LockTimeout {
+                path: lock.into(),
+                waited_secs: waited.as_secs_f64(),
+                holder: holder(lock),
+            });
+        }
+        if !announced && waited >= QUIET_WAIT.min(timeout / 2) {
+            announced = true;
+            tracing::warn!(
+                "waiting for lock on {} (held by {}); giving up after {:.1}s (RANKTUNE_LOCK_TIMEOUT)",
+                lock.display(),
+                holder(lock),
+                timeout.as_secs_f64()
+            );
+        }
+        std::thread::sleep(pause.min(timeout.saturating_sub(waited)));
+        pause = (pause * 2).min(Duration::from_millis(10));
+    }
+}

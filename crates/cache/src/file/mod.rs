@@ -1,0 +1,841 @@
+//! The JSON file store: one cache file that every rank of a job saves into
+//! at the same time, without losing or corrupting anything.
+//!
+//! # Files
+//!
+//! For a cache `C` (e.g. `tune.json`):
+//!
+//! - `C` — the cache, always a whole document (it is only ever replaced by
+//!   `rename`), so readers need no lock;
+//! - `C.lock` — the sidecar lock (`flock`), never renamed or deleted; its
+//!   content only notes the last holder for the "waiting for lock" message;
+//! - `C.spool/` — saves not yet folded into `C`, one small document each;
+//! - `.C.tmp-<pid>-<thread>-<n>` — a rewrite in progress (only the lock
+//!   holder makes these; any other is a killed writer's and is removed);
+//!   see [`ranktune_core::atomic_file`];
+//! - `C.corrupt-<stamp>` — a file that did not parse, set aside, never
+//!   overwritten.
+//!
+//! # Saving: spool, then group commit
+//!
+//! Rewriting the whole file under the lock for every rank costs one full
+//! rewrite of an ever-growing file per rank — quadratic in ranks. Instead,
+//! [`FileStore::save`]:
+//!
+//! 1. writes its entries to a new spool file (exclusive temp file, then
+//!    rename; no waiting). From here on readers see the entries;
+//! 2. waits for the lock, watching its spool file: if the spool file
+//!    disappears, the lock holder has folded it into `C` (spools are
+//!    deleted only after `C` was renamed into place and its directory
+//!    fsynced), so the save is done without taking the lock at all;
+//! 3. with the lock, if its spool file is still there, it waits until the
+//!    spool has been quiet briefly (ranks that finish together are folded
+//!    together), then folds **every** waiting spool: reads `C`, applies the
+//!    spools in save order, writes one new `C` (exclusive temp, fsync,
+//!    rename, fsync directory), then deletes the folded spools.
+//!
+//! When 64 ranks save at once, the first lock holder folds everything that
+//! has arrived, and the rest find their spool already folded: one or two
+//! rewrites instead of 64. A fold parses only entry keys and copies entry
+//! text ([`format`]'s raw documents), so it costs about a scan and a copy.
+//!
+//! Spool files are not fsynced: a save returns only after a rewrite that
+//! includes it was fsynced. A spool lost to a power cut belonged to a save
+//! that had not returned; a damaged one does not parse and is set aside.
+//!
+//! # Crash safety (kill -9 between any two steps)
+//!
+//! - during step 1: only a dot-named temp file in the spool is left; it is
+//!   never read and is removed once old; the save had not returned;
+//! - after step 1: the entries are in the spool; readers see them and the
+//!   next save folds them (durable from then on);
+//! - during the rewrite: `C` is untouched; the lock dies with the process;
+//!   the next holder removes the temp file;
+//! - after the rename, before the spools are deleted: the spools are
+//!   folded again later, which changes nothing (same entries, same order).
+//!
+//! # Loading
+//!
+//! [`FileStore::load`] lists and reads the spool first, then `C`, and
+//! applies the spools over `C`. A spool that vanishes between listing and
+//! reading was folded into `C`, which is read after, so no save that
+//! returned before the load began is missed.
+
+mod lock;
+mod read;
+mod spool;
+mod sys;
+mod write;
+
+pub mod format;
+
+pub use read::{max_file_bytes, read_cache_bytes, DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV};
+
+use crate::document::CacheData;
+use crate::entry::{Entry, EntryKey, Identity, Section};
+use crate::error::io;
+use crate::store::{Loaded, RemovePredicate, SaveReport, Store};
+use crate::CacheError;
+use format::{ParseError, Parsed, RawDoc};
+use lock::{Acquired, LockGuard};
+use ranktune_core::atomic_file;
+use spool::SpoolState;
+use std::borrow::Cow;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+/// Default for how long a save waits for the lock.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Environment variable that sets the lock timeout, in seconds.
+pub const LOCK_TIMEOUT_ENV: &str = "RANKTUNE_LOCK_TIMEOUT";
+
+/// Temp files of killed writers that nobody can be writing any more.
+const STALE_TEMP_AGE: Duration = Duration::from_secs(600);
+
+/// Group commit: the lock holder waits until the spool has been quiet this
+/// long before folding (see `spool::settle`)...
+const GATHER_QUIET: Duration = Duration::from_millis(20);
+/// ...but never longer than this.
+const GATHER_CAP: Duration = Duration::from_millis(500);
+
+/// The lock timeout from `RANKTUNE_LOCK_TIMEOUT` (seconds, may be
+/// fractional), or [`DEFAULT_LOCK_TIMEOUT`] when unset.
+///
+/// ```
+/// # use ranktune_cache::lock_timeout_from_env;
+/// assert!(lock_timeout_from_env().is_ok());
+/// ```
+pub fn lock_timeout_from_env() -> Result<Duration, CacheError> {
+    match std::env::var(LOCK_TIMEOUT_ENV) {
+        Err(_) => Ok(DEFAULT_LOCK_TIMEOUT),
+        Ok(s) if s.trim().is_empty() => Ok(DEFAULT_LOCK_TIMEOUT),
+        Ok(s) => s
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0 && *v < 1e9)
+            .map(Duration::from_secs_f64)
+            .ok_or_else(|| {
+                CacheError::Invalid(format!(
+                    "{LOCK_TIMEOUT_ENV}={s:?} is not a number of seconds; set it to e.g. 300"
+                ))
+            }),
+    }
+}
+
+/// The JSON file backend of [`Store`]. See the module docs for the files it
+/// uses and why saving is safe and fast with many ranks.
+///
+/// ```
+/// use ranktune_cache::{CacheData, Entry, EntryKey, FileStore, Section, Store};
+/// let dir = tempfile::tempdir().unwrap();
+/// let store = FileStore::new(dir.path().join("tune.json"));
+/// let mut update = CacheData::default();
+/// let key = EntryKey { op: "gemm".into(), runner: "blocked".into(),
+///     fingerprint: "f0".into(), bucket: vec![vec![64, 64]] };
+/// update.insert(Section::Rank(0), key.clone(), Entry { runner_index: 0,
+///     tactic: serde_json::json!(3), time_us: 12.5, candidates: vec![],
+///     checksum: "c".into(), env: "e".into(), created_unix: 0 });
+/// store.save(&update).unwrap();
+/// assert_eq!(store.load().unwrap().data.get(Section::Rank(0), &key).unwrap().time_us, 12.5);
+/// ```
+#[derive(Clone, Debug)]
+pub struct FileStore {
+    path: PathBuf,
+    lock_timeout: Duration,
+    locking: bool,
+}
+
+/// What to do with a main file that does not parse.
+#[derive(Clone, Copy, PartialEq)]
+enum Aside {
+    /// Report it as an error (read-only inspection).
+    Never,
+    /// Set it aside, taking the lock for that.
+    TakeLock,
+    /// Set it aside; the caller already holds the lock (or cannot lock).
+    HaveLock,
+}
+
+struct MainFile<T> {
+    doc: T,
+    /// Where an unparseable file went, and the warning that says so.
+    moved_aside: Option<(PathBuf, String)>,
+}
+
+enum SpoolRead<T> {
+    Read(T),
+    /// It did not parse and was set aside (or, read-only, skipped).
+    Corrupt(String),
+    Gone,
+    Unsupported(String),
+    /// Not a regular file (a directory, FIFO, device, socket or symlink
+    /// someone put in the spool): skipped, never read, moved or deleted.
+    NotAFile(String),
+}
+
+/// How a document is parsed: fully (loads) or as raw entries (folds).
+type ParseFn<T> = dyn Fn(&[u8]) -> Result<T, ParseError>;
+
+/// A change a fold makes under the lock, after every waiting spool was
+/// applied; returns how many entries it changed.
+type Edit<'a> = dyn FnMut(&mut RawDoc) -> Result<usize, CacheError> + 'a;
+
+/// Decides a merge conflict under the lock: `(section, key, stored, new)`,
+/// true to store `new` (see [`FileStore::save_resolving`]).
+pub type Resolver<'a> = dyn Fn(Section, &EntryKey, &Entry, &Entry) -> bool + 'a;
+
+fn raw_len(doc: &RawDoc) -> usize {
+    doc.sections.values().map(|s| s.keyed.len() + s.unkeyed.len()).sum()
+}
+
+/// Applies raw `src` over `dst`; true when anything changed.
+fn merge_raw(dst: &mut RawDoc, src: RawDoc) -> bool {
+    let mut changed = false;
+    for (digest, id) in src.metadata.environments {
+        if dst.metadata.environments.get(&digest) != Some(&id) {
+            dst.metadata.environments.insert(digest, id);
+            changed = true;
+        }
+    }
+    for (section, entries) in src.sections {
+        let slot = dst.sections.entry(section).or_default();
+        for (key, text) in entries.keyed {
+            if slot.keyed.get(&key) != Some(&text) {
+                slot.keyed.insert(key, text);
+                changed = true;
+            }
+        }
+        for text in entries.unkeyed {
+            changed |= slot.unkeyed.insert(text);
+        }
+    }
+    changed
+}
+
+/// Applies `src` over `dst`; true when anything changed.
+fn merge_into(dst: &mut CacheData, src: CacheData) -> bool {
+    let mut changed = false;
+    for (digest, id) in src.metadata.environments {
+        if dst.metadata.environments.get(&digest) != Some(&id) {
+            dst.metadata.environments.insert(digest, id);
+            changed = true;
+        }
+    }
+    for (section, entries) in src.sections {
+        let slot = dst.sections.entry(section).or_default();
+        for (key, entry) in entries {
+            if slot.get(&key) != Some(&entry) {
+                slot.insert(key, entry);
+                changed = true;
+            }
+        }
+    }
+    changed
+}
+
+impl FileStore {
+    /// A store for the cache file at `path`, with the lock timeout
+    /// [`DEFAULT_LOCK_TIMEOUT`]. Does no I/O and reads no environment (see
+    /// [`FileStore::from_env`] for what the CLI uses).
+    pub fn new(path: impl Into<PathBuf>) -> FileStore {
+        FileStore { path: path.into(), lock_timeout: DEFAULT_LOCK_TIMEOUT, locking: true }
+    }
+
+    /// A store for `path` configured from the environment: the lock timeout
+    /// from `RANKTUNE_LOCK_TIMEOUT`. A malformed value is an error (never
+    /// silently the default), so every command that opens a store treats it
+    /// the same way. Does no I/O.
+    ///
+    /// ```
+    /// # use ranktune_cache::FileStore;
+    /// assert!(FileStore::from_env("tune.json").is_ok());
+    /// ```
+    pub fn from_env(path: impl Into<PathBuf>) -> Result<FileStore, CacheError> {
+        Ok(FileStore::new(path).with_lock_timeout(lock_timeout_from_env()?))
+    }
+
+    /// Sets how long a save waits for the lock before failing.
+    pub fn with_lock_timeout(mut self, t: Duration) -> FileStore {
+        self.lock_timeout = t;
+        self
+    }
+
+    /// Saves without taking the lock, as happens automatically where the
+    /// filesystem refuses locks. The file stays whole (rename is atomic) and
+    /// spool files are kept, so readers still see every save; but spools are
+    /// never cleaned up, so use this only where locking cannot work.
+    pub fn without_locking(mut self) -> FileStore {
+        self.locking = false;
+        self
+    }
+
+    /// The cache file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// This store with a symlinked cache path replaced by its target, so a
+    /// save rewrites the target and the link stays a link.
+    fn resolved(&self) -> Cow<'_, FileStore> {
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::canonicalize(&self.path).ok().or_else(|| {
+                    // A dangling link: resolve it by hand (one level).
+                    let link = std::fs::read_link(&self.path).ok()?;
+                    Some(atomic_file::parent_dir(&self.path).join(link))
+                });
+                match target {
+                    Some(path) => Cow::Owned(FileStore { path, ..self.clone() }),
+                    None => Cow::Borrowed(self),
+                }
+            }
+            _ => Cow::Borrowed(self),
+        }
+    }
+
+    /// The sidecar lock file, `<path>.lock`.
+    pub fn lock_path(&self) -> PathBuf {
+        lock::lock_path(&self.path)
+    }
+
+    /// The spool directory, `<path>.spool`.
+    pub fn spool_path(&self) -> PathBuf {
+        spool::spool_dir(&self.path)
+    }
+
+    /// Reads the cache without changing anything on disk: no lock, nothing
+    /// set aside, nothing logged. A file that does not parse is
+    /// [`CacheError::Corrupt`]; bad entries are skipped and listed in
+    /// [`Loaded::warnings`]. For `cache show` and `cache check`.
+    pub fn inspect(&self) -> Result<Loaded, CacheError> {
+        self.resolved().load_with(Aside::Never)
+    }
+
+    fn read_main<T: Default>(
+        &self,
+        aside: Aside,
+        parse: &ParseFn<T>,
+    ) -> Result<MainFile<T>, CacheError> {
+        for _ in 0..5 {
+            let Some((bytes, ident)) = read::read_regular(&self.path)? else {
+                return Ok(MainFile { doc: T::default(), moved_aside: None });
+            };
+            let reason = match parse(&bytes) {
+                Ok(doc) => return Ok(MainFile { doc, moved_aside: None }),
+                Err(ParseError::Unsupported(reason)) => {
+                    return Err(CacheError::Unsupported { path: self.path.clone(), reason })
+                }
+                Err(ParseError::Unparseable(reason)) => reason,
+            };
+            let _guard = match aside {
+                Aside::Never => {
+                    return Err(CacheError::Corrupt { path: self.path.clone(), reason })
+                }
+                Aside::HaveLock => None,
+                Aside::TakeLock if !self.locking => None,
+                Aside::TakeLock => {
+                    match lock::acquire(&self.lock_path(), self.lock_timeout, || false)? {
+                        Acquired::Locked(g) => Some(g),
+                        _ => None,
+                    }
+                }
+            };
+            // Set it aside only if it is still the file we read: a writer
+            // may have replaced it with a good one meanwhile.
+            let same = std::fs::symlink_metadata(&self.path)
+                .map(|m| (m.dev(), m.ino()) == ident)
+                .unwrap_or(false);
+            if !same {
+                continue;
+            }
+            let aside_path = self.aside_path();
+            std::fs::rename(&self.path, &aside_path).map_err(io("setting aside", &self.path))?;
+            let dir = atomic_file::parent_dir(&self.path);
+            atomic_file::sync_dir(&dir).map_err(io("fsyncing directory", &dir))?;
+            let msg = format!(
+                "{} does not parse ({reason}); moved it to {} and continuing with an empty cache",
+                self.path.display(),
+                aside_path.display()
+            );
+            return Ok(MainFile { doc: T::default(), moved_aside: Some((aside_path, msg)) });
+        }
+        Err(CacheError::Invalid(format!(
+            "{} kept changing while it was read; is something else rewriting it?",
+            self.path.display()
+        )))
+    }
+
+    fn aside_path(&self) -> PathBuf {
+        let stamp = write::utc_stamp(SystemTime::now());
+        let base = format!("{}.corrupt-{stamp}", self.path.display());
+        let mut candidate = PathBuf::from(&base);
+        let mut n = 1;
+        while std::fs::symlink_metadata(&candidate).is_ok() {
+            candidate = PathBuf::from(format!("{base}-{n}"));
+            n += 1;
+        }
+        candidate
+    }
+
+    fn read_spool<T>(
+        &self,
+        path: &Path,
+        set_aside: bool,
+        parse: &ParseFn<T>,
+    ) -> Result<SpoolRead<T>, CacheError> {
+        let bytes = match read::read_spool_file(path)? {
+            read::InSpool::File(bytes) => bytes,
+            read::InSpool::Gone => return Ok(SpoolRead::Gone),
+            read::InSpool::NotAFile(kind) => {
+                return Ok(SpoolRead::NotAFile(format!(
+                    "{} is {kind}, not a spool file; ranktune skips it and leaves it alone (it \
+                     did not put it there): remove it",
+                    path.display()
+                )))
+            }
+        };
+        match parse(&bytes) {
+            Ok(p) => Ok(SpoolRead::Read(p)),
+            Err(ParseError::Unsupported(r)) => {
+                Ok(SpoolRead::Unsupported(format!("spool file {} left alone: {r}", path.display())))
+            }
+            Err(ParseError::Unparseable(r)) => {
+                let mut msg = format!("spool file {} does not parse ({r})", path.display());
+                if set_aside {
+                    let aside = spool::set_aside(path)?;
+                    msg.push_str(&format!("; moved it to {}", aside.display()));
+                }
+                Ok(SpoolRead::Corrupt(msg))
+            }
+        }
+    }
+
+    fn load_with(&self, aside: Aside) -> Result<Loaded, CacheError> {
+        // Spools first, then the main file: see the module docs.
+        let mut spools = Vec::new();
+        let mut warnings = Vec::new();
+        let mut bad_entries = 0;
+        for path in spool::list(&self.spool_path())? {
+            match self.read_spool(&path, false, &format::parse)? {
+                SpoolRead::Read(p) => spools.push(p),
+                SpoolRead::Gone => {}
+                SpoolRead::Corrupt(msg)
+                | SpoolRead::Unsupported(msg)
+                | SpoolRead::NotAFile(msg) => warnings.push(msg),
+            }
+        }
+        let main = self.read_main(aside, &format::parse)?;
+        let mut data = main.doc.data;
+        let mut all = Vec::new();
+        let moved_aside = main.moved_aside.map(|(path, msg)| {
+            all.push(msg);
+            path
+        });
+        all.extend(main.doc.warnings.into_iter().map(|w| self.named(w)));
+        all.append(&mut warnings);
+        bad_entries += main.doc.bad_entries;
+        for s in spools {
+            all.extend(s.warnings);
+            bad_entries += s.bad_entries;
+            merge_into(&mut data, s.data);
+        }
+        Ok(Loaded { data, warnings: all, bad_entries, moved_aside })
+    }
+
+    fn named(&self, w: String) -> String {
+        if w.starts_with(&*self.path.to_string_lossy()) {
+            w
+        } else {
+            format!("{}: {w}", self.path.display())
+        }
+    }
+
+    /// Folds every spool into a new main file, then applies `edit`, under
+    /// the lock when `locked` (then the folded spools are deleted). Entries
+    /// stay text (see [`format::parse_raw`]); `strict` also drops malformed
+    /// entries. Returns (entries after, entries the edit changed, warnings);
+    /// warnings are returned, not logged.
+    fn fold(
+        &self,
+        locked: bool,
+        strict: bool,
+        edit: Option<&mut Edit<'_>>,
+    ) -> Result<(usize, usize, Vec<String>), CacheError> {
+        let t0 = std::time::Instant::now();
+        let spool_dir = self.spool_path();
+        if locked {
+            write::remove_stale_temps(&self.path, true, Duration::ZERO);
+            spool::remove_stale_temps(&spool_dir, STALE_TEMP_AGE);
+        } else {
+            write::remove_stale_temps(&self.path, false, STALE_TEMP_AGE);
+        }
+        let main = self.read_main(Aside::HaveLock, &move |b| format::parse_raw(b, strict))?;
+        let t_main = t0.elapsed();
+        let mut doc = main.doc;
+        let mut warnings: Vec<String> = main.moved_aside.into_iter().map(|(_, m)| m).collect();
+        warnings.extend(doc.warnings.drain(..).map(|w| self.named(w)));
+        let main_entries = raw_len(&doc);
+        let mut changed = strict && doc.bad_entries > 0;
+        let mut folded = Vec::new();
+        for path in spool::list(&spool_dir)? {
+            match self.read_spool(&path, true, &|b| format::parse_raw(b, false))? {
+                SpoolRead::Read(p) => {
+                    warnings.extend(p.warnings.iter().cloned());
+                    changed |= merge_raw(&mut doc, p);
+                    folded.push(path);
+                }
+                SpoolRead::Corrupt(msg) => warnings.push(msg),
+                SpoolRead::Gone => {}
+                SpoolRead::Unsupported(msg) | SpoolRead::NotAFile(msg) => warnings.push(msg),
+            }
+        }
+        let t_spools = t0.elapsed();
+        let has_edit = edit.is_some();
+        let edited = match edit {
+            Some(edit) => edit(&mut doc)?,
+            None => 0,
+        };
+        doc.sections.retain(|_, s| !(s.keyed.is_empty() && s.unkeyed.is_empty()));
+        changed |= edited > 0;
+        if changed {
+            let now = crate::time::unix_now();
+            let m = &mut doc.metadata;
+            m.lib_version = env!("CARGO_PKG_VERSION").to_string();
+            m.host = ranktune_core::rank::host_name();
+            if m.created_unix == 0 {
+                m.created_unix = now;
+            }
+            m.updated_unix = now;
+            write::write_atomic(&self.path, &format::raw_to_bytes(&doc))?;
+        }
+        if locked || has_edit {
+            let mut any = false;
+            for p in &folded {
+                any |= std::fs::remove_file(p).is_ok();
+            }
+            if any {
+                atomic_file::sync_dir(&spool_dir).map_err(io("fsyncing directory", &spool_dir))?;
+            }
+        }
+        let total = raw_len(&doc);
+        tracing::debug!(
+            "folded {} spool(s) into {} ({main_entries} entries before, {total} after): \
+             read {t_main:?}, spools {:?}, total {:?}",
+            folded.len(),
+            self.path.display(),
+            t_spools - t_main,
+            t0.elapsed()
+        );
+        Ok((total, edited, warnings))
+    }
+
+    /// The "cannot lock" warning, for every save's report (returned, not
+    /// logged: callers log).
+    fn warn_no_lock(&self, why: &str) -> String {
+        format!(
+            "cannot lock {} ({why}); saving without a lock: the cache file stays whole, \
+             and saves are kept in {} until a save on a filesystem with locks folds them",
+            self.lock_path().display(),
+            self.spool_path().display()
+        )
+    }
+
+    /// Takes the lock for an edit (remove, resolving save), waiting up to
+    /// the timeout; goes on without it where the filesystem cannot lock.
+    fn lock_for_edit(
+        &self,
+        warnings: &mut Vec<String>,
+    ) -> Result<(bool, Option<LockGuard>), CacheError> {
+        let outcome = if self.locking {
+            lock::acquire(&self.lock_path(), self.lock_timeout, || false)?
+        } else {
+            Acquired::Unsupported(std::io::Error::other("locking turned off"))
+        };
+        Ok(match outcome {
+            Acquired::Locked(g) => (true, Some(g)),
+            Acquired::Unsupported(e) => {
+                warnings.push(self.warn_no_lock(&e.to_string()));
+                (false, None)
+            }
+            Acquired::Done => (false, None),
+        })
+    }
+
+    /// The part of `update` that will be written: valid entries, plus the
+    /// identities they refer to. Borrows `update` when it is all valid and
+    /// complete (the usual case: no copy of the entries).
+    fn prepare(update: &CacheData) -> (Cow<'_, CacheData>, Vec<String>) {
+        static CURRENT: std::sync::OnceLock<(Identity, String)> = std::sync::OnceLock::new();
+        let (current, current_digest) = CURRENT.get_or_init(|| {
+            let id = Identity::current();
+            let digest = id.digest();
+            (id, digest)
+        });
+        let mut warnings = Vec::new();
+        let mut invalid = std::collections::BTreeSet::new();
+        let mut needs_current = false;
+        for (section, key, entry) in update.iter() {
+            if let Err(why) = format::validate_entry(key, entry) {
+                warnings.push(format!("not saving entry {section} {key}: {why}"));
+                invalid.insert((section, key.clone()));
+            } else if entry.env == *current_digest {
+                needs_current = true;
+            }
+        }
+        needs_current &= !update.metadata.environments.contains_key(current_digest);
+        if invalid.is_empty() && !needs_current {
+            return (Cow::Borrowed(update), warnings);
+        }
+        let mut out = CacheData::default();
+        out.metadata.environments = update.metadata.environments.clone();
+        if needs_current {
+            out.metadata.environments.insert(current_digest.clone(), current.clone());
+        }
+        for (section, key, entry) in update.iter() {
+            if !invalid.contains(&(section, key.clone())) {
+                out.insert(section, key.clone(), entry.clone());
+            }
+        }
+        (Cow::Owned(out), warnings)
+    }
+}
+
+impl Store for FileStore {
+    /// Loads the cache plus any saves not yet folded into it. A file that
+    /// does not parse is moved aside (see [`Loaded::moved_aside`]) and the
+    /// load goes on with an empty cache; bad entries are skipped. Fails on
+    /// I/O errors and on files this build must not touch
+    /// ([`CacheError::Unsupported`]).
+    ///
+    /// Warnings are returned in [`Loaded::warnings`], not logged: the caller
+    /// logs them, once.
+    fn load(&self) -> Result<Loaded, CacheError> {
+        self.resolved().load_with(Aside::TakeLock)
+    }
+
+    /// Merges `update` into the file: adds or replaces its entries, never
+    /// drops others, and records its identities in `metadata.environments`.
+    /// Entries with a non-finite or negative time are not saved (warned).
+    ///
+    /// `total` in the report is the number of entries after the rewrite
+    /// when this save did the rewrite; when another process's rewrite
+    /// included this save, counting would cost a full read, and `total` is
+    /// reported as `written`.
+    fn save(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
+        let this = self.resolved();
+        this.save_resolved(update)
+    }
+
+    /// Removes `keys` through the same locked path as `save` (folding any
+    /// waiting saves first), and drops malformed entries, naming each in the
+    /// report's warnings. `written` in the report is the number removed.
+    fn remove(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, CacheError> {
+        self.resolved().edit_resolved(&mut |doc: &mut RawDoc| {
+            let mut n = 0;
+            for (section, key) in keys {
+                if let Some(entries) = doc.sections.get_mut(section) {
+                    n += usize::from(entries.keyed.remove(key).is_some());
+                }
+            }
+            Ok(n)
+        })
+    }
+
+    /// Removes the entries `pred` picks, deciding on each entry as stored
+    /// under the lock after every waiting save was folded in: a save that
+    /// returned before (or while) this runs is judged by what it saved, so
+    /// `cache prune` never removes a fresh entry for being what an older
+    /// one was. Also drops malformed entries, like [`Store::remove`].
+    fn remove_where(&self, pred: &RemovePredicate<'_>) -> Result<SaveReport, CacheError> {
+        self.resolved().edit_resolved(&mut |doc: &mut RawDoc| {
+            let mut n = 0;
+            for (section, entries) in doc.sections.iter_mut() {
+                entries.keyed.retain(|key, text| {
+                    let drop =
+                        format::entry_from_text(text).is_some_and(|e| pred(*section, key, &e));
+                    n += usize::from(drop);
+                    !drop
+                });
+            }
+            Ok(n)
+        })
+    }
+}
+
+impl FileStore {
+    fn save_resolved(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
+        let (update, mut warnings) = Self::prepare(update);
+        let written = update.len();
+        if written == 0 && update.metadata.environments.is_empty() {
+            return Ok(SaveReport { written, total: 0, warnings });
+        }
+        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(io("creating directory", parent))?;
+        }
+        let spool_file = spool::write_spool(&self.spool_path(), || format::to_bytes(&update))?;
+        // Done waiting once the spool file was folded (or set aside, which
+        // `settled` turns into an error); any other error is not "done".
+        let folded_elsewhere = || {
+            matches!(spool::state(&spool_file), Ok(SpoolState::Folded | SpoolState::SetAside(_)))
+        };
+        let outcome = if self.locking {
+            lock::acquire(&self.lock_path(), self.lock_timeout, folded_elsewhere)
+        } else {
+            Ok(Acquired::Unsupported(std::io::Error::other("locking turned off")))
+        };
+        let (locked, _guard) = match outcome {
+            Ok(Acquired::Done) => {
+                return self.settled(&spool_file, SaveReport { written, total: written, warnings })
+            }
+            Ok(Acquired::Locked(g)) => (true, Some(g)),
+            Ok(Acquired::Unsupported(e)) => {
+                warnings.push(self.warn_no_lock(&e.to_string()));
+                (false, None)
+            }
+            Err(e) => {
+                // Withdraw the spool so that an error means "not saved";
+                // if it is already gone, a lock holder folded it: saved.
+                return match std::fs::remove_file(&spool_file) {
+                    Err(r) if r.kind() == std::io::ErrorKind::NotFound => {
+                        self.settled(&spool_file, SaveReport { written, total: written, warnings })
+                    }
+                    _ => Err(e),
+                };
+            }
+        };
+        if locked && folded_elsewhere() {
+            return self.settled(&spool_file, SaveReport { written, total: written, warnings });
+        }
+        if locked {
+            let t = std::time::Instant::now();
+            spool::settle(&self.spool_path(), GATHER_QUIET, GATHER_CAP);
+            tracing::debug!("gathered saves for {:?}", t.elapsed());
+        }
+        let (total, _, fold_warnings) = match self.fold(locked, false, None) {
+            Ok(r) => r,
+            Err(e) => {
+                // Withdraw the spool so that an error means "not saved" and
+                // nothing lingers (e.g. next to a file of a newer version).
+                let _ = std::fs::remove_file(&spool_file);
+                return Err(e);
+            }
+        };
+        warnings.extend(fold_warnings);
+        match spool::state(&spool_file) {
+            // Our own fold found this save's spool damaged and set it aside.
+            Ok(SpoolState::SetAside(p)) => Err(Self::spool_set_aside(&p)),
+            _ => Ok(SaveReport { written, total, warnings }),
+        }
+    }
+
+    fn spool_set_aside(aside: &Path) -> CacheError {
+        CacheError::Invalid(format!(
+            "this save's spool file was damaged before it was folded into the cache and was set \
+             aside as {}; nothing was saved, save again",
+            aside.display()
+        ))
+    }
+
+    /// The result of a save whose spool file is no longer waiting: folded
+    /// is saved, set aside is an error.
+    fn settled(&self, spool_file: &Path, report: SaveReport) -> Result<SaveReport, CacheError> {
+        match spool::state(spool_file) {
+            Ok(SpoolState::Folded) => Ok(report),
+            Ok(SpoolState::SetAside(p)) => Err(Self::spool_set_aside(&p)),
+            Ok(SpoolState::Waiting) => Err(CacheError::Invalid(format!(
+                "spool file {} reappeared after it was folded; is something else writing to {}?",
+                spool_file.display(),
+                self.spool_path().display()
+            ))),
+            Err(source) => Err(CacheError::Io {
+                action: "checking spool file",
+                path: spool_file.into(),
+                source,
+            }),
+        }
+    }
+
+    /// Folds every waiting save and applies `edit`, under the lock (with
+    /// malformed entries dropped). `written` in the report is what the edit
+    /// changed.
+    fn edit_resolved(&self, edit: &mut Edit<'_>) -> Result<SaveReport, CacheError> {
+        let mut warnings = Vec::new();
+        let (locked, _guard) = self.lock_for_edit(&mut warnings)?;
+        let (total, edited, fold_warnings) = self.fold(locked, true, Some(edit))?;
+        warnings.extend(fold_warnings);
+        Ok(SaveReport { written: edited, total, warnings })
+    }
+
+    /// Like [`Store::save`], but where the store already holds an entry
+    /// under the same key, `take_new(section, key, stored, new)` decides —
+    /// under the lock, against the entry as stored at that moment (with
+    /// every waiting save folded in), so a save that lands between a
+    /// caller's read and this save is judged by the rule, not overwritten.
+    /// `cache merge -o` uses it with the "newest wins" rule. `written` in
+    /// the report is the number of entries of `update` that were stored.
+    pub fn save_resolving(
+        &self,
+        update: &CacheData,
+        take_new: &Resolver<'_>,
+    ) -> Result<SaveReport, CacheError> {
+        let this = self.resolved();
+        let (update, mut warnings) = Self::prepare(update);
+        let (locked, _guard) = this.lock_for_edit(&mut warnings)?;
+        let mut written = 0;
+        let mut edit = |doc: &mut RawDoc| -> Result<usize, CacheError> {
+            let mut winners = CacheData::default();
+            winners.metadata.environments = update.metadata.environments.clone();
+            for (section, key, entry) in update.iter() {
+                let stored = doc
+                    .sections
+                    .get(&section)
+                    .and_then(|s| s.keyed.get(key))
+                    .and_then(|text| format::entry_from_text(text));
+                if stored.as_ref().is_none_or(|old| take_new(section, key, old, entry)) {
+                    winners.insert(section, key.clone(), entry.clone());
+                }
+            }
+            written = winners.len();
+            let raw = format::parse_raw(&format::to_bytes(&winners), false).map_err(|e| {
+                CacheError::Invalid(format!(
+                    "internal error: a serialized update does not parse: {e:?}"
+                ))
+            })?;
+            Ok(usize::from(merge_raw(doc, raw)))
+        };
+        let (total, _, fold_warnings) = this.fold(locked, false, Some(&mut edit))?;
+        warnings.extend(fold_warnings);
+        Ok(SaveReport { written, total, warnings })
+    }
+}
+
+/// Writes `data` as a whole cache file at `path`, atomically (temp file,
+/// fsync, rename, fsync directory), without locking or merging: for tools
+/// that produce a new file (`cache merge -o`, `cache export`, benchmarks).
+/// To add entries to a cache that others may be writing, use
+/// [`FileStore::save`].
+pub fn write_cache_file(path: &Path, data: &CacheData) -> Result<(), CacheError> {
+    write::write_atomic(path, &format::to_bytes(data))
+}
+
+/// Writes `bytes` (any format, e.g. an export) as the whole file at `path`
+/// with the store's one atomic writer: an exclusive, no-follow temp file in
+/// the same directory, the old file's permissions (or 0666 less the umask),
+/// fsync, rename, fsync of the directory; refuses to replace anything but a
+/// regular file or a symlink (never a device or FIFO).
+pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
+    write::write_atomic(path, bytes)
+}
+
+/// Reads and parses a whole cache file without side effects; the same as
+/// [`FileStore::inspect`] but ignoring any spool.
+pub fn read_cache_file(path: &Path) -> Result<Parsed, CacheError> {
+    let bytes = read::read_cache_bytes(path)?;
+    format::parse(&bytes).map_err(|e| match e {
+        ParseError::Unparseable(reason) => CacheError::Corrupt { path: path.into(), reason },
+        ParseError::Unsupported(reason) => CacheError::Unsupported { path: path.into(), reason },
+    })
+}

@@ -1,0 +1,227 @@
+//! The spool: `<file>.spool/`, where each save drops its entries before
+//! (and instead of, when someone else folds them) rewriting the cache.
+//!
+//! A spool file is a small cache document named
+//! `<nanos>-<pid>-<seq>.json` so that names sort in save order; it appears
+//! atomically (published through [`ranktune_core::atomic_file`]: a dot-named temp
+//! file in the spool, then renamed). This module owns the naming and listing
+//! rules; it must never fold spools into the cache (that is the store's
+//! job, under the lock), and never remove or move anything in the spool
+//! that is not a spool file it can read (a directory, a FIFO, a device or a
+//! symlink someone put there is not ours).
+
+use super::write;
+use crate::error::io;
+use crate::CacheError;
+use ranktune_core::atomic_file::{self, Publish, PublishError, Step};
+use std::ffi::OsStr;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+static LAST_NANOS: Mutex<u128> = Mutex::new(0);
+
+/// The spool directory that belongs to `cache`: `<cache>.spool`.
+pub(crate) fn spool_dir(cache: &Path) -> PathBuf {
+    let mut s = cache.as_os_str().to_owned();
+    s.push(".spool");
+    PathBuf::from(s)
+}
+
+/// Wall-clock nanoseconds, strictly increasing within this process (so one
+/// process's saves keep their order even if the clock steps back).
+fn next_nanos() -> u128 {
+    let now =
+        SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let mut last = LAST_NANOS.lock().unwrap_or_else(|p| p.into_inner());
+    *last = now.max(*last + 1);
+    *last
+}
+
+/// Where damaged spool files are set aside: `<spool>/corrupt/`, under
+/// their own name, so that the save that wrote one can tell "set aside"
+/// from "folded" (see [`state`]).
+pub(crate) fn corrupt_dir(dir: &Path) -> PathBuf {
+    dir.join("corrupt")
+}
+
+/// Moves the damaged spool file `path` into [`corrupt_dir`], keeping its
+/// name; returns where it went.
+pub(crate) fn set_aside(path: &Path) -> Result<PathBuf, CacheError> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(CacheError::Invalid(format!("{} is not a spool file", path.display())));
+    };
+    let to_dir = corrupt_dir(dir);
+    match std::fs::DirBuilder::new().create(&to_dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io("creating directory", &to_dir)(e)),
+    }
+    let to = to_dir.join(name);
+    std::fs::rename(path, &to).map_err(io("setting aside", path))?;
+    Ok(to)
+}
+
+/// Where a save's spool file stands.
+#[derive(Debug)]
+pub(crate) enum SpoolState {
+    /// Still waiting to be folded.
+    Waiting,
+    /// Gone: a lock holder folded it into the cache (spools are deleted only
+    /// after the rewrite that includes them is durable).
+    Folded,
+    /// It did not parse and was set aside there; it was not saved.
+    SetAside(PathBuf),
+}
+
+/// The state of the spool file `path`. Only `NotFound` counts as gone; any
+/// other error (e.g. permission denied) is returned, never taken as folded.
+/// The corrupt directory is looked at after the spool file, and a rename
+/// into it is atomic, so a set-aside file is never taken for a folded one.
+pub(crate) fn state(path: &Path) -> std::io::Result<SpoolState> {
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => return Ok(SpoolState::Waiting),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Ok(SpoolState::Folded);
+    };
+    let aside = corrupt_dir(dir).join(name);
+    match std::fs::symlink_metadata(&aside) {
+        Ok(_) => Ok(SpoolState::SetAside(aside)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SpoolState::Folded),
+        Err(e) => Err(e),
+    }
+}
+
+/// Writes one spool file with the bytes `bytes()` makes (atomically, not
+/// durably: see the comment inside) and returns its path.
+pub(crate) fn write_spool(
+    dir: &Path,
+    bytes: impl FnOnce() -> Vec<u8>,
+) -> Result<PathBuf, CacheError> {
+    match std::fs::DirBuilder::new().create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io("creating spool directory", dir)(e)),
+    }
+    let pid = std::process::id();
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let nanos = next_nanos();
+    let fin = dir.join(format!("{nanos:020}-{pid:010}-{seq:06}.json"));
+    // Not durable: a save returns only once its spool has been folded into
+    // the cache file, and that rewrite is fsynced. A spool lost or damaged
+    // by a power cut belonged to a save that had not returned (and a
+    // damaged one is set aside, never folded).
+    //
+    // The temp file exists before the entries are serialized, so a lock
+    // holder gathering a burst of saves (see `settle`) sees this one coming.
+    Publish::new(&fin)
+        .write_with(|temp| temp.write_all(&bytes()).map_err(io("writing", temp.path())))
+        .map_err(|e| match e {
+            PublishError::Io { step: Step::CreateTemp, path, source } => {
+                CacheError::Io { action: "creating spool file", path, source }
+            }
+            PublishError::Io { step: Step::Rename, path, source } => {
+                CacheError::Io { action: "renaming spool file to", path, source }
+            }
+            e => write::cache_error(e),
+        })?;
+    Ok(fin)
+}
+
+/// Whether `name` in the spool directory is a temp file of a spool write in
+/// progress (or of a killed writer); before [`ranktune_core::atomic_file`] these
+/// were `.<pid>-<seq>-<nanos>.tmp`.
+fn is_temp(name: &OsStr) -> bool {
+    if atomic_file::is_temp_name(name) {
+        return true;
+    }
+    let name = name.to_string_lossy();
+    name.starts_with('.') && name.ends_with(".tmp")
+}
+
+/// The spool files waiting to be folded, in save order. A missing spool
+/// directory is an empty spool.
+pub(crate) fn list(dir: &Path) -> Result<Vec<PathBuf>, CacheError> {
+    let read = match std::fs::read_dir(dir) {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io("listing spool directory", dir)(e)),
+    };
+    let mut names: Vec<String> = read
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| is_spool_name(n))
+        .filter_map(|n| n.into_string().ok())
+        .collect();
+    names.sort();
+    Ok(names.into_iter().map(|n| dir.join(n)).collect())
+}
+
+/// Whether `name` in the spool directory is named like a spool file (not
+/// hidden, `.json`). What is there under such a name is checked when it is
+/// read: only regular files are spool files.
+fn is_spool_name(name: &OsStr) -> bool {
+    let name = name.to_string_lossy();
+    !name.starts_with('.') && name.ends_with(".json")
+}
+
+/// Removes spool temp files of writers killed mid-write (untouched for
+/// `min_age`: a live writer finishes its temp file in well under that).
+pub(crate) fn remove_stale_temps(dir: &Path, min_age: Duration) {
+    let Ok(read) = std::fs::read_dir(dir) else { return };
+    let now = SystemTime::now();
+    for ent in read.flatten() {
+        if !is_temp(&ent.file_name()) {
+            continue;
+        }
+        let age =
+            ent.metadata().and_then(|m| m.modified()).ok().and_then(|t| now.duration_since(t).ok());
+        if age.is_some_and(|a| a >= min_age) && std::fs::remove_file(ent.path()).is_ok() {
+            tracing::info!("removed stale spool temp file {}", ent.path().display());
+        }
+    }
+}
+
+/// Group-commit delay: waits until no spool file is being written and no
+/// new one appeared for `quiet`, at most `cap` in all, so that one rewrite
+/// takes in a whole burst of saves (ranks finishing together) rather than
+/// only the first few. A lone save pays one `quiet` period.
+pub(crate) fn settle(dir: &Path, quiet: Duration, cap: Duration) {
+    let start = std::time::Instant::now();
+    let scan = || -> (usize, usize) {
+        let Ok(read) = std::fs::read_dir(dir) else { return (0, 0) };
+        let now = SystemTime::now();
+        let (mut done, mut writing) = (0, 0);
+        for ent in read.flatten() {
+            let name = ent.file_name();
+            if is_spool_name(&name) {
+                done += 1;
+            } else if is_temp(&name) {
+                // A temp file untouched for a second is a dead writer's.
+                let fresh = ent
+                    .metadata()
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| now.duration_since(t).ok())
+                    .is_none_or(|age| age < Duration::from_secs(1));
+                writing += usize::from(fresh);
+            }
+        }
+        (done, writing)
+    };
+    let (mut last, _) = scan();
+    while start.elapsed() + quiet <= cap {
+        std::thread::sleep(quiet);
+        let (done, writing) = scan();
+        if done == last && writing == 0 {
+            return;
+        }
+        last = done;
+    }
+}

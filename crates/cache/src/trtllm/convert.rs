@@ -1,0 +1,533 @@
+//! Whole reference documents to and from [`CacheData`].
+//!
+//! Import is forgiving where the reference is not: an entry whose key,
+//! tactic, runner id or time does not parse is skipped with a warning that
+//! names it, and every other entry still imports (the reference crashes or
+//! silently reuses the previous entry's tactic). Only a document that is not
+//! JSON at all, or not a JSON object, is an error — and it is reported, never
+//! replaced by an empty cache. A missing `metadata` block or missing sections
+//! are ordinary.
+//!
+//! Imported entries carry [`IMPORTED_CHECKSUM`] as their candidate-set
+//! checksum and no candidates (the reference keeps only the winner), and an
+//! environment identity built from the file's metadata. This module does no
+//! file I/O; the CLI reads and writes files.
+
+use super::key::{format_key, parse_key};
+use super::pyliteral;
+use super::tactic::{json_to_py, py_to_json};
+use crate::{CacheData, Entry, Identity, Section};
+use serde_json::{json, Map, Value};
+use std::collections::BTreeMap;
+
+/// The checksum given to imported entries: the reference records no
+/// candidate set, so the tuner treats them as stale (never silently reused
+/// for its own candidate sets) while `show`, `diff` and `export` see them.
+pub const IMPORTED_CHECKSUM: &str = "trtllm";
+
+/// Prefix of the `lib_version` of identities built from reference metadata.
+pub const LIB_VERSION_PREFIX: &str = "trtllm-";
+
+/// Why a document cannot be imported at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ConvertError {
+    /// The bytes are not UTF-8 text.
+    #[error("not UTF-8 text (first bad byte at offset {offset}); a TensorRT-LLM cache is a JSON document")]
+    NotUtf8 {
+        /// Byte offset of the first invalid byte.
+        offset: usize,
+    },
+    /// The text is not JSON.
+    #[error("not valid JSON at line {line}, column {column}: {message}; the file may be truncated or not a cache")]
+    NotJson {
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The JSON parser's message.
+        message: String,
+    },
+    /// JSON, but not an object of sections.
+    #[error(
+        "the document is a JSON {0}, not an object with \"metadata\" and \"rank_<N>\" sections"
+    )]
+    NotAnObject(&'static str),
+}
+
+/// The result of importing one reference document.
+#[derive(Clone, Debug, Default)]
+pub struct Imported {
+    /// The entries that imported, with the environment in the metadata.
+    pub data: CacheData,
+    /// One line per thing skipped or guessed.
+    pub warnings: Vec<String>,
+    /// Entries skipped because they did not parse.
+    pub skipped: usize,
+}
+
+/// Parses reference JSON text. Python's `json` writes `NaN` and `Infinity`
+/// for non-finite floats; those read as `null` (so such an entry is skipped
+/// with a warning rather than failing the whole document).
+pub fn parse_document(bytes: &[u8]) -> Result<Value, ConvertError> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| ConvertError::NotUtf8 { offset: e.valid_up_to() })?;
+    if text.trim().is_empty() {
+        return Ok(Value::Object(Map::new()));
+    }
+    let first = match serde_json::from_str::<Value>(text) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    if let Some(fixed) = replace_non_finite(text) {
+        if let Ok(v) = serde_json::from_str::<Value>(&fixed) {
+            return Ok(v);
+        }
+    }
+    let mut message = first.to_string();
+    if let Some(at) = message.rfind(" at line ") {
+        message.truncate(at);
+    }
+    Err(ConvertError::NotJson { line: first.line(), column: first.column(), message })
+}
+
+/// Replaces the bare tokens `NaN`, `Infinity`, `-Infinity` outside strings
+/// by `null`; `None` when there are none.
+fn replace_non_finite(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut changed = false;
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else {
+            let token = ["-Infinity", "Infinity", "NaN"].into_iter().find(|t| rest.starts_with(t));
+            if let Some(t) = token {
+                out.push_str("null");
+                rest = &rest[t.len()..];
+                changed = true;
+                continue;
+            }
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    changed.then_some(out)
+}
+
+/// True when a JSON document has the reference's shape: no ranktune
+/// `format` field, and reference metadata or a section keyed by tuples.
+pub fn looks_like_trtllm(doc: &Value) -> bool {
+    let Some(obj) = doc.as_object() else { return false };
+    if obj.contains_key("format") {
+        return false;
+    }
+    if obj.is_empty() {
+        return true;
+    }
+    let meta = obj.get("metadata").and_then(Value::as_object);
+    let ref_meta = meta.is_some_and(|m| {
+        m.contains_key("creation_timestamp") || m.contains_key("device_capability")
+    });
+    let tuple_keys = obj.iter().any(|(name, v)| {
+        Section::parse(name).is_some()
+            && v.as_object().is_some_and(|s| s.keys().next().is_some_and(|k| k.starts_with('(')))
+    });
+    ref_meta || tuple_keys
+}
+
+/// Imports reference JSON bytes (see [`import`]).
+pub fn import_bytes(bytes: &[u8]) -> Result<Imported, ConvertError> {
+    import(&parse_document(bytes)?)
+}
+
+/// Imports a parsed reference document: every entry that parses, and a
+/// warning naming each one that does not.
+pub fn import(doc: &Value) -> Result<Imported, ConvertError> {
+    let obj = doc.as_object().ok_or(ConvertError::NotAnObject(json_type(doc)))?;
+    let mut out = Imported::default();
+    let (identity, created_unix) = identity_from_metadata(obj.get("metadata"), &mut out.warnings);
+    let env = identity.digest();
+    out.data.metadata.created_unix = created_unix;
+    out.data.metadata.updated_unix = created_unix;
+    out.data.metadata.environments.insert(env.clone(), identity);
+
+    for (name, section_value) in obj {
+        if name == "metadata" {
+            continue;
+        }
+        let Some(section) = Section::parse(name) else {
+            out.warnings.push(format!(
+                "ignored top-level field {name:?} (not \"metadata\", \"shared\" or \"rank_<N>\")"
+            ));
+            continue;
+        };
+        let Some(entries) = section_value.as_object() else {
+            out.warnings.push(format!(
+                "section {name} is a JSON {}, not an object; skipped",
+                json_type(section_value)
+            ));
+            out.skipped += 1;
+            continue;
+        };
+        for (key_text, value) in entries {
+            match import_entry(key_text, value, &env, created_unix) {
+                Ok((key, entry)) => out.data.insert(section, key, entry),
+                Err(why) => {
+                    out.warnings.push(format!("{name} entry {key_text}: {why}; skipped"));
+                    out.skipped += 1;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn import_entry(
+    key_text: &str,
+    value: &Value,
+    env: &str,
+    created_unix: u64,
+) -> Result<(crate::EntryKey, Entry), String> {
+    let key = parse_key(key_text).map_err(|e| e.to_string())?;
+    let obj = value
+        .as_object()
+        .ok_or_else(|| format!("value is a JSON {}, not an object", json_type(value)))?;
+    let runner_id = obj.get("runner_id").ok_or("no \"runner_id\"")?;
+    let runner_index = runner_id
+        .as_u64()
+        .and_then(|r| u32::try_from(r).ok())
+        .ok_or_else(|| format!("runner_id {runner_id} is not a small non-negative integer"))?;
+    let tactic = match obj.get("tactic").ok_or("no \"tactic\"")? {
+        Value::String(repr) => {
+            let py = pyliteral::parse(repr).map_err(|e| format!("tactic {repr:?}: {e}"))?;
+            py_to_json(&py)
+        }
+        // Not a repr string: already data, take it as it is.
+        other => other.clone(),
+    };
+    let min_time = obj.get("min_time").ok_or("no \"min_time\"")?;
+    let ms =
+        min_time.as_f64().filter(|t| t.is_finite() && *t >= 0.0).ok_or_else(|| match min_time {
+            Value::Null => "min_time is null (NaN or Infinity in the file?)".to_string(),
+            _ => format!("min_time {min_time} is not a finite non-negative number of milliseconds"),
+        })?;
+    let entry = Entry {
+        runner_index,
+        tactic,
+        time_us: ms_to_us(ms),
+        candidates: Vec::new(),
+        checksum: IMPORTED_CHECKSUM.to_string(),
+        env: env.to_string(),
+        created_unix,
+    };
+    Ok((key, entry))
+}
+
+/// Builds the environment identity from a reference `metadata` block, and
+/// reads its creation time (0 when absent or unreadable).
+pub fn identity_from_metadata(meta: Option<&Value>, warnings: &mut Vec<String>) -> (Identity, u64) {
+    let meta = meta.and_then(Value::as_object);
+    let field = |name: &str| meta.and_then(|m| m.get(name));
+    let text = |v: Option<&Value>| match v {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    let lib = text(field("lib_version")).unwrap_or_else(|| "unknown".into());
+    let device_name = text(field("device_name")).unwrap_or_else(|| "unknown".into());
+    let capability = match field("device_capability") {
+        Some(Value::Array(parts)) if !parts.is_empty() && parts.iter().all(Value::is_u64) => {
+            parts.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(".")
+        }
+        Some(Value::String(s)) => s.clone(),
+        None => "unknown".into(),
+        Some(other) => {
+            warnings.push(format!(
+                "metadata.device_capability {other} is not like [9, 0]; recorded as unknown"
+            ));
+            "unknown".into()
+        }
+    };
+    let created = match field("creation_timestamp") {
+        None | Some(Value::Null) => 0,
+        Some(v) => match parse_timestamp(v) {
+            Some(t) => t,
+            None => {
+                warnings.push(format!(
+                    "metadata.creation_timestamp {v} is not a time; entries get time 0"
+                ));
+                0
+            }
+        },
+    };
+    let identity = Identity {
+        lib_version: format!("{LIB_VERSION_PREFIX}{lib}"),
+        device_kind: "cuda".into(),
+        device_name,
+        capability,
+        cores: 0,
+    };
+    (identity, created)
+}
+
+/// Seconds since the epoch from a number (seconds, fractions dropped), a
+/// numeric string, or an ISO 8601 / `YYYY-MM-DD HH:MM:SS` string (UTC unless
+/// it carries an offset).
+pub fn parse_timestamp(v: &Value) -> Option<u64> {
+    let secs = match v {
+        Value::Number(n) => n.as_f64()?,
+        Value::String(s) => match s.trim().parse::<f64>() {
+            Ok(f) => f,
+            Err(_) => return parse_iso8601(s.trim()),
+        },
+        _ => return None,
+    };
+    (0.0..1e13).contains(&secs).then_some(secs as u64)
+}
+
+fn parse_iso8601(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = s.get(range)?;
+        part.bytes().all(|c| c.is_ascii_digit()).then(|| part.parse().ok())?
+    };
+    if b.len() < 19
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !(b[10] == b'T' || b[10] == b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let (y, mo, d, h, mi, sec) =
+        (num(0..4)?, num(5..7)?, num(8..10)?, num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    if let Some(frac) = rest.strip_prefix('.') {
+        let n = frac.bytes().take_while(u8::is_ascii_digit).count();
+        rest = &frac[n..];
+    }
+    let offset = match rest {
+        "" | "Z" | "z" => 0,
+        _ => {
+            let sign = match rest.as_bytes()[0] {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let hm = rest[1..].replace(':', "");
+            if hm.len() != 4 || !hm.bytes().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            let oh: i64 = hm[..2].parse().ok()?;
+            let om: i64 = hm[2..].parse().ok()?;
+            sign * (oh * 3600 + om * 60)
+        }
+    };
+    let days = crate::time::days_from_civil(y, mo, d);
+    let t = days * 86_400 + h * 3600 + mi * 60 + sec - offset;
+    u64::try_from(t).ok()
+}
+
+/// Milliseconds to microseconds by moving the decimal point of the shortest
+/// decimal form, so `0.0123` ms becomes exactly `12.3` µs (plain `* 1000.0`
+/// gives `12.299999999999999`) and export gives back the same milliseconds.
+pub fn ms_to_us(ms: f64) -> f64 {
+    shift_decimal(ms, 3)
+}
+
+/// Microseconds to milliseconds (the inverse of [`ms_to_us`]).
+pub fn us_to_ms(us: f64) -> f64 {
+    shift_decimal(us, -3)
+}
+
+fn shift_decimal(x: f64, by: i32) -> f64 {
+    if !x.is_finite() || x == 0.0 {
+        return x;
+    }
+    let sci = format!("{x:e}");
+    let shifted = sci
+        .split_once('e')
+        .and_then(|(m, e)| Some(format!("{m}e{}", e.parse::<i32>().ok()? + by)))
+        .and_then(|s| s.parse::<f64>().ok());
+    shifted.unwrap_or(x * 10f64.powi(by))
+}
+
+/// A document in the reference's format, ready to write.
+#[derive(Clone, Debug)]
+pub struct Exported {
+    /// The JSON document.
+    pub doc: Value,
+    /// One line per entry that could not be written, or guess made.
+    pub warnings: Vec<String>,
+    /// Entries written.
+    pub written: usize,
+    /// Entries left out (their tactic or time has no reference form).
+    pub skipped: usize,
+}
+
+/// Converts a cache to the reference's format: `metadata` describing the
+/// environment most entries were measured in, `shared` and `rank_<N>`
+/// sections with Python `str()` keys and `repr` tactics, times in ms.
+pub fn export(data: &CacheData) -> Exported {
+    let mut warnings = Vec::new();
+    let mut sections: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
+    let (mut written, mut skipped) = (0, 0);
+    for (section, key, entry) in data.iter() {
+        let key_text = format_key(key);
+        let tactic = match json_to_py(&entry.tactic) {
+            Ok(t) => t.to_string(),
+            Err(e) => {
+                warnings.push(format!("{section} entry {key}: {e}; left out"));
+                skipped += 1;
+                continue;
+            }
+        };
+        if !entry.time_us.is_finite() || entry.time_us < 0.0 {
+            warnings.push(format!(
+                "{section} entry {key}: time {} is not a finite non-negative number; left out",
+                entry.time_us
+            ));
+            skipped += 1;
+            continue;
+        }
+        let value = json!({
+            "runner_id": entry.runner_index,
+            "tactic": tactic,
+            "min_time": us_to_ms(entry.time_us),
+        });
+        sections.entry(section.name()).or_default().insert(key_text, value);
+        written += 1;
+    }
+
+    let mut doc = Map::new();
+    doc.insert("metadata".into(), export_metadata(data, &mut warnings));
+    for (name, entries) in sections {
+        doc.insert(name, Value::Object(entries));
+    }
+    Exported { doc: Value::Object(doc), warnings, written, skipped }
+}
+
+/// The document as pretty JSON text with a final newline.
+pub fn to_json_text(doc: &Value) -> String {
+    let mut text = serde_json::to_string_pretty(doc).unwrap_or_else(|_| doc.to_string());
+    text.push('\n');
+    text
+}
+
+fn export_metadata(data: &CacheData, warnings: &mut Vec<String>) -> Value {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, _, e) in data.iter() {
+        *counts.entry(e.env.as_str()).or_default() += 1;
+    }
+    // Most entries first; ties go to the smaller digest (deterministic).
+    let main_env =
+        counts.iter().max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0))).map(|(env, _)| *env);
+    if counts.len() > 1 {
+        warnings.push(format!(
+            "entries come from {} environments; the TensorRT-LLM format holds one, so metadata describes the most common ({})",
+            counts.len(),
+            main_env.unwrap_or("?")
+        ));
+    }
+    let identity = main_env.and_then(|env| data.metadata.environments.get(env));
+    let lib_version = match identity {
+        Some(id) => match id.lib_version.strip_prefix(LIB_VERSION_PREFIX) {
+            Some(v) => v.to_string(),
+            None => format!("ranktune-{}", id.lib_version),
+        },
+        None => "unknown".to_string(),
+    };
+    let device_name = identity.map_or("unknown", |id| id.device_name.as_str());
+    let capability: Vec<Value> = identity
+        .and_then(|id| {
+            let parts: Option<Vec<u64>> =
+                id.capability.split('.').map(|p| p.parse().ok()).collect();
+            parts
+        })
+        .map(|p| p.into_iter().map(Value::from).collect())
+        .unwrap_or_default();
+    // The earliest entry: for imported entries that is the reference file's
+    // own creation time, so an import followed by an export keeps it.
+    let created = data
+        .iter()
+        .map(|(_, _, e)| e.created_unix)
+        .filter(|t| *t > 0)
+        .min()
+        .unwrap_or(data.metadata.created_unix);
+    json!({
+        "lib_version": lib_version,
+        "creation_timestamp": created as f64,
+        "device_name": device_name,
+        "device_capability": capability,
+    })
+}
+
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_conversion_is_decimal_exact() {
+        for ms in [0.0123, 1e-06, 0.1, 2.5, 1234.5678, 0.0, 3.0e-5] {
+            let us = ms_to_us(ms);
+            assert_eq!(us_to_ms(us), ms);
+        }
+        assert_eq!(ms_to_us(0.0123), 12.3);
+    }
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(parse_timestamp(&json!(1764480000.75)), Some(1764480000));
+        assert_eq!(parse_timestamp(&json!("1764480000")), Some(1764480000));
+        assert_eq!(parse_timestamp(&json!("2025-11-30T05:20:00")), Some(1764480000));
+        assert_eq!(parse_timestamp(&json!("2025-11-30 05:20:00.123456")), Some(1764480000));
+        assert_eq!(parse_timestamp(&json!("2025-11-30T06:20:00+01:00")), Some(1764480000));
+        assert_eq!(parse_timestamp(&json!("1970-01-01T00:00:00Z")), Some(0));
+        assert_eq!(parse_timestamp(&json!("yesterday")), None);
+        assert_eq!(parse_timestamp(&json!(-5)), None);
+        assert_eq!(parse_timestamp(&json!([1])), None);
+    }
+
+    #[test]
+    fn non_finite_tokens_outside_strings_only() {
+        let fixed =
+            replace_non_finite(r#"{"a": NaN, "b": "NaN Infinity", "c": -Infinity}"#).unwrap();
+        assert_eq!(fixed, r#"{"a": null, "b": "NaN Infinity", "c": null}"#);
+        assert_eq!(replace_non_finite(r#"{"a": 1}"#), None);
+    }
+
+    #[test]
+    fn shape_detection() {
+        assert!(looks_like_trtllm(&json!({"metadata": {"creation_timestamp": 1}})));
+        assert!(looks_like_trtllm(&json!({"rank_0": {"('a', 'b', 'c', ())": {}}})));
+        assert!(looks_like_trtllm(&json!({})));
+        assert!(!looks_like_trtllm(&json!({"format": "ranktune", "version": 1})));
+        assert!(!looks_like_trtllm(&json!([1])));
+        assert!(!looks_like_trtllm(&json!({"rank_0": {"op/r": {}}})));
+    }
+}

@@ -1,0 +1,284 @@
+//! The file store's single-process behaviour: merge semantics, byte-identical
+//! output, permissions, temp files, identities, lock timeout.
+
+use ranktune_cache::{CacheData, CacheError, Entry, EntryKey, FileStore, Identity, Section, Store};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+fn key(op: &str, n: u64) -> EntryKey {
+    EntryKey {
+        op: op.into(),
+        runner: "blocked".into(),
+        fingerprint: "f0".into(),
+        bucket: vec![vec![n, 64]],
+    }
+}
+
+fn entry(tactic: i64, time_us: f64, env: &str) -> Entry {
+    Entry {
+        runner_index: 0,
+        tactic: serde_json::json!(tactic),
+        time_us,
+        candidates: vec![],
+        checksum: "sum".into(),
+        env: env.into(),
+        created_unix: 1_700_000_000,
+    }
+}
+
+fn update(section: Section, items: &[(EntryKey, Entry)]) -> CacheData {
+    let mut d = CacheData::default();
+    for (k, e) in items {
+        d.insert(section, k.clone(), e.clone());
+    }
+    d
+}
+
+fn list(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn save_merges_and_never_drops() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path().join("c.json"));
+    store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 5.0, "e"))])).unwrap();
+    store.save(&update(Section::Rank(1), &[(key("gemm", 1), entry(2, 6.0, "e"))])).unwrap();
+    store.save(&update(Section::Rank(0), &[(key("gemm", 2), entry(3, 7.0, "e"))])).unwrap();
+    // Updating an existing key replaces it.
+    let report =
+        store.save(&update(Section::Shared, &[(key("softmax", 1), entry(4, 8.0, "e"))])).unwrap();
+    assert_eq!(report.written, 1);
+    assert_eq!(report.total, 4);
+    store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(9, 4.0, "e"))])).unwrap();
+    let loaded = store.load().unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let d = loaded.data;
+    assert_eq!(d.len(), 4);
+    assert_eq!(d.get(Section::Rank(0), &key("gemm", 1)).unwrap().tactic, 9);
+    assert_eq!(d.get(Section::Rank(1), &key("gemm", 1)).unwrap().tactic, 2);
+    assert_eq!(d.get(Section::Rank(0), &key("gemm", 2)).unwrap().tactic, 3);
+    assert_eq!(d.get(Section::Shared, &key("softmax", 1)).unwrap().tactic, 4);
+    // Only the cache, its lock and the (empty) spool remain.
+    assert_eq!(list(dir.path()), ["c.json", "c.json.lock", "c.json.spool"]);
+    assert!(list(&dir.path().join("c.json.spool")).is_empty());
+}
+
+#[test]
+fn same_content_gives_identical_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let store = FileStore::new(&path);
+    let items: Vec<_> =
+        (0..20).rev().map(|i| (key("gemm", i), entry(i as i64, 1.0, "e"))).collect();
+    store.save(&update(Section::Rank(3), &items)).unwrap();
+    let first = std::fs::read(&path).unwrap();
+    std::thread::sleep(Duration::from_millis(1100));
+    store.save(&update(Section::Rank(3), &items)).unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), first, "same content must not change the file");
+    // A second file written from scratch in another order has the same entries
+    // section byte for byte (metadata times aside).
+    let other = dir.path().join("d.json");
+    let rev: Vec<_> = items.iter().rev().cloned().collect();
+    FileStore::new(&other).save(&update(Section::Rank(3), &rev)).unwrap();
+    let strip = |b: Vec<u8>| {
+        String::from_utf8(b)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.contains("_unix\""))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert_eq!(strip(std::fs::read(&other).unwrap()), strip(first));
+}
+
+#[test]
+fn file_is_readable_json_one_entry_per_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let store = FileStore::new(&path);
+    let items: Vec<_> = (0..3).map(|i| (key("gemm", i), entry(i as i64, 1.0, "e"))).collect();
+    store.save(&update(Section::Rank(0), &items)).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["format"], "ranktune-cache");
+    assert_eq!(v["version"], "1.0");
+    assert_eq!(v["rank_0"].as_array().unwrap().len(), 3);
+    assert_eq!(text.lines().filter(|l| l.trim_start().starts_with("{\"op\":")).count(), 3);
+}
+
+#[test]
+fn records_identities_of_saved_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path().join("c.json"));
+    let id = Identity::current();
+    let digest = id.digest();
+    // The current identity is recorded even if the update does not carry it.
+    store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 5.0, &digest))])).unwrap();
+    // Another identity is recorded from the update's metadata.
+    let mut other = id.clone();
+    other.cores += 100;
+    let mut u = update(Section::Rank(1), &[(key("gemm", 1), entry(1, 5.0, &other.digest()))]);
+    u.metadata.environments.insert(other.digest(), other.clone());
+    store.save(&u).unwrap();
+    let m = store.load().unwrap().data.metadata;
+    assert_eq!(m.environments.get(&digest), Some(&id));
+    assert_eq!(m.environments.get(&other.digest()), Some(&other));
+    assert_eq!(m.lib_version, env!("CARGO_PKG_VERSION"));
+    assert!(m.created_unix > 0 && m.updated_unix >= m.created_unix);
+}
+
+#[test]
+fn invalid_entries_are_not_saved() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path().join("c.json"));
+    let r = store
+        .save(&update(
+            Section::Rank(0),
+            &[
+                (key("gemm", 1), entry(1, f64::NAN, "e")),
+                (key("gemm", 2), entry(1, -1.0, "e")),
+                (key("gemm", 3), entry(1, 2.0, "e")),
+            ],
+        ))
+        .unwrap();
+    assert_eq!(r.written, 1);
+    assert_eq!(r.warnings.len(), 2, "{:?}", r.warnings);
+    assert!(r.warnings[0].contains("gemm") && r.warnings[0].contains("NaN"), "{:?}", r.warnings);
+    assert_eq!(store.load().unwrap().data.len(), 1);
+}
+
+#[test]
+fn remove_keeps_everything_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path().join("c.json"));
+    let items: Vec<_> = (0..5).map(|i| (key("gemm", i), entry(1, 1.0, "e"))).collect();
+    store.save(&update(Section::Rank(0), &items)).unwrap();
+    store.save(&update(Section::Rank(1), &items)).unwrap();
+    let r = store
+        .remove(&[(Section::Rank(0), key("gemm", 2)), (Section::Rank(5), key("x", 1))])
+        .unwrap();
+    assert_eq!(r.written, 1);
+    assert_eq!(r.total, 9);
+    let d = store.load().unwrap().data;
+    assert!(d.get(Section::Rank(0), &key("gemm", 2)).is_none());
+    assert!(d.get(Section::Rank(1), &key("gemm", 2)).is_some());
+}
+
+#[test]
+fn new_files_respect_umask_and_existing_modes_are_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let store = FileStore::new(&path);
+    store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    // SAFETY: umask only reads and sets the process mask.
+    let mask = unsafe {
+        let m = libc::umask(0o022);
+        libc::umask(m);
+        m
+    };
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o666 & !(mask as u32), "new file mode {mode:o}, umask {mask:o}");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+    store.save(&update(Section::Rank(0), &[(key("gemm", 2), entry(1, 1.0, "e"))])).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o640);
+}
+
+#[test]
+fn stale_temp_files_are_ignored_and_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let store = FileStore::new(&path);
+    store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    // A killed writer's half-written temp file, and one that is a symlink.
+    std::fs::write(dir.path().join("c.json.tmp-999999-0"), b"{\"format\": \"ranktune-ca").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", dir.path().join("c.json.tmp-999999-1")).unwrap();
+    let loaded = store.load().unwrap();
+    assert_eq!(loaded.data.len(), 1);
+    assert!(loaded.warnings.is_empty());
+    store.save(&update(Section::Rank(0), &[(key("gemm", 2), entry(1, 1.0, "e"))])).unwrap();
+    assert_eq!(list(dir.path()), ["c.json", "c.json.lock", "c.json.spool"]);
+    assert_eq!(store.load().unwrap().data.len(), 2);
+}
+
+#[test]
+fn missing_parent_directory_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::new(dir.path().join("a/b/c.json"));
+    assert!(store.load().unwrap().data.is_empty());
+    store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    assert_eq!(store.load().unwrap().data.len(), 1);
+}
+
+#[test]
+fn unfolded_spools_are_read_and_without_locking_nothing_is_lost() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let store = FileStore::new(&path).without_locking();
+    for r in 0..3 {
+        let r2 =
+            store.save(&update(Section::Rank(r), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+        assert!(r2.warnings.iter().any(|w| w.contains("cannot lock")), "{:?}", r2.warnings);
+    }
+    // Spools are kept without a lock, and readers see every save.
+    assert_eq!(list(&dir.path().join("c.json.spool")).len(), 3);
+    assert_eq!(store.load().unwrap().data.len(), 3);
+    // A locked save later folds them and cleans up.
+    FileStore::new(&path)
+        .save(&update(Section::Rank(9), &[(key("x", 1), entry(1, 1.0, "e"))]))
+        .unwrap();
+    assert!(list(&dir.path().join("c.json.spool")).is_empty());
+    assert_eq!(FileStore::new(&path).load().unwrap().data.len(), 4);
+}
+
+#[test]
+fn lock_timeout_names_the_path_and_withdraws_the_save() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let lock_path = dir.path().join("c.json.lock");
+    // Hold the lock through another open file description.
+    let holder = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .unwrap();
+    // SAFETY: flock on a descriptor we own.
+    assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&holder), libc::LOCK_EX) }, 0);
+    let store = FileStore::new(&path).with_lock_timeout(Duration::from_millis(300));
+    let err =
+        store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap_err();
+    assert!(matches!(err, CacheError::LockTimeout { .. }), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&lock_path.display().to_string()) && msg.contains("RANKTUNE_LOCK_TIMEOUT"),
+        "{msg}"
+    );
+    // An error means not saved: the spool was withdrawn.
+    assert!(store.load().unwrap().data.is_empty());
+    drop(holder);
+    store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    assert_eq!(store.load().unwrap().data.len(), 1);
+}
+
+#[test]
+fn a_symlinked_cache_path_stays_a_link() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("real")).unwrap();
+    let link = dir.path().join("c.json");
+    std::os::unix::fs::symlink("real/c.json", &link).unwrap();
+    let store = FileStore::new(&link);
+    // Dangling at first, then existing.
+    store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    store.save(&update(Section::Rank(1), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(FileStore::new(dir.path().join("real/c.json")).load().unwrap().data.len(), 2);
+    assert_eq!(store.load().unwrap().data.len(), 2);
+}

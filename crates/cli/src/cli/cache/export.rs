@@ -1,0 +1,66 @@
+//! `ranktune cache export CACHE -o OUT --format trtllm`: write a cache in
+//! TensorRT-LLM's format. The output is written by the store's atomic
+//! writer (exclusive temp file in the same directory, fsync, rename; never
+//! over a device or FIFO), and an existing OUT is only replaced with --force. The cache itself is only read.
+
+use anyhow::{bail, Context, Result};
+use ranktune_cache::trtllm::convert::{export, to_json_text};
+use ranktune_cache::write_file_atomic;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tracing::warn;
+
+/// Export formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExportFormat {
+    /// TensorRT-LLM's autotuner cache (one JSON document).
+    Trtllm,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// The cache to export.
+    pub cache: PathBuf,
+    /// Where to write.
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Trtllm)]
+    pub format: ExportFormat,
+    /// Replace OUT if it exists.
+    #[arg(long)]
+    pub force: bool,
+}
+
+pub fn run(args: ExportArgs) -> Result<ExitCode> {
+    if !args.cache.exists() {
+        bail!("{} does not exist", args.cache.display());
+    }
+    if args.output.exists() && !args.force {
+        bail!("{} exists; pass --force to replace it", args.output.display());
+    }
+    let loaded = super::open_store(&args.cache)?
+        .inspect()
+        .with_context(|| format!("reading {}", args.cache.display()))?;
+    for w in &loaded.warnings {
+        warn!("{}: {w}", args.cache.display());
+    }
+    let ExportFormat::Trtllm = args.format;
+    let exported = export(&loaded.data);
+    for w in &exported.warnings {
+        warn!("{w}");
+    }
+    write_file_atomic(&args.output, to_json_text(&exported.doc).as_bytes())
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    println!(
+        "exported {} entries to {} (trtllm){}",
+        exported.written,
+        args.output.display(),
+        if exported.skipped > 0 {
+            format!("; {} left out, see warnings", exported.skipped)
+        } else {
+            String::new()
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}

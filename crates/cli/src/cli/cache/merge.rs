@@ -1,0 +1,132 @@
+//! `ranktune cache merge -o OUT IN...`: combine caches by the documented
+//! conflict rule (newest entry wins, then the faster, then the earlier
+//! input), report every conflict, and save through the locked, merging save,
+//! which applies the same rule again, under the lock, against OUT as stored
+//! at that moment (see `FileStore::save_resolving`).
+
+use super::import::{load_source, Format};
+use anyhow::{Context, Result};
+use ranktune_cache::merge::{merge, new_wins, WonBy};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tracing::warn;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Conflicts (same key, same section, different choice): the newest entry \
+    (created_unix) wins, then the faster, then the earlier input. Each is reported.")]
+pub struct MergeArgs {
+    /// The cache to write. If it exists, its entries take part in the merge
+    /// as if it were the first input.
+    #[arg(short, long, value_name = "OUT")]
+    pub output: PathBuf,
+    /// The caches to combine (ranktune or TensorRT-LLM format).
+    #[arg(required = true, value_name = "IN")]
+    pub inputs: Vec<PathBuf>,
+    /// Format of the inputs.
+    #[arg(long, value_enum, default_value_t = Format::Auto)]
+    pub format: Format,
+    /// Print the conflicts as JSON instead of lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The rule that decided a conflict, in words.
+pub fn won_by_text(w: WonBy) -> &'static str {
+    match w {
+        WonBy::Newer => "newer",
+        WonBy::Faster => "same age, faster",
+        WonBy::Earlier => "same age and time, earlier input",
+    }
+}
+
+pub fn run(args: MergeArgs) -> Result<ExitCode> {
+    let mut names = Vec::new();
+    let mut datas = Vec::new();
+    let out_is_input = args.inputs.iter().any(|p| same_file(p, &args.output));
+    if args.output.exists() && !out_is_input {
+        let existing = super::open_store(&args.output)?.inspect().with_context(|| {
+            format!("reading {} (it takes part in the merge)", args.output.display())
+        })?;
+        for w in &existing.warnings {
+            warn!("{}: {w}", args.output.display());
+        }
+        names.push(args.output.clone());
+        datas.push(existing.data);
+    }
+    for path in &args.inputs {
+        let source = load_source(path, args.format)?;
+        names.push(path.clone());
+        datas.push(source.data);
+    }
+    let merged = merge(&datas);
+    if args.json {
+        let conflicts: Vec<_> = merged
+            .conflicts
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "section": c.section,
+                    "key": c.key,
+                    "kept_from": names[c.winner],
+                    "kept": c.kept,
+                    "won_by": c.won_by,
+                    "dropped": c.dropped.iter().map(|(i, e)| serde_json::json!({"from": names[*i], "entry": e})).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "conflicts": conflicts }))?
+        );
+    } else {
+        for c in &merged.conflicts {
+            let dropped: Vec<String> = c
+                .dropped
+                .iter()
+                .map(|(i, e)| {
+                    format!("{} ({:.3} us) from {}", e.tactic, e.time_us, names[*i].display())
+                })
+                .collect();
+            println!(
+                "conflict {} {}: kept {} ({:.3} us) from {} [{}]; dropped {}",
+                c.section,
+                c.key,
+                c.kept.tactic,
+                c.kept.time_us,
+                names[c.winner].display(),
+                won_by_text(c.won_by),
+                dropped.join(", ")
+            );
+        }
+    }
+    // The rule is applied again under the lock against OUT as stored then,
+    // so an entry a rank saved after OUT was read above is not replaced by
+    // an older one.
+    let report = super::open_store(&args.output)?
+        .save_resolving(&merged.data, &|_, _, stored, new| new_wins(stored, new))
+        .with_context(|| format!("saving {}", args.output.display()))?;
+    for w in &report.warnings {
+        warn!("{w}");
+    }
+    let msg = format!(
+        "merged {} inputs into {}: {} entries, {} keys in several inputs, {} conflicts",
+        datas.len(),
+        args.output.display(),
+        report.total,
+        merged.overlapping,
+        merged.conflicts.len()
+    );
+    if args.json {
+        eprintln!("{msg}");
+    } else {
+        println!("{msg}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}

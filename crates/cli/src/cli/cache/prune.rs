@@ -1,0 +1,85 @@
+//! `ranktune cache prune FILE [--env current|DIGEST] [--dry-run]`: remove
+//! entries measured under another environment, through the store's locked,
+//! merging path (so it is safe while ranks are saving). Which entries go is
+//! decided under the lock, on each entry as stored then: a rank that
+//! re-tunes a stale entry while prune runs keeps its fresh entry.
+
+use anyhow::Context;
+use ranktune_cache::{is_stale, Identity, Store};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Remove stale entries.
+#[derive(Debug, clap::Args)]
+pub struct PruneArgs {
+    /// The cache file.
+    pub file: PathBuf,
+    /// Keep only entries of this environment: `current` (this machine) or
+    /// a digest listed in the file's `metadata.environments` (as `cache show
+    /// --json` prints them). Any other digest is refused.
+    #[arg(long, value_name = "current|DIGEST", default_value = "current")]
+    pub env: String,
+    /// Only say what would be removed; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// Runs `cache prune`.
+pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
+    let current = Identity::current().digest();
+    let keep = if args.env == "current" { current.clone() } else { args.env.clone() };
+    if std::fs::symlink_metadata(&args.file).is_err() {
+        anyhow::bail!("{} does not exist", args.file.display());
+    }
+    let store = super::open_store(&args.file)?;
+    let loaded = store.inspect().with_context(|| {
+        format!("cannot prune {}; `ranktune cache check` says more", args.file.display())
+    })?;
+    let known = &loaded.data.metadata.environments;
+    if keep != current && !known.contains_key(&keep) {
+        let mut listed: Vec<String> = known.keys().cloned().collect();
+        if !listed.contains(&current) {
+            listed.push(format!("{current} (this machine)"));
+        }
+        anyhow::bail!(
+            "--env {:?} is neither `current` nor an environment recorded in {}; nothing was \
+             removed. Known environments: {}",
+            args.env,
+            args.file.display(),
+            listed.join(", ")
+        );
+    }
+    if args.dry_run {
+        for w in &loaded.warnings {
+            eprintln!("warning: {w}");
+        }
+        let stale: Vec<_> = loaded.data.iter().filter(|(_, _, e)| is_stale(e, &keep)).collect();
+        for (s, k, e) in &stale {
+            println!("would remove {s} {k} (env {})", e.env);
+        }
+        println!(
+            "{}: would remove {} stale entries (not measured under {keep}){}; nothing changed (--dry-run)",
+            args.file.display(),
+            stale.len(),
+            if loaded.bad_entries > 0 {
+                format!(" and {} malformed entries", loaded.bad_entries)
+            } else {
+                String::new()
+            }
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let report = store
+        .remove_where(&|_, _, e| is_stale(e, &keep))
+        .with_context(|| format!("cannot prune {}", args.file.display()))?;
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
+    println!(
+        "{}: removed {} stale entries (not measured under {keep}); {} entries left",
+        args.file.display(),
+        report.written,
+        report.total
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,135 @@
+//! `ranktune cache show FILE [--rank R] [--json]`: a cache's entries as a
+//! table for people or JSON for scripts. Read-only: it never locks, moves
+//! or rewrites anything.
+
+use anyhow::Context;
+use ranktune_cache::{is_stale, CacheData, Entry, EntryKey, Identity, Section};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Print a cache's entries.
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// The cache file.
+    pub file: PathBuf,
+    /// Only this rank's section (`rank_R`).
+    #[arg(long, value_name = "R")]
+    pub rank: Option<u32>,
+    /// JSON for scripts: {"metadata": {...}, "entries": [{"rank", "op", "runner", ...}]}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One entry as `--json` prints it.
+pub(super) fn entry_json(
+    section: Section,
+    k: &EntryKey,
+    e: &Entry,
+    current: &str,
+) -> serde_json::Value {
+    serde_json::json!({
+        "rank": section.rank(),
+        "section": section.name(),
+        "op": k.op,
+        "runner": k.runner,
+        "fingerprint": k.fingerprint,
+        "bucket": k.bucket,
+        "tactic": e.tactic,
+        "time_us": e.time_us,
+        "stale": is_stale(e, current),
+        "runner_index": e.runner_index,
+        "checksum": e.checksum,
+        "env": e.env,
+        "created_unix": e.created_unix,
+        "candidates": e.candidates,
+    })
+}
+
+/// `[[64,64],[64]]`: a bucket as people read it.
+pub(super) fn bucket_text(bucket: &[Vec<u64>]) -> String {
+    serde_json::to_string(bucket).unwrap_or_default()
+}
+
+/// A tactic in at most `max` characters.
+pub(super) fn tactic_text(t: &serde_json::Value, max: usize) -> String {
+    let s = match t {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    crate::cli::table::clip(&s, max)
+}
+
+fn selected(data: &CacheData, rank: Option<u32>) -> Vec<(Section, &EntryKey, &Entry)> {
+    data.iter().filter(|(s, _, _)| rank.is_none() || s.rank() == rank).collect()
+}
+
+/// Runs `cache show`.
+pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
+    if std::fs::symlink_metadata(&args.file).is_err() {
+        anyhow::bail!("{} does not exist", args.file.display());
+    }
+    let store = super::open_store(&args.file)?;
+    let loaded = store.inspect().with_context(|| {
+        format!("cannot show {}; `ranktune cache check` says more", args.file.display())
+    })?;
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+    if !args.json && loaded.data.is_empty() && super::is_empty_file(&args.file) {
+        println!("empty cache: {} is an empty file (no entries, no metadata)", args.file.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let current = Identity::current().digest();
+    let data = &loaded.data;
+    let rows = selected(data, args.rank);
+    if args.json {
+        let m = &data.metadata;
+        let doc = serde_json::json!({
+            "metadata": {
+                "lib_version": m.lib_version,
+                "host": m.host,
+                "created_unix": m.created_unix,
+                "updated_unix": m.updated_unix,
+                "environments": m.environments,
+                "current_env": current,
+            },
+            "entries": rows.iter().map(|(s, k, e)| entry_json(*s, k, e, &current)).collect::<Vec<_>>(),
+        });
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut cells =
+        vec![["SECTION", "OP", "RUNNER", "FINGERPRINT", "BUCKET", "TACTIC", "TIME_US", "STALE"]
+            .map(String::from)
+            .to_vec()];
+    let mut stale = 0;
+    for (s, k, e) in &rows {
+        let is = is_stale(e, &current);
+        stale += usize::from(is);
+        cells.push(vec![
+            s.name(),
+            k.op.clone(),
+            k.runner.clone(),
+            k.fingerprint.clone(),
+            bucket_text(&k.bucket),
+            tactic_text(&e.tactic, 40),
+            format!("{:.2}", e.time_us),
+            if is { "stale".into() } else { String::new() },
+        ]);
+    }
+    if !rows.is_empty() {
+        print!("{}", crate::cli::table::table(&cells));
+    }
+    let sections: std::collections::BTreeSet<_> = rows.iter().map(|(s, _, _)| *s).collect();
+    let m = &data.metadata;
+    println!(
+        "{} entries in {} section(s), {} stale (measured under another environment than this machine's {current}); \
+         written by ranktune {} on {}",
+        rows.len(),
+        sections.len(),
+        stale,
+        if m.lib_version.is_empty() { "?" } else { &m.lib_version },
+        if m.host.is_empty() { "?" } else { &m.host },
+    );
+    Ok(ExitCode::SUCCESS)
+}

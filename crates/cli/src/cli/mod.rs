@@ -1,0 +1,97 @@
+//! Command-line front end: parses arguments, sets up logging, dispatches to
+//! one module per subcommand group, and turns errors into messages with
+//! context. It owns presentation (tables, `--json`, progress bars) and must
+//! never implement library behaviour itself.
+
+mod cache;
+pub mod sys;
+mod table;
+mod trace;
+mod tune;
+
+use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+/// Autotuning with one shared, crash-safe tuning cache and per-rank
+/// profiling traces for multi-rank jobs.
+#[derive(Debug, Parser)]
+#[command(name = "ranktune", version, about, long_about = None)]
+struct Cli {
+    /// More log output (-v info, -vv debug). `RANKTUNE_LOG` sets a filter directly.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Tune the built-in CPU kernels into the shared cache (the main job).
+    Tune(tune::TuneArgs),
+    /// Inspect, check, compare, merge, prune, import and export tuning caches.
+    #[command(subcommand)]
+    Cache(cache::CacheCommand),
+    /// Merge and summarize per-rank profiling traces.
+    #[command(subcommand)]
+    Trace(trace::TraceCommand),
+}
+
+/// Logs go to stderr through a filtered `fmt` layer; the trace layer sees
+/// ranktune's spans at every level and records them only while a trace
+/// session is active (`ranktune tune --trace`), so the log filter never hides
+/// spans from the trace.
+fn init_logging(verbose: u8) {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
+    use tracing_subscriber::prelude::*;
+
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = match std::env::var("RANKTUNE_LOG") {
+        Ok(s) if !s.trim().is_empty() => {
+            tracing_subscriber::EnvFilter::try_new(&s).unwrap_or_else(|e| {
+                eprintln!(
+                    "warning: RANKTUNE_LOG={s:?} is not a log filter ({e}); using {default:?}. \
+                     Examples: info, ranktune=debug"
+                );
+                tracing_subscriber::EnvFilter::new(default)
+            })
+        }
+        Ok(_) | Err(std::env::VarError::NotPresent) => tracing_subscriber::EnvFilter::new(default),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            eprintln!("warning: RANKTUNE_LOG is not valid UTF-8; using {default:?}");
+            tracing_subscriber::EnvFilter::new(default)
+        }
+    };
+    let logs = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .without_time()
+        .with_filter(filter);
+    let traces = ranktune_trace::layer()
+        .with_filter(Targets::new().with_target("ranktune", LevelFilter::TRACE));
+    let _ = tracing_subscriber::registry().with(logs).with(traces).try_init();
+}
+
+/// Runs the CLI and returns the process exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    let result = match cli.command {
+        Command::Tune(args) => tune::run(args),
+        Command::Cache(cmd) => cache::run(cmd),
+        Command::Trace(cmd) => trace::run(cmd),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! `ranktune trace merge|summary`: argument parsing and presentation for
+//! trace analysis. The work itself is in `ranktune_trace_analyze`; this
+//! module only resolves inputs, calls it, prints warnings, tables or JSON.
+use anyhow::Context;
+use ranktune_trace_analyze::{html, inputs, merge, summary};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Trace analysis subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum TraceCommand {
+    /// Merge per-rank traces onto one timeline (one process group per rank).
+    Merge(MergeArgs),
+    /// Per-rank step times and top spans, and which rank is slow and where.
+    Summary(SummaryArgs),
+}
+
+/// Inputs shared by both subcommands.
+#[derive(Debug, clap::Args)]
+pub struct InputArgs {
+    /// Trace files, directories (their *.json and *.json.gz) or globs.
+    #[arg(required = true, value_name = "INPUTS")]
+    inputs: Vec<String>,
+    /// Set a file's rank (FILE=N, repeatable); overrides distributedInfo and the name.
+    #[arg(long = "rank", value_name = "FILE=N", value_parser = inputs::parse_rank_arg)]
+    ranks: Vec<(PathBuf, u32)>,
+}
+
+/// `trace merge` arguments.
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    /// Output file (.json or .json.gz).
+    #[arg(short, long, value_name = "OUT")]
+    output: PathBuf,
+    /// Clock alignment: `absolute` keeps wall-clock times; `first-step`
+    /// shifts each rank so its first ProfilerStep starts at the same instant.
+    #[arg(long, value_enum, default_value = "absolute")]
+    align: AlignArg,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum AlignArg {
+    Absolute,
+    FirstStep,
+}
+
+/// `trace summary` arguments.
+#[derive(Debug, clap::Args)]
+pub struct SummaryArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    /// Print JSON for scripts (schema in docs/trace-analysis.md).
+    #[arg(long)]
+    json: bool,
+    /// Also write a self-contained HTML report with charts.
+    #[arg(long, value_name = "FILE")]
+    html: Option<PathBuf>,
+    /// Spans listed per rank.
+    #[arg(long, default_value_t = 10)]
+    top: usize,
+}
+
+fn resolve(args: &InputArgs) -> anyhow::Result<inputs::Resolved> {
+    let res = inputs::resolve(&args.inputs, &args.ranks).context("reading the trace inputs")?;
+    for w in &res.warnings {
+        tracing::warn!("{w}");
+    }
+    for i in &res.inputs {
+        tracing::info!("rank {} ← {} ({})", i.rank, i.path.display(), i.source.describe());
+    }
+    Ok(res)
+}
+
+/// Runs a `trace` subcommand.
+pub fn run(cmd: TraceCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        TraceCommand::Merge(a) => {
+            let res = resolve(&a.input)?;
+            let opts = merge::MergeOptions {
+                align: match a.align {
+                    AlignArg::Absolute => merge::Align::Absolute,
+                    AlignArg::FirstStep => merge::Align::FirstStep,
+                },
+            };
+            let started = std::time::Instant::now();
+            let report = merge::merge(&res.inputs, &a.output, &opts)
+                .with_context(|| format!("merging into {}", a.output.display()))?;
+            for w in &report.warnings {
+                tracing::warn!("{w}");
+            }
+            let secs = started.elapsed().as_secs_f64();
+            println!(
+                "merged {} ranks, {} events ({:.1} MB) into {} in {:.2} s ({:.0} MB/s); base {} ns",
+                report.ranks.len(),
+                report.events,
+                report.bytes_in as f64 / 1e6,
+                a.output.display(),
+                secs,
+                report.bytes_in as f64 / 1e6 / secs.max(1e-9),
+                report.base_ns
+            );
+            for r in &report.ranks {
+                let pids: Vec<String> = r.pids.iter().map(|(o, n)| format!("{o}→{n}")).collect();
+                println!(
+                    "  rank {}: {} events, shift {} ns, pids {}  ({})",
+                    r.rank,
+                    r.events,
+                    r.shift_ns,
+                    pids.join(" "),
+                    r.path.display()
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        TraceCommand::Summary(a) => {
+            let res = resolve(&a.input)?;
+            let s = summary::summarize(&res.inputs, &summary::SummaryOptions { top: a.top })
+                .context("summarizing the traces")?;
+            for w in &s.warnings {
+                tracing::warn!("{w}");
+            }
+            if let Some(path) = &a.html {
+                std::fs::write(path, html::render(&s))
+                    .with_context(|| format!("writing the HTML report {}", path.display()))?;
+            }
+            if a.json {
+                let mut doc = s.to_json();
+                if let Some(obj) = doc.as_object_mut() {
+                    let mut w: Vec<serde_json::Value> =
+                        res.warnings.iter().map(|w| serde_json::Value::from(w.as_str())).collect();
+                    if let Some(serde_json::Value::Array(more)) = obj.remove("warnings") {
+                        w.extend(more);
+                    }
+                    obj.insert("warnings".into(), w.into());
+                }
+                println!("{}", serde_json::to_string_pretty(&doc)?);
+            } else {
+                print!("{}", s.to_text());
+                if let Some(path) = &a.html {
+                    println!("\nHTML report: {}", path.display());
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

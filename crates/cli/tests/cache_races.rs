@@ -1,0 +1,207 @@
+//! Saves that land while `cache prune`, `cache merge -o` or another save
+//! waits for the lock: decisions must be taken under the lock, on the file
+//! as it is then. Real processes (the ranktune binary) wait for a lock the
+//! test holds; the test changes the cache meanwhile, then lets go.
+
+use ranktune_cache::{
+    write_cache_file, CacheData, Entry, EntryKey, FileStore, Identity, Section, Store,
+};
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn key(op: &str) -> EntryKey {
+    EntryKey {
+        op: op.into(),
+        runner: "blocked".into(),
+        fingerprint: "f0".into(),
+        bucket: vec![vec![64]],
+    }
+}
+
+fn entry(tactic: i64, env: &str, created: u64) -> Entry {
+    Entry {
+        runner_index: 0,
+        tactic: serde_json::json!(tactic),
+        time_us: 10.0,
+        candidates: vec![],
+        checksum: "c".into(),
+        env: env.into(),
+        created_unix: created,
+    }
+}
+
+fn one(op: &str, e: Entry) -> CacheData {
+    let mut d = CacheData::default();
+    d.insert(Section::Rank(0), key(op), e);
+    d
+}
+
+/// Holds `<cache>.lock` exclusively until dropped.
+struct Held(#[allow(dead_code)] File);
+
+fn hold_lock(cache: &Path) -> Held {
+    let mut p = cache.as_os_str().to_owned();
+    p.push(".lock");
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(PathBuf::from(p))
+        .unwrap();
+    // SAFETY: flock on a descriptor we own.
+    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+    Held(f)
+}
+
+/// Starts ranktune and returns once it says it is waiting for the lock
+/// (so it has done its unlocked read), with the rest of its stderr.
+fn start_waiting(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ranktune"))
+        .args(args)
+        .env_remove("RANKTUNE_LOG")
+        .env_remove("RANKTUNE_LOCK_TIMEOUT")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        let mut line = String::new();
+        while err.read_line(&mut line).unwrap_or(0) > 0 {
+            if line.contains("waiting for lock on") {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            line.clear();
+        }
+        all
+    });
+    let start = Instant::now();
+    while rx.recv_timeout(Duration::from_millis(100)).is_err() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "ranktune {args:?} ended ({status}) without waiting for the lock: {}",
+                reader.join().unwrap()
+            );
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "ranktune {args:?} never waited");
+    }
+    (child, reader)
+}
+
+fn finish(child: Child, reader: std::thread::JoinHandle<String>) -> (i32, String, String) {
+    let out = child.wait_with_output().unwrap();
+    let err = reader.join().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), err)
+}
+
+#[test]
+fn prune_keeps_an_entry_refreshed_while_it_waited() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tune.json");
+    let here = Identity::current().digest();
+    let mut data = one("gemm", entry(1, "0123456789abcdef", 100));
+    data.insert(Section::Rank(0), key("softmax"), entry(2, "0123456789abcdef", 100));
+    FileStore::new(&path).save(&data).unwrap();
+
+    let held = hold_lock(&path);
+    let (child, reader) = start_waiting(&["cache", "prune", path.to_str().unwrap()]);
+    // A rank re-tunes gemm on this machine and its save completes (as a
+    // fold by another lock holder would leave it) while prune waits.
+    let mut now = FileStore::new(&path).inspect().unwrap().data;
+    now.insert(Section::Rank(0), key("gemm"), entry(7, &here, 200));
+    write_cache_file(&path, &now).unwrap();
+    drop(held);
+    let (code, out, err) = finish(child, reader);
+    assert_eq!(code, 0, "{out}{err}");
+
+    let after = FileStore::new(&path).load().unwrap().data;
+    let gemm = after.get(Section::Rank(0), &key("gemm")).expect("the fresh entry was pruned");
+    assert_eq!(gemm.tactic, serde_json::json!(7));
+    assert!(after.get(Section::Rank(0), &key("softmax")).is_none(), "the stale one stays pruned");
+    assert!(out.contains("removed 1 stale"), "{out}");
+}
+
+#[test]
+fn merge_output_keeps_a_newer_entry_saved_while_it_waited() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_path = dir.path().join("out.json");
+    let in_path = dir.path().join("in.json");
+    FileStore::new(&out_path).save(&one("gemm", entry(1, "e", 100))).unwrap();
+    write_cache_file(&in_path, &one("gemm", entry(2, "e", 150))).unwrap();
+
+    let held = hold_lock(&out_path);
+    let (child, reader) = start_waiting(&[
+        "cache",
+        "merge",
+        "-o",
+        out_path.to_str().unwrap(),
+        in_path.to_str().unwrap(),
+    ]);
+    // A rank saves a newer decision into OUT while merge waits.
+    write_cache_file(&out_path, &one("gemm", entry(3, "e", 200))).unwrap();
+    drop(held);
+    let (code, out, err) = finish(child, reader);
+    assert_eq!(code, 0, "{out}{err}");
+    let after = FileStore::new(&out_path).load().unwrap().data;
+    let gemm = after.get(Section::Rank(0), &key("gemm")).unwrap();
+    assert_eq!(gemm.created_unix, 200, "newest wins, also against what arrived meanwhile");
+    assert_eq!(gemm.tactic, serde_json::json!(3));
+}
+
+#[test]
+fn a_save_whose_spool_was_damaged_and_set_aside_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tune.json");
+    let spool = dir.path().join("tune.json.spool");
+    let held = hold_lock(&path);
+    let p = path.clone();
+    let damaged =
+        std::thread::spawn(move || FileStore::new(&p).save(&one("gemm", entry(1, "e", 1))));
+    let spooled = |n: usize| {
+        let start = Instant::now();
+        loop {
+            let files: Vec<PathBuf> = std::fs::read_dir(&spool)
+                .map(|r| {
+                    r.flatten()
+                        .map(|e| e.path())
+                        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                        .collect()
+                })
+                .unwrap_or_default();
+            if files.len() >= n {
+                return files;
+            }
+            assert!(start.elapsed() < Duration::from_secs(120), "no spool file appeared");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    };
+    let first = spooled(1);
+    assert_eq!(first.len(), 1);
+    std::fs::write(&first[0], b"{\"format\": \"ranktune-cache\", \"rank_0\": [tru").unwrap();
+    // A second, healthy save waits too; whoever gets the lock first folds
+    // both spools and sets the damaged one aside.
+    let p = path.clone();
+    let healthy =
+        std::thread::spawn(move || FileStore::new(&p).save(&one("softmax", entry(2, "e", 1))));
+    spooled(2);
+    drop(held);
+    let healthy = healthy.join().unwrap();
+    let damaged = damaged.join().unwrap();
+    assert!(healthy.is_ok(), "{healthy:?}");
+    let e = damaged
+        .expect_err("a save whose entries were set aside must not report success")
+        .to_string();
+    assert!(e.contains("set aside") && e.contains("corrupt"), "{e}");
+    let after = FileStore::new(&path).load().unwrap().data;
+    assert!(after.get(Section::Rank(0), &key("softmax")).is_some());
+    assert!(after.get(Section::Rank(0), &key("gemm")).is_none());
+}

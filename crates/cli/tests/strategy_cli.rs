@@ -1,0 +1,238 @@
+//! End to end: `ranktune tune --ranks 4 --strategy S` with real rank
+//! processes, real kernels and one cache file.
+
+use ranktune_cache::{CacheData, FileStore, Section, Store};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// Small enough to keep the suite fast: buckets 1..16 of every op.
+const SMALL: [&str; 3] = ["--quick", "--max-tokens", "16"];
+
+fn ranktune(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ranktune"));
+    cmd.current_dir(dir).args(args);
+    for v in [
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "RANKTUNE_RANK",
+        "RANKTUNE_WORLD_SIZE",
+        "RANKTUNE_CACHE",
+        "RANKTUNE_STRATEGY",
+        "RANKTUNE_STRATEGY_TIMEOUT",
+        "RANKTUNE_JOB_ID",
+        "RANKTUNE_COLLECTIVE",
+        "RANKTUNE_TEST_DIE_AT",
+    ] {
+        cmd.env_remove(v);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn tune(dir: &Path, cache: &Path, strategy: &str, ranks: &str, extra: &[&str]) -> Output {
+    let mut args = vec!["tune", "--json", "--ranks", ranks, "--strategy", strategy];
+    args.extend(["--cache", cache.to_str().unwrap()]);
+    args.extend(SMALL);
+    args.extend(extra);
+    ranktune(dir, &args, &[])
+}
+
+fn json(out: &Output) -> Value {
+    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Per rank: (op, bucket) → (runner, tactic, source, section).
+fn rows(report: &Value) -> Vec<BTreeMap<String, (String, String, String, String)>> {
+    report["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r["rows"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|row| {
+                    (
+                        format!("{} {}", row["op"].as_str().unwrap(), row["bucket"]),
+                        (
+                            row["runner"].as_str().unwrap().to_string(),
+                            row["tactic"].to_string(),
+                            row["source"].as_str().unwrap().to_string(),
+                            row["section"].as_str().unwrap_or("").to_string(),
+                        ),
+                    )
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn load(cache: &Path) -> CacheData {
+    FileStore::new(cache).load().unwrap().data
+}
+
+fn choices(data: &CacheData, section: Section) -> BTreeMap<(String, Vec<Vec<u64>>), String> {
+    data.sections
+        .get(&section)
+        .map(|m| {
+            m.iter()
+                .map(|(k, e)| {
+                    ((k.op.clone(), k.bucket.clone()), format!("{} {}", k.runner, e.tactic))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn every_collective_strategy_gives_one_shared_choice_per_bucket() {
+    let dir = tempfile::tempdir().unwrap();
+    for strategy in ["broadcast", "merge", "parallel"] {
+        let cache = dir.path().join(format!("{strategy}.json"));
+        let report = json(&tune(dir.path(), &cache, strategy, "4", &[]));
+        let per_rank = rows(&report);
+        assert_eq!(per_rank.len(), 4);
+        assert_eq!(per_rank[0].len(), 15, "5 buckets × 3 ops: {report}");
+        for (rank, r) in per_rank.iter().enumerate() {
+            for (k, (runner, tactic, source, section)) in r {
+                let (r0, t0, _, _) = &per_rank[0][k];
+                assert_eq!((runner, tactic), (r0, t0), "{strategy} rank {rank} {k}");
+                assert_eq!((source.as_str(), section.as_str()), ("tuned", "shared"), "{k}");
+            }
+        }
+        // Stored once, in the shared section, one choice per bucket.
+        let data = load(&cache);
+        assert_eq!(choices(&data, Section::Shared).len(), 15, "{strategy}");
+        assert!(data.sections.keys().all(|s| *s == Section::Shared), "{strategy}");
+        let check = ranktune(dir.path(), &["cache", "check", cache.to_str().unwrap()], &[]);
+        assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
+
+        // The next run agrees on the hits and measures nothing.
+        let again = json(&tune(dir.path(), &cache, strategy, "4", &[]));
+        assert_eq!((again["tuned"].as_u64(), again["hits"].as_u64()), (Some(0), Some(60)));
+    }
+}
+
+#[test]
+fn mixed_hits_and_misses_across_ranks_end_with_one_choice() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache.json");
+    // Ranks 0 and 1 tune independently first: they have hits in their own
+    // sections, ranks 2 and 3 have nothing.
+    json(&tune(dir.path(), &cache, "independent", "2", &["--ops", "softmax,rmsnorm"]));
+    let start = Instant::now();
+    let report = json(&tune(dir.path(), &cache, "merge", "4", &["--ops", "softmax,rmsnorm"]));
+    assert!(start.elapsed() < Duration::from_secs(120));
+    let per_rank = rows(&report);
+    for r in &per_rank {
+        assert_eq!(r.len(), 10);
+        for (k, (runner, tactic, source, section)) in r {
+            let (r0, t0, _, _) = &per_rank[0][k];
+            assert_eq!((runner, tactic), (r0, t0), "{k}");
+            assert_eq!((source.as_str(), section.as_str()), ("tuned", "shared"), "{k}");
+        }
+    }
+    assert_eq!(choices(&load(&cache), Section::Shared).len(), 10);
+}
+
+#[test]
+fn a_rank_dying_mid_tuning_leaves_the_survivors_finishing_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache.json");
+    let start = Instant::now();
+    let mut args = vec!["tune", "--ranks", "4", "--strategy", "merge", "--ops", "rmsnorm"];
+    args.extend(["--cache", cache.to_str().unwrap()]);
+    args.extend(SMALL);
+    // Test-only hook: rank 2 aborts just before its third bucket.
+    let out = ranktune(
+        dir.path(),
+        &args,
+        &[("RANKTUNE_TEST_DIE_AT", "2:2"), ("RANKTUNE_STRATEGY_TIMEOUT", "5")],
+    );
+    assert!(start.elapsed() < Duration::from_secs(120), "took {:?}", start.elapsed());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("rank 2 failed"), "{err}");
+    for rank in [0, 1, 3] {
+        let line = err
+            .lines()
+            .find(|l| l.starts_with(&format!("[rank {rank}]")) && l.contains("did not arrive"))
+            .unwrap_or_else(|| panic!("rank {rank} says nothing about rank 2:\n{err}"));
+        assert!(line.contains("rank(s) [2]") && line.contains("rmsnorm"), "{line}");
+        assert!(line.contains("independently"), "{line}");
+    }
+    // The survivors saved: two buckets shared, the rest in their own sections.
+    let data = load(&cache);
+    assert_eq!(choices(&data, Section::Shared).len(), 2, "{:?}", data.sections.keys());
+    for rank in [0, 1, 3] {
+        assert_eq!(choices(&data, Section::Rank(rank)).len(), 3, "rank {rank}");
+    }
+    assert!(choices(&data, Section::Rank(2)).is_empty());
+}
+
+#[test]
+fn two_jobs_sharing_a_cache_directory_do_not_mix() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
+    let spawn = |cache: &Path, ops: &str| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ranktune"));
+        cmd.current_dir(dir.path())
+            .args(["tune", "--json", "--ranks", "2", "--strategy", "parallel", "--ops", ops])
+            .args(["--cache", cache.to_str().unwrap()])
+            .args(SMALL)
+            .env_remove("RANKTUNE_JOB_ID")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        cmd.spawn().unwrap()
+    };
+    let (ja, jb) = (spawn(&a, "softmax"), spawn(&b, "rmsnorm"));
+    let (oa, ob) = (ja.wait_with_output().unwrap(), jb.wait_with_output().unwrap());
+    for (out, op) in [(&oa, "softmax"), (&ob, "rmsnorm")] {
+        let report = json(out);
+        for r in rows(&report) {
+            assert_eq!(r.len(), 5);
+            assert!(r.keys().all(|k| k.starts_with(op)), "{r:?}");
+            assert!(r.values().all(|v| v.3 == "shared"), "{r:?}");
+        }
+    }
+}
+
+#[test]
+fn cache_check_reports_ranks_that_chose_differently() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache.json");
+    json(&tune(dir.path(), &cache, "independent", "2", &["--ops", "rmsnorm"]));
+    // Make rank 1 disagree with rank 0 on one bucket, as noisy ranks do.
+    let mut data = load(&cache);
+    let r1 = data.sections.get_mut(&Section::Rank(1)).unwrap();
+    let (key, entry) = r1.iter().next().map(|(k, e)| (k.clone(), e.clone())).unwrap();
+    r1.clear();
+    let mut other = entry.clone();
+    other.tactic = serde_json::json!("divergent-tactic");
+    data.insert(Section::Rank(1), key.clone(), other);
+    std::fs::remove_file(&cache).unwrap();
+    FileStore::new(&cache).save(&data).unwrap();
+    let check = ranktune(dir.path(), &["cache", "check", cache.to_str().unwrap()], &[]);
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(!check.status.success(), "{text}");
+    assert!(text.contains("ranks disagree on rmsnorm"), "{text}");
+    assert!(text.contains("divergent-tactic"), "{text}");
+}
+
+#[test]
+fn a_bad_strategy_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ranktune(dir.path(), &["tune", "--strategy", "fastest"], &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("independent, broadcast, merge or parallel"), "{err}");
+}

@@ -1,0 +1,201 @@
+//! `trace summary` on generated jobs: the planted straggler is named, in a
+//! synchronized job with all-reduce (where its steps are NOT the longest)
+//! and in one without collectives; single rank; no step markers; JSON schema;
+//! the HTML report.
+use ranktune_trace_analyze::inputs;
+use ranktune_trace_analyze::summary::{self, Method, SummaryOptions};
+use ranktune_trace_analyze::synth::{self, JobSpec, Shape};
+use serde_json::Value;
+use std::process::Command;
+
+fn job(spec: &JobSpec) -> (tempfile::TempDir, Vec<String>) {
+    let dir = tempfile::tempdir().unwrap();
+    let files = synth::write_job(spec, dir.path()).unwrap();
+    let files = files.iter().map(|p| p.display().to_string()).collect();
+    (dir, files)
+}
+
+fn summarize(spec: &JobSpec) -> summary::Summary {
+    let (dir, _) = job(spec);
+    let res = inputs::resolve(&[dir.path().display().to_string()], &[]).unwrap();
+    assert_eq!(res.inputs.len() as u32, spec.ranks);
+    summary::summarize(&res.inputs, &SummaryOptions::default()).unwrap()
+}
+
+#[test]
+fn synchronized_kineto_job_names_the_rank_that_waits_least() {
+    let spec = JobSpec {
+        ranks: 4,
+        steps: 6,
+        straggler: Some((2, 0.6)),
+        collectives: true,
+        shape: Shape::Kineto,
+        ..JobSpec::default()
+    };
+    let s = summarize(&spec);
+    // The trap: every rank's steps are equally long, so the step time alone
+    // cannot tell the straggler.
+    let means: Vec<f64> = s.ranks.iter().map(|r| r.step_mean_us.unwrap()).collect();
+    let spread =
+        means.iter().cloned().fold(0.0, f64::max) / means.iter().cloned().fold(f64::MAX, f64::min);
+    assert!(spread < 1.01, "steps should be equally long: {means:?}");
+    let st = s.straggler.as_ref().expect("a straggler");
+    assert_eq!(st.rank, 2, "{}", s.verdict);
+    assert_eq!(st.method, Method::OutsideCollectives);
+    assert_eq!(st.span.as_ref().unwrap().0, "aten::mm", "{}", s.verdict);
+    // It waits least inside collectives.
+    let min_comm =
+        s.ranks.iter().min_by(|a, b| a.collective_us.total_cmp(&b.collective_us)).unwrap();
+    assert_eq!(min_comm.rank, 2);
+    assert!(s.verdict.starts_with("Straggler: rank 2 "), "{}", s.verdict);
+    for r in &s.ranks {
+        assert_eq!(r.steps.len(), 6);
+        assert!(r.busy_us > 0.0);
+        assert!(!r.top_self(5).is_empty());
+    }
+}
+
+#[test]
+fn job_without_collectives_uses_step_time() {
+    let spec = JobSpec {
+        ranks: 3,
+        steps: 5,
+        straggler: Some((1, 0.5)),
+        collectives: false,
+        shape: Shape::Ranktune,
+        ..JobSpec::default()
+    };
+    let s = summarize(&spec);
+    let st = s.straggler.as_ref().expect("a straggler");
+    assert_eq!(st.rank, 1, "{}", s.verdict);
+    assert_eq!(st.method, Method::StepTime);
+    assert_eq!(st.span.as_ref().unwrap().0, "aten::mm");
+    let slowest = s
+        .ranks
+        .iter()
+        .max_by(|a, b| a.step_mean_us.unwrap().total_cmp(&b.step_mean_us.unwrap()))
+        .unwrap();
+    assert_eq!(slowest.rank, 1);
+}
+
+#[test]
+fn balanced_job_has_no_straggler() {
+    for collectives in [true, false] {
+        let spec = JobSpec {
+            ranks: 4,
+            steps: 4,
+            straggler: None,
+            collectives,
+            shape: Shape::Ranktune,
+            ..JobSpec::default()
+        };
+        let s = summarize(&spec);
+        assert!(s.straggler.is_none(), "{}", s.verdict);
+        assert!(s.verdict.starts_with("No straggler"), "{}", s.verdict);
+    }
+}
+
+#[test]
+fn ranktune_synchronized_job() {
+    let spec = JobSpec {
+        ranks: 2,
+        steps: 4,
+        straggler: Some((0, 0.8)),
+        collectives: true,
+        shape: Shape::Ranktune,
+        ..JobSpec::default()
+    };
+    let s = summarize(&spec);
+    assert_eq!(s.straggler.as_ref().map(|s| s.rank), Some(0), "{}", s.verdict);
+}
+
+#[test]
+fn single_rank_and_no_step_markers() {
+    let spec = JobSpec { ranks: 1, steps: 0, shape: Shape::Kineto, ..JobSpec::default() };
+    let s = summarize(&spec);
+    assert_eq!(s.ranks.len(), 1);
+    assert!(s.straggler.is_none());
+    assert!(s.verdict.contains("no step markers"), "{}", s.verdict);
+    assert!(s.warnings.iter().any(|w| w.contains("no ProfilerStep# markers")));
+    assert!(s.ranks[0].step_mean_us.is_none());
+    assert!(!s.ranks[0].spans.is_empty());
+
+    // Several ranks without steps: busy time decides.
+    let spec = JobSpec {
+        ranks: 3,
+        steps: 0,
+        collectives: false,
+        straggler: Some((2, 1.0)),
+        shape: Shape::Ranktune,
+        ..JobSpec::default()
+    };
+    let s = summarize(&spec);
+    let st = s.straggler.expect("straggler by busy time");
+    assert_eq!((st.rank, st.method), (2, Method::BusyTime));
+}
+
+#[test]
+fn cli_json_schema_text_and_html() {
+    let spec = JobSpec {
+        ranks: 4,
+        steps: 5,
+        straggler: Some((3, 0.7)),
+        collectives: true,
+        shape: Shape::Kineto,
+        ..JobSpec::default()
+    };
+    let (dir, _) = job(&spec);
+    let html = dir.path().join("report.html");
+    let out = Command::new(env!("CARGO_BIN_EXE_ranktune"))
+        .args(["trace", "summary", "--json", "--html"])
+        .arg(&html)
+        .arg(format!("{}/*.pt.trace.json", dir.path().display()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ranks = doc["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 4);
+    for (i, r) in ranks.iter().enumerate() {
+        assert_eq!(r["rank"], i as u64);
+        assert_eq!(r["steps"], 5);
+        assert!(r["step_mean_us"].as_f64().unwrap() > 0.0);
+        assert!(r["step_median_us"].as_f64().unwrap() > 0.0);
+        let top = r["top_spans_self"].as_array().unwrap();
+        assert!(!top.is_empty());
+        assert!(top[0]["name"].is_string() && top[0]["self_us"].is_number());
+        assert!(!r["top_spans_total"].as_array().unwrap().is_empty());
+    }
+    assert_eq!(doc["straggler"]["rank"], 3);
+    assert!(doc["straggler"]["reason"].as_str().unwrap().contains("rank 3"));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<svg") && page.contains("polyline"));
+    assert!(!page.contains("http://") || !page.contains("src=\"http"));
+    assert!(!page.contains("<script"));
+
+    // Text: the verdict is the first line.
+    let out = Command::new(env!("CARGO_BIN_EXE_ranktune"))
+        .args(["trace", "summary"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.lines().next().unwrap().starts_with("Straggler: rank 3 "), "{text}");
+}
+
+#[test]
+fn cli_json_straggler_null_for_single_rank() {
+    let spec = JobSpec { ranks: 1, shape: Shape::Ranktune, ..JobSpec::default() };
+    let (dir, files) = job(&spec);
+    let out = Command::new(env!("CARGO_BIN_EXE_ranktune"))
+        .args(["trace", "summary", "--json"])
+        .arg(&files[0])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(doc["straggler"].is_null());
+    assert_eq!(doc["ranks"][0]["steps"], 8);
+    drop(dir);
+}

@@ -1,0 +1,159 @@
+//! End to end: `ranktune tune` as a launcher of 4 real rank processes into
+//! one cache file, twice; one rank under a launcher's environment; a failing
+//! rank reported by name.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn ranktune(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ranktune"));
+    cmd.current_dir(dir).args(args);
+    for v in [
+        "RANK",
+        "WORLD_SIZE",
+        "LOCAL_RANK",
+        "RANKTUNE_RANK",
+        "RANKTUNE_WORLD_SIZE",
+        "RANKTUNE_CACHE",
+    ] {
+        cmd.env_remove(v);
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn four_ranks_twice_into_one_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache.json");
+    let cache_s = cache.to_str().unwrap();
+    let first = json(&ranktune(
+        dir.path(),
+        &["tune", "--ranks", "4", "--quick", "--json", "--cache", cache_s],
+        &[],
+    ));
+    let tuned = first["tuned"].as_u64().unwrap();
+    assert!(tuned >= 4 * 3, "{first}");
+    assert_eq!(first["misses"].as_u64(), Some(tuned));
+    assert_eq!(first["hits"].as_u64(), Some(0));
+    assert_eq!(first["world_size"].as_u64(), Some(4));
+    let ranks = first["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 4);
+    for (i, r) in ranks.iter().enumerate() {
+        assert_eq!(r["rank"].as_u64(), Some(i as u64));
+        assert_eq!(r["tuned"].as_u64(), Some(tuned / 4));
+        assert!(r["rows"].as_array().unwrap().iter().all(|row| row["source"] == "tuned"));
+    }
+    for key in ["fallbacks", "failed_tactics", "tuning_seconds"] {
+        assert!(first.get(key).is_some(), "{key} missing");
+    }
+
+    // One file, with every rank's entries.
+    let loaded = {
+        use ranktune_cache::Store;
+        ranktune_cache::FileStore::new(&cache).load().unwrap()
+    };
+    for rank in 0..4 {
+        let n =
+            loaded.data.sections.get(&ranktune_cache::Section::Rank(rank)).map_or(0, |m| m.len());
+        assert_eq!(n as u64, tuned / 4, "rank {rank}'s entries");
+    }
+
+    let second = json(&ranktune(
+        dir.path(),
+        &["tune", "--ranks", "4", "--quick", "--json", "--cache", cache_s],
+        &[],
+    ));
+    assert_eq!(second["tuned"].as_u64(), Some(0), "{second}");
+    assert_eq!(second["misses"].as_u64(), Some(0));
+    assert_eq!(second["hits"].as_u64(), Some(tuned));
+    for r in second["ranks"].as_array().unwrap() {
+        assert!(r["rows"].as_array().unwrap().iter().all(|row| row["source"] == "cache"));
+    }
+
+    // The table says so too.
+    let table = ranktune(dir.path(), &["tune", "--ranks", "2", "--quick", "--cache", cache_s], &[]);
+    assert!(table.status.success());
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(text.contains("nothing to tune: all"), "{text}");
+}
+
+#[test]
+fn one_rank_from_the_launchers_environment_and_default_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = json(&ranktune(
+        dir.path(),
+        &["tune", "--quick", "--ops", "rmsnorm", "--max-tokens", "4", "--json"],
+        &[("RANK", "1"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "1")],
+    ));
+    assert_eq!(out["ranks"][0]["rank"].as_u64(), Some(1));
+    assert_eq!(out["world_size"].as_u64(), Some(2));
+    assert_eq!(out["tuned"].as_u64(), Some(3)); // buckets 1, 2, 4
+    assert!(dir.path().join("ranktune-cache.json").exists(), "default cache in the cwd");
+
+    // RANKTUNE_CACHE names another file.
+    let other = dir.path().join("other.json");
+    json(&ranktune(
+        dir.path(),
+        &["tune", "--quick", "--ops", "rmsnorm", "--max-tokens", "2", "--json"],
+        &[("RANKTUNE_CACHE", other.to_str().unwrap())],
+    ));
+    assert!(other.exists());
+}
+
+#[test]
+fn a_failing_rank_is_named_with_its_status() {
+    let dir = tempfile::tempdir().unwrap();
+    // A directory where the cache file should be: every rank fails to load it.
+    let bad = dir.path().join("cache-is-a-dir");
+    std::fs::create_dir(&bad).unwrap();
+    let out = ranktune(
+        dir.path(),
+        &["tune", "--ranks", "2", "--quick", "--ops", "rmsnorm", "--cache", bad.to_str().unwrap()],
+        &[],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("rank 0 failed") && err.contains("rank 1 failed"), "{err}");
+    assert!(err.contains("exit status"), "{err}");
+}
+
+#[test]
+fn bad_arguments_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ranktune(dir.path(), &["tune", "--ranks", "0"], &[]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--ranks 0"));
+    let out = ranktune(dir.path(), &["tune", "--ops", "conv"], &[]);
+    assert!(!out.status.success());
+}
+
+#[test]
+fn limits_and_an_unusable_cache_path_fail_before_any_tuning() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = |out: &Output| String::from_utf8_lossy(&out.stderr).into_owned();
+    let out = ranktune(dir.path(), &["tune", "--quick", "--max-tokens", "99999999"], &[]);
+    assert!(!out.status.success());
+    assert!(err(&out).contains("--max-tokens 99999999"), "{}", err(&out));
+    let out = ranktune(dir.path(), &["tune", "--quick", "--ranks", "100000"], &[]);
+    assert!(!out.status.success());
+    assert!(err(&out).contains("mpirun"), "{}", err(&out));
+    // A regular file where the cache's directory should be: refused at start,
+    // before any bucket is measured, and nothing is left behind.
+    std::fs::write(dir.path().join("plain"), b"x").unwrap();
+    let out = ranktune(dir.path(), &["tune", "--quick", "--cache", "plain/c.json"], &[]);
+    assert!(!out.status.success());
+    assert!(err(&out).contains("choose another --cache"), "{}", err(&out));
+    assert!(out.stdout.is_empty(), "no report: nothing was tuned");
+    let names: Vec<_> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, vec![std::ffi::OsString::from("plain")]);
+}

@@ -1,0 +1,360 @@
+//! How ranks exchange bytes: all-gather, broadcast and barrier, each bounded by a timeout.
+//!
+//! The tuning strategies (broadcast, merge, parallel) use a [`Collective`] to
+//! agree across ranks. The classic failure of such code is the hang: one rank
+//! skips a collective (a cache hit where the others missed), or dies, and the
+//! others wait forever. Here:
+//!
+//! - **every wait is bounded**: a call that does not complete in time returns
+//!   [`CollectiveError::Timeout`] naming the call (kind and the caller's tag,
+//!   e.g. `gemm [[64,512],[512,512]] hit?`) and the ranks that did not arrive;
+//! - **divergence is an error, not a hang**: each call carries a sequence
+//!   number; ranks that make different calls at the same number get
+//!   [`CollectiveError::Mismatch`] naming both calls;
+//! - **outcomes agree**: a rank that arrives after the others gave up gets
+//!   [`CollectiveError::Abandoned`] rather than a result its peers never saw.
+//!
+//! Every call is synchronizing (a broadcast also waits until every rank has
+//! arrived), and every call consumes one sequence number on every rank, so the
+//! ranks stay aligned after an error and the next matching call works.
+//!
+//! Implementations:
+//!
+//! - [`FileCollective`]: store-based, over a directory every rank can see (the
+//!   cache file's directory); needs no extra service; job runs never mix.
+//! - [`LocalCollective`]: ranks are threads of one process, for unit tests.
+//! - [`SingleRank`]: a one-rank job; returns at once.
+//! - `MpiCollective` (cargo feature `mpi`): over MPI point-to-point messages,
+//!   for jobs launched by `mpirun`/`srun`; the same protocol, same guarantees.
+//!
+//! [`CollectiveExt`] adds JSON-typed versions of the calls.
+//!
+//! [`from_env`] picks one from the environment. This module never decides
+//! what to tune or what the bytes mean: that is the tuner's job.
+
+mod engine;
+pub mod error;
+pub mod file;
+pub mod job;
+pub mod local;
+#[cfg(feature = "mpi")]
+pub mod mpi;
+pub mod single;
+pub mod typed;
+
+use std::path::Path;
+use std::time::Duration;
+
+pub use error::CollectiveError;
+pub use file::FileCollective;
+pub use job::JobId;
+pub use local::LocalCollective;
+#[cfg(feature = "mpi")]
+pub use mpi::MpiCollective;
+pub use single::SingleRank;
+pub use typed::CollectiveExt;
+
+use ranktune_core::rank::{RankInfo, RankSource};
+
+/// Exchange of bytes between the ranks of one job.
+///
+/// Every rank must make the same calls, with the same tags, in the same order.
+/// Tags are free text that names the call for error messages; put the op and
+/// bucket in them.
+pub trait Collective: Send {
+    /// This process's rank, `0..world_size`.
+    fn rank(&self) -> u32;
+
+    /// Number of ranks in the job.
+    fn world_size(&self) -> u32;
+
+    /// Every rank contributes bytes; every rank receives all contributions in rank order.
+    fn all_gather(
+        &mut self,
+        tag: &str,
+        data: &[u8],
+        timeout: Duration,
+    ) -> Result<Vec<Vec<u8>>, CollectiveError>;
+
+    /// Rank `root` passes `Some(bytes)`; every rank (the root too) receives them.
+    /// Other ranks pass `None` (anything they pass is ignored).
+    fn broadcast(
+        &mut self,
+        tag: &str,
+        root: u32,
+        data: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<Vec<u8>, CollectiveError>;
+
+    /// Returns once every rank has called it.
+    fn barrier(&mut self, tag: &str, timeout: Duration) -> Result<(), CollectiveError>;
+
+    /// What this is, for logs and reports (implementation, rank, job).
+    fn describe(&self) -> String {
+        format!("rank {} of {}", self.rank(), self.world_size())
+    }
+}
+
+/// Implements [`Collective`] for a newtype around an `Engine` by delegation.
+macro_rules! delegate_collective {
+    ($ty:ty) => {
+        impl $crate::Collective for $ty {
+            fn rank(&self) -> u32 {
+                self.0.rank()
+            }
+            fn world_size(&self) -> u32 {
+                self.0.world_size()
+            }
+            fn all_gather(
+                &mut self,
+                tag: &str,
+                data: &[u8],
+                timeout: std::time::Duration,
+            ) -> Result<Vec<Vec<u8>>, $crate::CollectiveError> {
+                self.0.all_gather(tag, data, timeout)
+            }
+            fn broadcast(
+                &mut self,
+                tag: &str,
+                root: u32,
+                data: Option<&[u8]>,
+                timeout: std::time::Duration,
+            ) -> Result<Vec<u8>, $crate::CollectiveError> {
+                self.0.broadcast(tag, root, data, timeout)
+            }
+            fn barrier(
+                &mut self,
+                tag: &str,
+                timeout: std::time::Duration,
+            ) -> Result<(), $crate::CollectiveError> {
+                self.0.barrier(tag, timeout)
+            }
+            fn describe(&self) -> String {
+                self.0.describe()
+            }
+        }
+    };
+}
+pub(crate) use delegate_collective;
+
+/// Which implementation to use; `RANKTUNE_COLLECTIVE` names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Choice {
+    /// `auto` (or unset): one rank → [`SingleRank`]; launched by an MPI
+    /// launcher in a build with the `mpi` feature → MPI; otherwise [`FileCollective`].
+    Auto,
+    /// `file` (alias `store`): [`FileCollective`].
+    File,
+    /// `single` (alias `local`): [`SingleRank`]; only for a one-rank job.
+    Single,
+    /// `mpi`: MPI (`MpiCollective`); an error in a build without the `mpi` feature.
+    Mpi,
+}
+
+impl Choice {
+    /// Parses a `RANKTUNE_COLLECTIVE` value (case-insensitive; blank means `auto`).
+    pub fn parse(value: &str) -> Result<Choice, CollectiveError> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(Choice::Auto),
+            "file" | "store" => Ok(Choice::File),
+            "single" | "local" => Ok(Choice::Single),
+            "mpi" => Ok(Choice::Mpi),
+            _ => Err(CollectiveError::Unsupported {
+                value: value.into(),
+                reason: "unknown implementation; use auto, file, single or mpi".into(),
+            }),
+        }
+    }
+}
+
+/// Picks a collective for this rank from the environment: `RANKTUNE_COLLECTIVE`
+/// (see [`Choice`]), the job id for the store ([`JobId`]), and `rank`.
+/// `dir` is the shared directory for the store (the cache file's directory).
+///
+/// A one-rank job gets [`SingleRank`]. More ranks started by an MPI launcher
+/// (`OMPI_COMM_WORLD_SIZE`, `PMI_SIZE` or `PMIX_RANK` is set) get MPI when the
+/// `mpi` feature is built and the ranks come from that launcher (not from
+/// `RANKTUNE_*` or explicit settings). Other jobs get a [`FileCollective`], which needs a
+/// job id: without one this is [`CollectiveError::NoJobId`].
+///
+/// Create one collective per process and keep it for the whole job (pass it
+/// by `&mut`): each new store-based instance starts a new run of the job, so
+/// every rank must create its instances in the same order, and two live
+/// instances of one rank are two processes claiming the same rank.
+pub fn from_env(rank: &RankInfo, dir: &Path) -> Result<Box<dyn Collective>, CollectiveError> {
+    // Non-UTF-8 values are read lossily: the same bytes give the same id on every rank.
+    from_env_with(rank, dir, |name| {
+        std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+    })
+}
+
+/// Like [`from_env`], reading variables through `env` (for tests and embedding).
+pub fn from_env_with(
+    rank: &RankInfo,
+    dir: &Path,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Box<dyn Collective>, CollectiveError> {
+    let requested = env("RANKTUNE_COLLECTIVE").unwrap_or_default();
+    let choice = Choice::parse(&requested)?;
+    let world = rank.world_size;
+    let choice = match choice {
+        Choice::Auto if world > 1 && cfg!(feature = "mpi") && mpi_launch(rank, &env) => Choice::Mpi,
+        other => other,
+    };
+    match choice {
+        Choice::Mpi => mpi_collective(rank, &requested),
+        Choice::Auto if world == 1 => Ok(Box::new(SingleRank)),
+        Choice::Single if world == 1 => Ok(Box::new(SingleRank)),
+        Choice::Single => Err(CollectiveError::Unsupported {
+            value: requested,
+            reason: format!(
+                "this job has {world} ranks, and `single` serves one; ranks that are threads of \
+                 one process use LocalCollective::group; processes use `file` (the default)"
+            ),
+        }),
+        Choice::Auto | Choice::File => {
+            let job = match JobId::detect_with(&env) {
+                Some(job) => job,
+                None if world == 1 => JobId {
+                    value: format!("single-{}", std::process::id()),
+                    source: "this process (one rank)",
+                },
+                None => {
+                    return Err(CollectiveError::NoJobId { world_size: world, dir: dir.into() })
+                }
+            };
+            tracing::debug!("collective: file store in {} for job {:?}", dir.display(), job.value);
+            Ok(Box::new(FileCollective::new(rank.rank, world, dir, job)?))
+        }
+    }
+}
+
+/// Whether an MPI launcher (mpirun, srun with PMI/PMIx) started this process.
+fn launched_by_mpi(env: &impl Fn(&str) -> Option<String>) -> bool {
+    ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"].iter().any(|v| env(v).is_some())
+}
+
+/// Whether MPI's ranks are this job's ranks: an MPI launcher started this
+/// process and the ranks were not set by ranktune's own launcher or
+/// explicitly (children of `ranktune tune --ranks N` run inside an `mpirun`
+/// inherit its variables, but are not MPI ranks).
+fn mpi_launch(rank: &RankInfo, env: &impl Fn(&str) -> Option<String>) -> bool {
+    !matches!(rank.source, RankSource::Ranktune | RankSource::Explicit) && launched_by_mpi(env)
+}
+
+#[cfg(feature = "mpi")]
+fn mpi_collective(
+    rank: &RankInfo,
+    _requested: &str,
+) -> Result<Box<dyn Collective>, CollectiveError> {
+    let comm = MpiCollective::new()?;
+    if (comm.rank(), comm.world_size()) != (rank.rank, rank.world_size) {
+        return Err(CollectiveError::Rendezvous {
+            reason: format!(
+                "MPI says this is rank {} of {}, but the environment says rank {} of {} (from {}); \
+                 launch the job with mpirun/srun alone, or unset the conflicting rank variables",
+                comm.rank(),
+                comm.world_size(),
+                rank.rank,
+                rank.world_size,
+                rank.source
+            ),
+        });
+    }
+    tracing::debug!("collective: {}", comm.describe());
+    Ok(Box::new(comm))
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi_collective(_: &RankInfo, requested: &str) -> Result<Box<dyn Collective>, CollectiveError> {
+    Err(CollectiveError::Unsupported {
+        value: requested.into(),
+        reason: "this build has no MPI support (rebuild with `cargo build --features mpi`, which \
+                 needs an MPI library and libclang); or use RANKTUNE_COLLECTIVE=file, which works \
+                 under mpirun too"
+            .into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn info(rank: u32, world_size: u32) -> RankInfo {
+        RankInfo { rank, world_size, local_rank: rank, source: RankSource::Explicit }
+    }
+
+    fn pick(r: RankInfo, vars: &[(&str, &str)]) -> Result<Box<dyn Collective>, CollectiveError> {
+        let map: HashMap<String, String> =
+            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        from_env_with(&r, Path::new("/nonexistent/shared"), |n| map.get(n).cloned())
+    }
+
+    #[test]
+    fn one_rank_gets_the_trivial_implementation() {
+        let c = pick(info(0, 1), &[]).unwrap();
+        assert!(c.describe().contains("single rank"), "{}", c.describe());
+        let c = pick(info(0, 1), &[("RANKTUNE_COLLECTIVE", "local")]).unwrap();
+        assert_eq!(c.world_size(), 1);
+        // Forcing the store works for one rank too, without a job id.
+        let c = pick(info(0, 1), &[("RANKTUNE_COLLECTIVE", "FILE")]).unwrap();
+        assert!(c.describe().contains("file store"), "{}", c.describe());
+    }
+
+    #[test]
+    fn several_ranks_get_the_store_with_the_job_id() {
+        let c = pick(info(2, 4), &[("RANKTUNE_JOB_ID", "j1")]).unwrap();
+        assert_eq!((c.rank(), c.world_size()), (2, 4));
+        assert!(c.describe().contains("\"j1\" from RANKTUNE_JOB_ID"), "{}", c.describe());
+        let c = pick(info(1, 2), &[("SLURM_JOB_ID", "9"), ("SLURM_STEP_ID", "0")]).unwrap();
+        assert!(c.describe().contains("slurm-9.0"), "{}", c.describe());
+    }
+
+    #[cfg(not(feature = "mpi"))]
+    #[test]
+    fn without_the_feature_an_mpi_launch_gets_the_store() {
+        let vars = [("OMPI_COMM_WORLD_SIZE", "2"), ("OMPI_MCA_ess_base_jobid", "77")];
+        let c = pick(RankInfo { source: RankSource::OpenMpi, ..info(1, 2) }, &vars).unwrap();
+        assert!(c.describe().contains("file store"), "{}", c.describe());
+    }
+
+    #[test]
+    fn ranks_set_by_ranktune_inside_mpirun_get_the_store() {
+        let vars = [("OMPI_COMM_WORLD_SIZE", "1"), ("RANKTUNE_JOB_ID", "j2")];
+        for source in [RankSource::Ranktune, RankSource::Explicit] {
+            let c = pick(RankInfo { source, ..info(1, 4) }, &vars).unwrap();
+            assert!(c.describe().contains("file store"), "{}", c.describe());
+        }
+    }
+
+    #[test]
+    fn mpi_launchers_are_recognized() {
+        for var in ["OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"] {
+            assert!(launched_by_mpi(&|n: &str| (n == var).then(|| "4".to_string())), "{var}");
+        }
+        assert!(!launched_by_mpi(&|n: &str| (n == "RANK").then(|| "1".to_string())));
+    }
+
+    #[test]
+    fn several_ranks_without_a_job_id_is_a_clear_error() {
+        let err = pick(info(0, 2), &[]).err().unwrap();
+        assert!(matches!(err, CollectiveError::NoJobId { world_size: 2, .. }), "{err}");
+        assert!(err.to_string().contains("set RANKTUNE_JOB_ID"), "{err}");
+    }
+
+    #[test]
+    fn bad_or_unavailable_choices_are_clear_errors() {
+        let err = pick(info(0, 2), &[("RANKTUNE_COLLECTIVE", "carrier-pigeon")]).err().unwrap();
+        assert!(err.to_string().contains("use auto, file, single or mpi"), "{err}");
+        #[cfg(not(feature = "mpi"))]
+        {
+            let err = pick(info(0, 2), &[("RANKTUNE_COLLECTIVE", "mpi")]).err().unwrap();
+            assert!(err.to_string().contains("no MPI support"), "{err}");
+        }
+        let err = pick(info(0, 2), &[("RANKTUNE_COLLECTIVE", "local"), ("RANKTUNE_JOB_ID", "j")])
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("LocalCollective::group"), "{err}");
+    }
+}

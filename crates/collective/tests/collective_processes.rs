@@ -1,0 +1,433 @@
+//! The store-based collective with real processes.
+//!
+//! Each test starts this test binary again as N child processes (the ignored
+//! test `collective_child`, selected by `RANKTUNE_TEST_SCENARIO`), one per
+//! rank, with `RANK`/`WORLD_SIZE`/`RANKTUNE_JOB_ID` set as a launcher would.
+//! Children pick their collective with `collective::from_env`, run a
+//! scenario, and write what every call returned to `<out>/rank<r>.json`; the
+//! parent compares. A child that does not finish in time fails the test as a
+//! hang (after being killed), never blocks the suite.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ranktune_collective as collective;
+use ranktune_collective::{Collective, CollectiveError};
+use ranktune_core::rank::{RankInfo, RankOverrides};
+use serde_json::{json, Value};
+
+/// Success paths on a loaded 2-core machine: generous.
+const LONG: Duration = Duration::from_secs(60);
+/// Where a timeout is the expected outcome: short.
+const SHORT: Duration = Duration::from_secs(3);
+/// A whole job must end within this, or it is a hang.
+const JOB_LIMIT: Duration = Duration::from_secs(120);
+
+// ---------------------------------------------------------------- child side
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_default()
+}
+
+/// What one call returned, as JSON.
+fn outcome<T>(r: Result<T, CollectiveError>, show: impl FnOnce(T) -> Value) -> Value {
+    match r {
+        Ok(v) => json!({ "ok": show(v) }),
+        Err(e) => {
+            let variant = match &e {
+                CollectiveError::Timeout { .. } => "Timeout",
+                CollectiveError::Mismatch { .. } => "Mismatch",
+                CollectiveError::Abandoned { .. } => "Abandoned",
+                _ => "Other",
+            };
+            let waited = match &e {
+                CollectiveError::Timeout { waited, .. } => waited.as_secs_f64(),
+                _ => 0.0,
+            };
+            json!({ "err": { "variant": variant, "ranks": e.ranks(), "waited": waited, "text": e.to_string() } })
+        }
+    }
+}
+
+/// Payloads as text: the part before `#` (the padding after it only adds size), and the length.
+fn show(payloads: Vec<Vec<u8>>) -> Value {
+    payloads
+        .iter()
+        .map(|p| {
+            let text = String::from_utf8_lossy(p);
+            format!("{}|{}", text.split('#').next().unwrap_or(""), p.len())
+        })
+        .collect()
+}
+
+fn label(job: &str, salt: &str, what: &str) -> String {
+    format!("{job}/{salt}/{what}")
+}
+
+/// `rounds` all_gather/broadcast/barrier rounds, then one 1 MiB all_gather.
+fn rounds(c: &mut dyn Collective, calls: &mut Vec<Value>, rounds: u32) {
+    let (r, w) = (c.rank(), c.world_size());
+    let (job, salt) = (env("RANKTUNE_JOB_ID"), env("RANKTUNE_TEST_SALT"));
+    for i in 0..rounds {
+        let padding = ".".repeat(((r + 1) * (i + 1) * 37) as usize);
+        let data = format!("{}#{padding}", label(&job, &salt, &format!("r{r} i{i}")));
+        let tag = format!("gemm [[{i},512],[512,512]] gather");
+        calls.push(outcome(c.all_gather(&tag, data.as_bytes(), LONG), show));
+        let root = i % w;
+        let mine = label(&job, &salt, &format!("root{root} i{i}"));
+        let data = (r == root).then_some(mine.as_bytes());
+        let got = c.broadcast(&format!("bcast {i}"), root, data, LONG);
+        calls.push(outcome(got, |p| show(vec![p])));
+        calls.push(outcome(c.barrier(&format!("barrier {i}"), LONG), |()| json!("barrier")));
+    }
+    let big = format!("{}#{}", label(&job, &salt, &format!("big r{r}")), "x".repeat(1 << 20));
+    calls.push(outcome(c.all_gather("big", big.as_bytes(), LONG), show));
+}
+
+fn write_result(out: &Path, rank: u32, calls: Vec<Value>) {
+    let tmp = out.join(format!(".rank{rank}.tmp"));
+    fs::write(&tmp, serde_json::to_vec(&json!({ "rank": rank, "calls": calls })).unwrap()).unwrap();
+    fs::rename(tmp, out.join(format!("rank{rank}.json"))).unwrap();
+}
+
+#[test]
+#[ignore = "child process of the other tests; selected by RANKTUNE_TEST_SCENARIO"]
+fn collective_child() {
+    let scenario = env("RANKTUNE_TEST_SCENARIO");
+    if scenario.is_empty() {
+        return;
+    }
+    let info = RankInfo::detect(&RankOverrides::default()).unwrap();
+    let dir = PathBuf::from(env("RANKTUNE_TEST_DIR"));
+    let out = PathBuf::from(env("RANKTUNE_TEST_OUT"));
+    let mut c = collective::from_env(&info, &dir).unwrap();
+    let r = info.rank;
+    let mut calls = Vec::new();
+    match scenario.as_str() {
+        "rounds" => rounds(c.as_mut(), &mut calls, 8),
+        "die" => {
+            // Everyone completes some rounds; then one rank exits early and
+            // one is killed by the parent while the others wait for them.
+            rounds(c.as_mut(), &mut calls, 2);
+            let exit_rank: u32 = env("RANKTUNE_TEST_EXIT_RANK").parse().unwrap();
+            let kill_rank: u32 = env("RANKTUNE_TEST_KILL_RANK").parse().unwrap();
+            if r == exit_rank {
+                std::process::exit(0);
+            }
+            if r == kill_rank {
+                fs::write(out.join(format!("kill-me-{r}")), b"").unwrap();
+                std::thread::sleep(Duration::from_secs(600));
+                return;
+            }
+            let start = Instant::now();
+            let tag = "gemm [[64,512],[512,512]] hit?";
+            calls.push(outcome(c.all_gather(tag, b"miss", SHORT), show));
+            calls.push(json!({ "elapsed": start.elapsed().as_secs_f64() }));
+        }
+        "mismatch" => {
+            let tag = if r == 1 { "softmax [[8,4096]] hit?" } else { "softmax [[16,4096]] hit?" };
+            calls.push(outcome(c.all_gather(tag, b"1", LONG), show));
+            // A diverging kind of call is caught the same way.
+            let second = if r == 0 {
+                c.barrier("sync", LONG).map(|()| Vec::new())
+            } else {
+                c.all_gather("sync", b"", LONG)
+            };
+            calls.push(outcome(second, show));
+            // The sequence numbers stay aligned: the next matching call works.
+            let data = format!("r{r}");
+            calls.push(outcome(c.all_gather("after", data.as_bytes(), LONG), show));
+        }
+        other => panic!("unknown scenario {other}"),
+    }
+    write_result(&out, r, calls);
+}
+
+// --------------------------------------------------------------- parent side
+
+/// Launcher and rank variables a child must not inherit from the test's environment.
+const SCRUB: &[&str] = &[
+    "RANKTUNE_RANK",
+    "RANKTUNE_WORLD_SIZE",
+    "RANKTUNE_LOCAL_RANK",
+    "RANKTUNE_JOB_ID",
+    "RANKTUNE_COLLECTIVE",
+    "LOCAL_RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "MPI_LOCALRANKID",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_LOCALID",
+    "SLURM_JOB_ID",
+    "SLURM_JOBID",
+    "SLURM_STEP_ID",
+    "TORCHELASTIC_RUN_ID",
+    "PMIX_NAMESPACE",
+    "OMPI_MCA_ess_base_jobid",
+    "OMPI_MCA_orte_ess_jobid",
+    "I_MPI_HYDRA_UUID",
+    "PMI_JOBID",
+    "PBS_JOBID",
+    "LSB_JOBID",
+];
+
+struct Job {
+    children: Vec<Option<Child>>,
+    out: PathBuf,
+}
+
+fn spawn_job(
+    scenario: &str,
+    world: u32,
+    dir: &Path,
+    job_id: &str,
+    out: &Path,
+    extra: &[(&str, &str)],
+) -> Job {
+    fs::create_dir_all(out).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let children = (0..world)
+        .map(|rank| {
+            let mut cmd = Command::new(&exe);
+            cmd.args(["collective_child", "--exact", "--ignored", "--nocapture"]);
+            for var in SCRUB {
+                cmd.env_remove(var);
+            }
+            cmd.env("RANK", rank.to_string())
+                .env("WORLD_SIZE", world.to_string())
+                .env("RANKTUNE_JOB_ID", job_id)
+                .env("RANKTUNE_TEST_SCENARIO", scenario)
+                .env("RANKTUNE_TEST_DIR", dir)
+                .env("RANKTUNE_TEST_OUT", out)
+                .stdin(Stdio::null())
+                .stdout(fs::File::create(out.join(format!("rank{rank}.log"))).unwrap())
+                .stderr(fs::File::create(out.join(format!("rank{rank}.err"))).unwrap());
+            for (k, v) in extra {
+                cmd.env(k, v);
+            }
+            Some(cmd.spawn().unwrap())
+        })
+        .collect();
+    Job { children, out: out.to_path_buf() }
+}
+
+impl Job {
+    /// Waits for every child; kills all and fails if the job outlives `JOB_LIMIT`.
+    fn wait(&mut self) {
+        let start = Instant::now();
+        loop {
+            let mut running = 0;
+            for child in self.children.iter_mut().flatten() {
+                if child.try_wait().unwrap().is_none() {
+                    running += 1;
+                }
+            }
+            if running == 0 {
+                return;
+            }
+            if start.elapsed() > JOB_LIMIT {
+                self.kill_all();
+                panic!("job in {} hung: {running} rank(s) still running", self.out.display());
+            }
+            self.poll_kill_requests();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A child that wrote `kill-me-<rank>` is killed with SIGKILL.
+    fn poll_kill_requests(&mut self) {
+        for (rank, slot) in self.children.iter_mut().enumerate() {
+            let marker = self.out.join(format!("kill-me-{rank}"));
+            if marker.exists() {
+                if let Some(mut child) = slot.take() {
+                    child.kill().unwrap();
+                    child.wait().unwrap();
+                }
+                fs::remove_file(marker).unwrap();
+            }
+        }
+    }
+
+    fn kill_all(&mut self) {
+        for child in self.children.iter_mut().flatten() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Each rank's recorded calls (`None` for a rank that wrote nothing).
+    fn results(&self) -> Vec<Option<Vec<Value>>> {
+        (0..self.children.len())
+            .map(|r| {
+                let text = fs::read(self.out.join(format!("rank{r}.json"))).ok()?;
+                let v: Value = serde_json::from_slice(&text).unwrap();
+                Some(v["calls"].as_array().unwrap().clone())
+            })
+            .collect()
+    }
+
+    fn stderr(&self) -> String {
+        (0..self.children.len())
+            .map(|r| fs::read_to_string(self.out.join(format!("rank{r}.err"))).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// The results every rank of a `rounds` job must get.
+fn expected_rounds(job: &str, salt: &str, world: u32, n: u32) -> Vec<Value> {
+    let mut calls = Vec::new();
+    for i in 0..n {
+        let gather: Vec<String> = (0..world)
+            .map(|r| {
+                let l = label(job, salt, &format!("r{r} i{i}"));
+                format!("{l}|{}", l.len() + 1 + ((r + 1) * (i + 1) * 37) as usize)
+            })
+            .collect();
+        calls.push(json!({ "ok": gather }));
+        let l = label(job, salt, &format!("root{} i{i}", i % world));
+        calls.push(json!({ "ok": [format!("{l}|{}", l.len())] }));
+        calls.push(json!({ "ok": "barrier" }));
+    }
+    let big: Vec<String> = (0..world)
+        .map(|r| {
+            let l = label(job, salt, &format!("big r{r}"));
+            format!("{l}|{}", l.len() + 1 + (1 << 20))
+        })
+        .collect();
+    calls.push(json!({ "ok": big }));
+    calls
+}
+
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).unwrap().flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+fn err_of(call: &Value) -> &Value {
+    assert!(call.get("err").is_some(), "expected an error, got {call}");
+    &call["err"]
+}
+
+#[test]
+fn four_processes_get_identical_results_and_clean_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let shared = tmp.path().join("cache");
+    fs::create_dir_all(&shared).unwrap();
+    let mut job = spawn_job(
+        "rounds",
+        4,
+        &shared,
+        "job-a",
+        &tmp.path().join("out"),
+        &[("RANKTUNE_TEST_SALT", "s")],
+    );
+    job.wait();
+    let want = expected_rounds("job-a", "s", 4, 8);
+    for (rank, got) in job.results().into_iter().enumerate() {
+        let got = got.unwrap_or_else(|| panic!("rank {rank} wrote no result:\n{}", job.stderr()));
+        assert_eq!(got, want, "rank {rank}");
+    }
+    // Only the last call's messages (one per rank) and the welcome remain.
+    let left = files_under(&shared.join(collective::file::NAMESPACE_DIR));
+    let msgs = left.iter().filter(|p| p.extension().is_some_and(|e| e == "msg")).count();
+    assert_eq!((msgs, left.len()), (4, 5), "{left:?}");
+}
+
+#[test]
+fn killed_and_exited_ranks_make_survivors_time_out_naming_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let extra = [("RANKTUNE_TEST_EXIT_RANK", "2"), ("RANKTUNE_TEST_KILL_RANK", "3")];
+    let mut job = spawn_job("die", 4, tmp.path(), "job-die", &tmp.path().join("out"), &extra);
+    job.wait();
+    let results = job.results();
+    assert!(results[2].is_none() && results[3].is_none(), "ranks 2 and 3 never finish");
+    for rank in [0, 1] {
+        let calls =
+            results[rank].clone().unwrap_or_else(|| panic!("rank {rank}: {}", job.stderr()));
+        let err = err_of(&calls[calls.len() - 2]);
+        assert_eq!(err["variant"], "Timeout", "rank {rank}: {err}");
+        assert_eq!(err["ranks"], json!([2, 3]), "rank {rank}: {err}");
+        let text = err["text"].as_str().unwrap();
+        assert!(text.contains("gemm [[64,512],[512,512]] hit?"), "{text}");
+        assert!(text.contains("rank(s) [2, 3] did not arrive"), "{text}");
+        // It waited the timeout, and no longer than a loaded machine needs on top.
+        let waited = err["waited"].as_f64().unwrap();
+        assert!(waited >= SHORT.as_secs_f64(), "waited {waited}");
+    }
+}
+
+#[test]
+fn concurrent_jobs_sharing_a_directory_never_mix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let salt = [("RANKTUNE_TEST_SALT", "same-salt")];
+    let mut a = spawn_job("rounds", 3, tmp.path(), "job-x", &tmp.path().join("out-x"), &salt);
+    let mut b = spawn_job("rounds", 3, tmp.path(), "job-y", &tmp.path().join("out-y"), &salt);
+    a.wait();
+    b.wait();
+    for (job, id) in [(&a, "job-x"), (&b, "job-y")] {
+        let want = expected_rounds(id, "same-salt", 3, 8);
+        for (rank, got) in job.results().into_iter().enumerate() {
+            assert_eq!(got.unwrap_or_else(|| panic!("{}", job.stderr())), want, "{id} rank {rank}");
+        }
+    }
+}
+
+#[test]
+fn a_reused_job_id_ignores_the_leftovers_of_a_dead_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    // The first run dies mid-way (one rank exits, one is killed), leaving
+    // messages, an abandoned marker and its session behind.
+    let extra = [
+        ("RANKTUNE_TEST_EXIT_RANK", "1"),
+        ("RANKTUNE_TEST_KILL_RANK", "2"),
+        ("RANKTUNE_TEST_SALT", "old"),
+    ];
+    let mut first = spawn_job("die", 3, tmp.path(), "reused", &tmp.path().join("out-1"), &extra);
+    first.wait();
+    let ns = tmp.path().join(collective::file::NAMESPACE_DIR);
+    assert!(files_under(&ns).iter().any(|p| p.extension().is_some_and(|e| e == "msg")));
+    // The next run with the same id gets exactly its own data.
+    let salt = [("RANKTUNE_TEST_SALT", "new")];
+    let mut second = spawn_job("rounds", 3, tmp.path(), "reused", &tmp.path().join("out-2"), &salt);
+    second.wait();
+    let want = expected_rounds("reused", "new", 3, 8);
+    for (rank, got) in second.results().into_iter().enumerate() {
+        assert_eq!(got.unwrap_or_else(|| panic!("{}", second.stderr())), want, "rank {rank}");
+    }
+}
+
+#[test]
+fn mismatched_calls_are_errors_on_every_rank_then_work_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut job = spawn_job("mismatch", 3, tmp.path(), "job-mm", &tmp.path().join("out"), &[]);
+    job.wait();
+    for (rank, calls) in job.results().into_iter().enumerate() {
+        let calls = calls.unwrap_or_else(|| panic!("rank {rank}: {}", job.stderr()));
+        let first = err_of(&calls[0]);
+        assert_eq!(first["variant"], "Mismatch", "{first}");
+        let text = first["text"].as_str().unwrap();
+        assert!(text.contains("softmax [[8,4096]] hit?") && text.contains("[[16,4096]]"), "{text}");
+        if rank != 1 {
+            assert_eq!(first["ranks"], json!([1]), "rank {rank} blames the diverging rank");
+        }
+        let second = err_of(&calls[1]);
+        assert_eq!(second["variant"], "Mismatch", "{second}");
+        assert!(second["text"].as_str().unwrap().contains("barrier"), "{second}");
+        assert_eq!(calls[2], json!({ "ok": ["r0|2", "r1|2", "r2|2"] }), "rank {rank}");
+    }
+}

@@ -1,0 +1,518 @@
+//! Streaming merge: writes every rank's events onto one timeline in one
+//! Chrome trace, one rank after the other, copying each event's bytes through
+//! and rewriting only the fields that must change (`pid`, `ts`, `id`,
+//! `bind_id`, and integers beyond 64 bits, which become strings).
+//!
+//! Each rank becomes its own set of process groups: pids are renumbered
+//! (`rank * 1000 + k`) so no two ranks collide, every process is named
+//! "rank R · pid P" (plus its original name) and sorted by rank; thread names
+//! pass through; flow and async ids are remapped per rank so arrows never join
+//! two ranks. Times stay absolute on a shared base (the smallest
+//! `baseTimeNanoseconds`, written into the output) or, with
+//! [`Align::FirstStep`], each rank is shifted so its first `ProfilerStep#`
+//! starts at the same instant. Memory stays flat: one event, the pid table
+//! and two I/O buffers. It never holds a whole input or output in memory.
+
+use super::inputs::RankedInput;
+use super::json::{self, Span};
+use super::reader::TraceReader;
+use super::timefmt::{self, UNITS_PER_NS};
+use super::AnalyzeError;
+use ranktune_core::atomic_file::{Publish, PublishError};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// How ranks' clocks are put on one timeline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Align {
+    /// Keep absolute times (each rank's base applied, shared output base).
+    #[default]
+    Absolute,
+    /// Shift each rank so its first step starts when the earliest does.
+    /// Reads each file twice.
+    FirstStep,
+}
+
+/// Options of [`merge`].
+#[derive(Debug, Clone, Default)]
+pub struct MergeOptions {
+    /// Clock alignment.
+    pub align: Align,
+}
+
+/// What one rank contributed.
+#[derive(Debug, Clone)]
+pub struct RankMerge {
+    /// The rank.
+    pub rank: u32,
+    /// The file.
+    pub path: PathBuf,
+    /// Events written.
+    pub events: u64,
+    /// Shift applied to this rank's `ts` values, in nanoseconds.
+    pub shift_ns: i128,
+    /// Original pid (as written in the file) → new pid.
+    pub pids: Vec<(String, u64)>,
+}
+
+/// The result of a merge.
+#[derive(Debug, Clone, Default)]
+pub struct MergeReport {
+    /// Events written (excluding the process metadata ranktune adds).
+    pub events: u64,
+    /// Input bytes read (decompressed).
+    pub bytes_in: u64,
+    /// `baseTimeNanoseconds` of the output.
+    pub base_ns: i128,
+    /// Per rank, in rank order.
+    pub ranks: Vec<RankMerge>,
+    /// Warnings naming files and what was skipped.
+    pub warnings: Vec<String>,
+}
+
+struct Pid {
+    raw: Vec<u8>,
+    new: u64,
+    name: Option<String>,
+    sort: Option<i64>,
+}
+
+const FLUSH_AT: usize = 1 << 20;
+
+/// Merges `inputs` (sorted by rank, unique ranks) into `out` (`.json` or
+/// `.json.gz`). The output is written to a temporary file next to `out` and
+/// renamed into place ([`ranktune_core::atomic_file`]), so a failed merge never
+/// leaves a half file.
+pub fn merge(
+    inputs: &[RankedInput],
+    out: &Path,
+    opts: &MergeOptions,
+) -> Result<MergeReport, AnalyzeError> {
+    let io = |source| AnalyzeError::Io { path: out.display().to_string(), source };
+    for i in inputs {
+        if out.exists() && same(&i.path, out) {
+            return Err(AnalyzeError::BadInput {
+                input: out.display().to_string(),
+                why: "the output is also an input; choose another -o".into(),
+            });
+        }
+    }
+    let gz =
+        out.file_name().is_some_and(|n| n.to_string_lossy().to_ascii_lowercase().ends_with(".gz"));
+    // Atomic, not durable: a merge is rerun from its inputs if it is lost.
+    Publish::new(out)
+        .write_with(|temp| {
+            if gz {
+                let mut w = flate2::write::GzEncoder::new(temp.file(), flate2::Compression::fast());
+                let r = merge_to(inputs, &mut w, opts)?;
+                w.finish().map_err(io)?;
+                Ok(r)
+            } else {
+                merge_to(inputs, temp.file(), opts)
+            }
+        })
+        .map_err(|e| match e {
+            PublishError::Writer(e) => e,
+            PublishError::Io { source, .. } => io(source),
+            other => io(std::io::Error::new(std::io::ErrorKind::InvalidInput, other.to_string())),
+        })
+}
+
+fn same(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// First `ProfilerStep#` start of a file, in fixed-point units relative to
+/// its base.
+fn first_step(path: &Path) -> Result<Option<i128>, AnalyzeError> {
+    let mut r = TraceReader::open(path)?;
+    let mut first: Option<i128> = None;
+    while let Some(ev) = r.next_event()? {
+        if ev.ph() == b'X' && ev.name_raw().is_some_and(|n| n.starts_with(b"\"ProfilerStep#")) {
+            if let Some(t) = ev.ts_raw().and_then(timefmt::parse_units) {
+                first = Some(first.map_or(t, |f| f.min(t)));
+            }
+        }
+    }
+    Ok(first)
+}
+
+/// What a rank worker sends to the writer.
+enum Msg {
+    /// Complete events joined by `,\n` (no leading separator).
+    Chunk(Vec<u8>),
+    /// The rank is done.
+    Done(Box<RankDone>),
+    /// The rank failed.
+    Failed(AnalyzeError),
+}
+
+struct RankDone {
+    merge: RankMerge,
+    bytes: u64,
+    warnings: Vec<String>,
+}
+
+/// Chunks a worker may have queued ahead of the writer.
+const QUEUE: usize = 4;
+
+/// Merges into any writer. Ranks are processed by up to one worker thread
+/// per core; the writer takes their output chunks round-robin in a fixed
+/// order, so the output is deterministic and memory stays bounded (each
+/// worker at most [`QUEUE`] chunks of 1 MiB ahead). See [`merge`].
+pub fn merge_to(
+    inputs: &[RankedInput],
+    w: &mut dyn Write,
+    opts: &MergeOptions,
+) -> Result<MergeReport, AnalyzeError> {
+    let wio = |source| AnalyzeError::Io { path: "output".into(), source };
+    let mut report = MergeReport {
+        base_ns: inputs.iter().map(|i| i.base_ns).min().unwrap_or(0),
+        ..MergeReport::default()
+    };
+    let workers =
+        std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, inputs.len().max(1));
+    let mut adjust = vec![0i128; inputs.len()];
+    if opts.align == Align::FirstStep {
+        let firsts = parallel_map(inputs, workers, |i| {
+            first_step(&i.path)
+                .map(|f| f.map(|t| t.saturating_add(i.base_ns.saturating_mul(UNITS_PER_NS))))
+        })?;
+        for (i, f) in inputs.iter().zip(&firsts) {
+            if f.is_none() {
+                report.warnings.push(format!(
+                    "{}: no ProfilerStep# events, so rank {} is not shifted by --align first-step",
+                    i.path.display(),
+                    i.rank
+                ));
+            }
+        }
+        if let Some(target) = firsts.iter().flatten().min().copied() {
+            for (a, f) in adjust.iter_mut().zip(&firsts) {
+                if let Some(f) = f {
+                    *a = target.saturating_sub(*f);
+                }
+            }
+        }
+    }
+    let stride = u64::from(inputs.iter().map(|i| i.rank).max().unwrap_or(0)) + 1;
+    let overflow = AtomicU64::new(stride * 1000);
+    let mut head: Vec<u8> = Vec::with_capacity(256);
+    head.extend_from_slice(
+        b"{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\",\"ranktuneMerged\":true,\"baseTimeNanoseconds\":",
+    );
+    timefmt::write_u128(report.base_ns.max(0) as u128, &mut head);
+    head.extend_from_slice(b",\n\"traceEvents\":[\n");
+    w.write_all(&head).map_err(wio)?;
+    let base_ns = report.base_ns;
+    let mut done: Vec<Option<RankDone>> = (0..inputs.len()).map(|_| None).collect();
+    std::thread::scope(|scope| -> Result<(), AnalyzeError> {
+        let spawn = |idx: usize| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(QUEUE);
+            let input = &inputs[idx];
+            let shift =
+                (input.base_ns - base_ns).saturating_mul(UNITS_PER_NS).saturating_add(adjust[idx]);
+            let overflow = &overflow;
+            scope.spawn(move || {
+                let send = |m: Msg| tx.send(m).is_ok();
+                match merge_rank(input, shift, stride, overflow, &send) {
+                    Ok(d) => {
+                        send(Msg::Done(Box::new(d)));
+                    }
+                    Err(e) => {
+                        send(Msg::Failed(e));
+                    }
+                }
+            });
+            (idx, rx)
+        };
+        let mut next = 0;
+        let mut active = std::collections::VecDeque::new();
+        while next < inputs.len() && active.len() < workers {
+            active.push_back(spawn(next));
+            next += 1;
+        }
+        let mut first = true;
+        while let Some((idx, rx)) = active.pop_front() {
+            match rx.recv() {
+                Ok(Msg::Chunk(c)) => {
+                    if !first {
+                        w.write_all(b",\n").map_err(wio)?;
+                    }
+                    first = false;
+                    w.write_all(&c).map_err(wio)?;
+                    active.push_back((idx, rx));
+                }
+                Ok(Msg::Done(d)) => {
+                    done[idx] = Some(*d);
+                    if next < inputs.len() {
+                        active.push_back(spawn(next));
+                        next += 1;
+                    }
+                }
+                Ok(Msg::Failed(e)) => return Err(e),
+                Err(_) => {
+                    return Err(AnalyzeError::NoTraces(format!(
+                        "the worker merging {} stopped unexpectedly",
+                        inputs[idx].path.display()
+                    )))
+                }
+            }
+        }
+        Ok(())
+    })?;
+    for d in done.into_iter().flatten() {
+        report.events += d.merge.events;
+        report.bytes_in += d.bytes;
+        report.warnings.extend(d.warnings);
+        report.ranks.push(d.merge);
+    }
+    let mut tail = Vec::new();
+    tail.extend_from_slice(b"\n],\n\"ranktuneMerge\":");
+    let meta = serde_json::json!({
+        "align": match opts.align { Align::Absolute => "absolute", Align::FirstStep => "first-step" },
+        "baseTimeNanoseconds": report.base_ns.to_string(),
+        "ranks": report.ranks.iter().map(|r| serde_json::json!({
+            "rank": r.rank,
+            "file": r.path.display().to_string(),
+            "events": r.events,
+            "shift_ns": r.shift_ns.to_string(),
+            "pids": r.pids.iter().map(|(o, n)| serde_json::json!({"original": o, "pid": n})).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    });
+    tail.extend_from_slice(meta.to_string().as_bytes());
+    tail.extend_from_slice(b"}\n");
+    w.write_all(&tail).map_err(wio)?;
+    w.flush().map_err(wio)?;
+    Ok(report)
+}
+
+/// Runs `f` over `items` on up to `workers` threads, keeping the order.
+fn parallel_map<T: Sync, R: Send>(
+    items: &[T],
+    workers: usize,
+    f: impl Fn(&T) -> Result<R, AnalyzeError> + Sync,
+) -> Result<Vec<R>, AnalyzeError> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: std::sync::Mutex<Vec<Option<Result<R, AnalyzeError>>>> =
+        std::sync::Mutex::new((0..items.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..workers.max(1) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(item) = items.get(i) else { break };
+                let r = f(item);
+                if let Ok(mut g) = results.lock() {
+                    g[i] = Some(r);
+                }
+            });
+        }
+    });
+    let results = results.into_inner().unwrap_or_default();
+    let mut out = Vec::with_capacity(items.len());
+    for r in results {
+        match r {
+            Some(r) => out.push(r?),
+            None => return Err(AnalyzeError::NoTraces("a worker stopped unexpectedly".into())),
+        }
+    }
+    Ok(out)
+}
+
+/// Rewrites one rank's events into chunks handed to `send` (which returns
+/// false when the writer has gone away).
+fn merge_rank(
+    input: &RankedInput,
+    shift: i128,
+    stride: u64,
+    overflow: &AtomicU64,
+    send: &dyn Fn(Msg) -> bool,
+) -> Result<RankDone, AnalyzeError> {
+    let rank = input.rank;
+    let mut reader = TraceReader::open(&input.path)?;
+    let mut pids: Vec<Pid> = Vec::new();
+    let mut last = usize::MAX;
+    let mut events = 0u64;
+    let mut reps: Vec<(Span, Rep)> = Vec::with_capacity(16);
+    let mut out: Vec<u8> = Vec::with_capacity(FLUSH_AT + (64 << 10));
+    while let Some(ev) = reader.next_event()? {
+        let raw = ev.raw;
+        let f = ev.fields;
+        let pid_raw = ev.pid_raw();
+        let pi = if last < pids.len() && pids[last].raw == pid_raw {
+            last
+        } else {
+            match pids.iter().position(|p| p.raw == pid_raw) {
+                Some(p) => p,
+                None => {
+                    let k = pids.len() as u64;
+                    let new = if k < 1000 {
+                        u64::from(rank) * 1000 + k
+                    } else {
+                        overflow.fetch_add(1, Ordering::Relaxed) + 1
+                    };
+                    pids.push(Pid { raw: pid_raw.to_vec(), new, name: None, sort: None });
+                    pids.len() - 1
+                }
+            }
+        };
+        last = pi;
+        if ev.ph() == b'M' {
+            match ev.name_raw() {
+                Some(b"\"process_name\"") => {
+                    if let Some(n) = ev.arg_raw(b"name").and_then(json::unescape) {
+                        pids[pi].name = Some(n);
+                    }
+                    continue;
+                }
+                Some(b"\"process_sort_index\"") => {
+                    pids[pi].sort = ev
+                        .arg_raw(b"sort_index")
+                        .and_then(|s| std::str::from_utf8(s).ok()?.parse().ok());
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        reps.clear();
+        if let Some(s) = f.pid {
+            reps.push((s, Rep::Pid(pids[pi].new)));
+        }
+        if shift != 0 {
+            if let Some(s) = f.ts {
+                reps.push((s, Rep::Ts));
+            }
+        }
+        if stride > 1 {
+            if let Some(s) = f.id {
+                reps.push((s, Rep::Id));
+            }
+            if let Some(s) = f.bind_id {
+                reps.push((s, Rep::Id));
+            }
+        }
+        for &(a, b) in ev.big_ints {
+            reps.push((Span { start: a as u32, end: b as u32 }, Rep::Quote));
+        }
+        if !out.is_empty() {
+            out.extend_from_slice(b",\n");
+        }
+        if reps.len() > 1 {
+            reps.sort_unstable_by_key(|r| r.0.start);
+        }
+        let mut at = 0usize;
+        for &(span, rep) in &reps {
+            let (s, e) = (span.start as usize, span.end as usize);
+            if s < at {
+                continue; // nested inside an earlier replacement
+            }
+            out.extend_from_slice(&raw[at..s]);
+            let v = &raw[s..e];
+            match rep {
+                Rep::Pid(p) => timefmt::write_u128(u128::from(p), &mut out),
+                Rep::Ts => {
+                    if !timefmt::shift(v, shift, &mut out) {
+                        out.extend_from_slice(v);
+                    }
+                }
+                Rep::Id => remap_id(v, rank, stride, &mut out),
+                Rep::Quote => {
+                    out.push(b'"');
+                    out.extend_from_slice(v);
+                    out.push(b'"');
+                }
+            }
+            at = e;
+        }
+        out.extend_from_slice(&raw[at..]);
+        events += 1;
+        if out.len() >= FLUSH_AT {
+            let full = std::mem::replace(&mut out, Vec::with_capacity(FLUSH_AT + (64 << 10)));
+            if !send(Msg::Chunk(full)) {
+                break;
+            }
+        }
+    }
+    // Process names and order for this rank.
+    let mut order: Vec<usize> = (0..pids.len()).collect();
+    order.sort_by_key(|&i| (pids[i].sort.unwrap_or(i64::MAX), i));
+    for (pos, &i) in order.iter().enumerate() {
+        let p = &pids[i];
+        let orig =
+            json::unescape(&p.raw).unwrap_or_else(|| String::from_utf8_lossy(&p.raw).into_owned());
+        let mut name = format!("rank {rank} · pid {orig}");
+        if let Some(n) = &p.name {
+            if !n.is_empty() && *n != format!("rank {rank}") {
+                name.push_str(" · ");
+                name.push_str(n);
+            }
+        }
+        if !out.is_empty() {
+            out.extend_from_slice(b",\n");
+        }
+        let name_json = serde_json::to_string(&name).unwrap_or_else(|_| "\"?\"".into());
+        let sort = i64::from(rank) * 1_000_000 + pos as i64;
+        let _ = write!(
+            out,
+            "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":{name_json}}}}},\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":{sort}}}}}",
+            p.new, p.new
+        );
+    }
+    if !out.is_empty() {
+        send(Msg::Chunk(out));
+    }
+    Ok(RankDone {
+        merge: RankMerge {
+            rank,
+            path: input.path.clone(),
+            events,
+            shift_ns: shift / UNITS_PER_NS,
+            pids: pids
+                .iter()
+                .map(|p| (String::from_utf8_lossy(&p.raw).into_owned(), p.new))
+                .collect(),
+        },
+        bytes: reader.stats().bytes,
+        warnings: reader.warnings(),
+    })
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Rep {
+    Pid(u64),
+    Ts,
+    Id,
+    Quote,
+}
+
+/// Remaps a flow/async id so ids of different ranks never meet:
+/// numbers become `id * stride + rank`, hex strings likewise (kept hex),
+/// other strings get a `:r<rank>` suffix.
+fn remap_id(v: &[u8], rank: u32, stride: u64, out: &mut Vec<u8>) {
+    let map = |id: u64| id.checked_mul(stride).and_then(|x| x.checked_add(u64::from(rank)));
+    if let Some(n) = json::parse_u64(v).and_then(map) {
+        timefmt::write_u128(u128::from(n), out);
+        return;
+    }
+    if v.len() >= 2 && v[0] == b'"' {
+        let inner = &v[1..v.len() - 1];
+        let hex = inner
+            .strip_prefix(b"0x")
+            .or_else(|| inner.strip_prefix(b"0X"))
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+            .and_then(map);
+        if let Some(h) = hex {
+            let _ = write!(out, "\"0x{h:x}\"");
+        } else {
+            out.extend_from_slice(&v[..v.len() - 1]);
+            let _ = write!(out, ":r{rank}\"");
+        }
+        return;
+    }
+    out.extend_from_slice(v);
+}

@@ -1,0 +1,810 @@
+//! Trace summary: per-rank step statistics and top spans, and the verdict
+//! on which rank is slow and where its extra time goes.
+//!
+//! Streaming and bounded: per rank it keeps one entry per distinct span name,
+//! one entry per step, and per thread a small reorder window (spans are
+//! nested with a stack, which needs them in start order; spans arriving later
+//! than the window allows are counted, not nested, and reported).
+//!
+//! The verdict knows how synchronized jobs look: when ranks meet in a
+//! collective every step, all steps are equally long and the slow rank is
+//! the one with the most time *outside* collectives (it waits least inside
+//! them). Without collectives the slow rank is the one with the longest
+//! steps; without steps, the busiest one.
+
+use super::inputs::RankedInput;
+use super::json;
+use super::reader::TraceReader;
+use super::AnalyzeError;
+use serde_json::{json, Value};
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+
+/// How many spans the reorder window of one thread holds.
+const WINDOW: usize = 4096;
+/// A rank is called a straggler when it is this much slower (relative) than
+/// the median of the other ranks.
+pub const STRAGGLER_THRESHOLD: f64 = 0.05;
+
+/// Options of [`summarize`].
+#[derive(Debug, Clone)]
+pub struct SummaryOptions {
+    /// Spans listed per rank in the top lists.
+    pub top: usize,
+}
+
+impl Default for SummaryOptions {
+    fn default() -> Self {
+        SummaryOptions { top: 10 }
+    }
+}
+
+/// Time spent in spans of one name on one rank.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpanStat {
+    /// The span name.
+    pub name: String,
+    /// Number of spans.
+    pub count: u64,
+    /// Sum of durations, µs.
+    pub total_us: f64,
+    /// Sum of durations minus time in directly nested spans, µs.
+    pub self_us: f64,
+    /// Whether the name is a collective (all-reduce, all-gather, NCCL, …).
+    pub collective: bool,
+}
+
+/// One iteration (`ProfilerStep#N`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Step {
+    /// N.
+    pub number: u64,
+    /// Start, µs relative to the file's base.
+    pub start_us: f64,
+    /// Duration, µs.
+    pub dur_us: f64,
+}
+
+/// Summary of one rank.
+#[derive(Debug, Clone)]
+pub struct RankSummary {
+    /// The rank.
+    pub rank: u32,
+    /// The file.
+    pub file: String,
+    /// Events read.
+    pub events: u64,
+    /// Steps in order.
+    pub steps: Vec<Step>,
+    /// Mean step time, µs (`None` without steps).
+    pub step_mean_us: Option<f64>,
+    /// Median step time, µs.
+    pub step_median_us: Option<f64>,
+    /// 90th percentile step time, µs.
+    pub step_p90_us: Option<f64>,
+    /// Thread-busy time: per thread, time covered by top-level spans, summed
+    /// over threads (can exceed wall time with several threads or streams).
+    pub busy_us: f64,
+    /// Time in collectives on the thread or stream that spends most in them.
+    pub collective_us: f64,
+    /// The measured window: total step time, or the span extent without steps.
+    pub window_us: f64,
+    /// Every span name, by self time (largest first).
+    pub spans: Vec<SpanStat>,
+    /// Spans that arrived too far out of order to be nested (self times of
+    /// their parents are then slightly too high).
+    pub late_spans: u64,
+}
+
+impl RankSummary {
+    /// Steps counted for per-step figures (1 without steps).
+    fn per(&self) -> f64 {
+        self.steps.len().max(1) as f64
+    }
+    /// Time outside collectives in the window, µs.
+    pub fn outside_collective_us(&self) -> f64 {
+        (self.window_us - self.collective_us).max(0.0)
+    }
+    /// Top spans by total time (excluding step markers).
+    pub fn top_total(&self, n: usize) -> Vec<SpanStat> {
+        let mut v = self.spans.clone();
+        v.sort_by(|a, b| b.total_us.total_cmp(&a.total_us));
+        v.truncate(n);
+        v
+    }
+    /// Top spans by self time (excluding step markers).
+    pub fn top_self(&self, n: usize) -> Vec<SpanStat> {
+        self.spans.iter().take(n).cloned().collect()
+    }
+}
+
+/// How the straggler was found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// Most time outside collectives (synchronized job).
+    OutsideCollectives,
+    /// Longest mean step.
+    StepTime,
+    /// Most busy time (no steps).
+    BusyTime,
+}
+
+impl Method {
+    fn as_str(self) -> &'static str {
+        match self {
+            Method::OutsideCollectives => "outside-collectives",
+            Method::StepTime => "step-time",
+            Method::BusyTime => "busy-time",
+        }
+    }
+}
+
+/// The slow rank.
+#[derive(Debug, Clone)]
+pub struct Straggler {
+    /// The rank.
+    pub rank: u32,
+    /// One human-readable sentence.
+    pub reason: String,
+    /// How it was found.
+    pub method: Method,
+    /// Its figure (per step where there are steps), µs.
+    pub value_us: f64,
+    /// The median figure of the other ranks, µs.
+    pub others_us: f64,
+    /// `(value - others) / others`.
+    pub excess: f64,
+    /// The span where most extra time goes, and how much more per step (µs).
+    pub span: Option<(String, f64)>,
+}
+
+/// The whole summary.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    /// Per rank, in rank order.
+    pub ranks: Vec<RankSummary>,
+    /// The slow rank, if one stands out.
+    pub straggler: Option<Straggler>,
+    /// The one-line verdict.
+    pub verdict: String,
+    /// Warnings naming files and what was skipped.
+    pub warnings: Vec<String>,
+    /// Spans listed per rank.
+    pub top: usize,
+}
+
+type FxMap<K, V> = ranktune_core::hash::FastMap<K, V>;
+
+struct NameAgg {
+    raw: Vec<u8>,
+    count: u64,
+    total: f64,
+    self_: f64,
+    comm: bool,
+    step: bool,
+}
+
+#[derive(Clone, Copy)]
+struct Pending {
+    start: f64,
+    dur: f64,
+    name: u32,
+}
+impl PartialEq for Pending {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Pending {}
+impl PartialOrd for Pending {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Pending {
+    // Reversed: BinaryHeap is a max-heap, we pop the earliest start first,
+    // and the longer span first on ties (parents before children).
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.start.total_cmp(&self.start).then(self.dur.total_cmp(&o.dur))
+    }
+}
+
+struct Open {
+    end: f64,
+    dur: f64,
+    child: f64,
+    name: u32,
+    comm: bool,
+}
+
+#[derive(Default)]
+struct Thread {
+    heap: BinaryHeap<Pending>,
+    stack: Vec<Open>,
+    open_comm: usize,
+    last_start: f64,
+    started: bool,
+    busy: f64,
+    comm: f64,
+    begins: Vec<(u32, f64)>,
+}
+
+#[derive(Default)]
+struct RankAcc {
+    names: Vec<NameAgg>,
+    index: FxMap<Vec<u8>, u32>,
+    threads: FxMap<Vec<u8>, Thread>,
+    steps: HashMap<u64, (Step, bool)>,
+    late: u64,
+    min_start: f64,
+    max_end: f64,
+    any_span: bool,
+}
+
+fn is_collective(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    const PAT: [&str; 13] = [
+        "nccl",
+        "gloo",
+        "c10d::",
+        "record_param_comms",
+        "allreduce",
+        "all_reduce",
+        "allgather",
+        "all_gather",
+        "reduce_scatter",
+        "reducescatter",
+        "alltoall",
+        "all_to_all",
+        "barrier",
+    ];
+    PAT.iter().any(|p| n.contains(p)) || (n.contains("broadcast") && !n.starts_with("aten::"))
+}
+
+impl RankAcc {
+    fn intern(&mut self, raw: &[u8]) -> u32 {
+        if let Some(&i) = self.index.get(raw) {
+            return i;
+        }
+        let name = json::unescape(raw).unwrap_or_default();
+        let i = self.names.len() as u32;
+        self.names.push(NameAgg {
+            raw: raw.to_vec(),
+            count: 0,
+            total: 0.0,
+            self_: 0.0,
+            comm: is_collective(&name),
+            step: name.starts_with("ProfilerStep#"),
+        });
+        self.index.insert(raw.to_vec(), i);
+        i
+    }
+
+    fn span(&mut self, tid: &[u8], start: f64, dur: f64, name: u32) {
+        let dur = dur.max(0.0);
+        if !self.any_span {
+            self.any_span = true;
+            self.min_start = start;
+            self.max_end = start + dur;
+        } else {
+            self.min_start = self.min_start.min(start);
+            self.max_end = self.max_end.max(start + dur);
+        }
+        let t = match self.threads.get_mut(tid) {
+            Some(t) => t,
+            None => self.threads.entry(tid.to_vec()).or_default(),
+        };
+        t.heap.push(Pending { start, dur, name });
+        if t.heap.len() > WINDOW {
+            if let Some(p) = t.heap.pop() {
+                process(t, &mut self.names, &mut self.late, p);
+            }
+        }
+    }
+
+    fn finish(mut self, rank: u32, file: String, events: u64) -> RankSummary {
+        for t in self.threads.values_mut() {
+            while let Some(p) = t.heap.pop() {
+                process(t, &mut self.names, &mut self.late, p);
+            }
+            while let Some(o) = t.stack.pop() {
+                close(&mut self.names, o);
+            }
+        }
+        let busy = self.threads.values().map(|t| t.busy).sum();
+        let comm = self.threads.values().map(|t| t.comm).fold(0.0, f64::max);
+        let mut steps: Vec<Step> = self.steps.into_values().map(|(s, _)| s).collect();
+        steps.sort_by_key(|s| s.number);
+        let mut durs: Vec<f64> = steps.iter().map(|s| s.dur_us).collect();
+        durs.sort_by(f64::total_cmp);
+        let (mean, median, p90) = if durs.is_empty() {
+            (None, None, None)
+        } else {
+            let n = durs.len();
+            let mean = durs.iter().sum::<f64>() / n as f64;
+            let median =
+                if n % 2 == 1 { durs[n / 2] } else { (durs[n / 2 - 1] + durs[n / 2]) / 2.0 };
+            let p90 = durs[((0.9 * n as f64).ceil() as usize).clamp(1, n) - 1];
+            (Some(mean), Some(median), Some(p90))
+        };
+        let window = if steps.is_empty() {
+            if self.any_span {
+                self.max_end - self.min_start
+            } else {
+                0.0
+            }
+        } else {
+            durs.iter().sum()
+        };
+        let mut spans: Vec<SpanStat> = self
+            .names
+            .iter()
+            .filter(|n| !n.step && n.count > 0)
+            .map(|n| SpanStat {
+                name: json::unescape(&n.raw)
+                    .unwrap_or_else(|| String::from_utf8_lossy(&n.raw).into_owned()),
+                count: n.count,
+                total_us: n.total,
+                self_us: n.self_,
+                collective: n.comm,
+            })
+            .collect();
+        spans.sort_by(|a, b| b.self_us.total_cmp(&a.self_us));
+        RankSummary {
+            rank,
+            file,
+            events,
+            steps,
+            step_mean_us: mean,
+            step_median_us: median,
+            step_p90_us: p90,
+            busy_us: busy,
+            collective_us: comm,
+            window_us: window,
+            spans,
+            late_spans: self.late,
+        }
+    }
+}
+
+fn close(names: &mut [NameAgg], o: Open) {
+    if let Some(n) = names.get_mut(o.name as usize) {
+        n.self_ += (o.dur - o.child).max(0.0);
+    }
+}
+
+fn process(t: &mut Thread, names: &mut [NameAgg], late: &mut u64, p: Pending) {
+    let Some(agg) = names.get_mut(p.name as usize) else {
+        return;
+    };
+    agg.count += 1;
+    agg.total += p.dur;
+    let comm = agg.comm;
+    if t.started && p.start < t.last_start {
+        // Too late to nest: count it on its own.
+        *late += 1;
+        agg.self_ += p.dur;
+        return;
+    }
+    t.started = true;
+    t.last_start = p.start;
+    while let Some(top) = t.stack.last() {
+        if top.end <= p.start {
+            if let Some(o) = t.stack.pop() {
+                if o.comm {
+                    t.open_comm -= 1;
+                }
+                close(names, o);
+            }
+        } else {
+            break;
+        }
+    }
+    match t.stack.last_mut() {
+        None => t.busy += p.dur,
+        Some(top) => top.child += p.dur.min(top.end - p.start),
+    }
+    if comm {
+        if t.open_comm == 0 {
+            t.comm += p.dur;
+        }
+        t.open_comm += 1;
+    }
+    t.stack.push(Open { end: p.start + p.dur, dur: p.dur, child: 0.0, name: p.name, comm });
+}
+
+/// Summarizes one rank's trace.
+pub fn summarize_rank(input: &RankedInput) -> Result<(RankSummary, Vec<String>), AnalyzeError> {
+    let mut r = TraceReader::open(&input.path)?;
+    let mut acc = RankAcc::default();
+    while let Some(ev) = r.next_event()? {
+        let ph = ev.ph();
+        if ph != b'X' && ph != b'B' && ph != b'E' {
+            continue;
+        }
+        let Some(ts) = ev.ts_us() else { continue };
+        // Kineto's own bookkeeping span ("PyTorch Profiler (0)") is not work.
+        if ev.cat_raw() == Some(b"\"Trace\"") {
+            continue;
+        }
+        let mut thread_key = Vec::with_capacity(24);
+        thread_key.extend_from_slice(ev.pid_raw());
+        thread_key.push(0);
+        thread_key.extend_from_slice(ev.tid_raw());
+        match ph {
+            b'X' => {
+                let name_raw = ev.name_raw().unwrap_or(b"\"\"");
+                let dur = ev.dur_us().unwrap_or(0.0);
+                let name = acc.intern(name_raw);
+                if acc.names[name as usize].step {
+                    let number = name_raw
+                        .strip_prefix(b"\"ProfilerStep#")
+                        .and_then(|s| s.strip_suffix(b"\""))
+                        .and_then(json::parse_u64)
+                        .unwrap_or(u64::MAX - acc.steps.len() as u64);
+                    let gpu = ev.cat_raw().is_some_and(|c| c.starts_with(b"\"gpu_"));
+                    let step = Step { number, start_us: ts, dur_us: dur };
+                    match acc.steps.get(&number) {
+                        Some((_, was_gpu)) if !*was_gpu || gpu => {}
+                        _ => {
+                            acc.steps.insert(number, (step, gpu));
+                        }
+                    }
+                }
+                acc.span(&thread_key, ts, dur, name);
+            }
+            b'B' => {
+                let name = acc.intern(ev.name_raw().unwrap_or(b"\"\""));
+                let t = acc.threads.entry(thread_key).or_default();
+                if t.begins.len() < 1 << 16 {
+                    t.begins.push((name, ts));
+                }
+            }
+            _ => {
+                let begun = acc.threads.get_mut(&thread_key).and_then(|t| t.begins.pop());
+                if let Some((name, start)) = begun {
+                    acc.span(&thread_key, start, ts - start, name);
+                }
+            }
+        }
+    }
+    r.drain()?;
+    let mut warnings = r.warnings();
+    let s = acc.finish(input.rank, input.path.display().to_string(), r.stats().events);
+    if s.late_spans > 0 {
+        warnings.push(format!(
+            "{}: {} spans arrived too far out of order to be nested; self times of their parents are approximate",
+            s.file, s.late_spans
+        ));
+    }
+    Ok((s, warnings))
+}
+
+type RankResult = Result<(RankSummary, Vec<String>), AnalyzeError>;
+
+/// Summarizes every rank (in parallel, one thread per core) and judges them.
+pub fn summarize(inputs: &[RankedInput], opts: &SummaryOptions) -> Result<Summary, AnalyzeError> {
+    let workers =
+        std::thread::available_parallelism().map_or(1, |n| n.get()).min(inputs.len()).max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<Option<RankResult>> = (0..inputs.len()).map(|_| None).collect();
+    let slots = std::sync::Mutex::new(&mut results);
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(input) = inputs.get(i) else { break };
+                let r = summarize_rank(input);
+                if let Ok(mut g) = slots.lock() {
+                    g[i] = Some(r);
+                }
+            });
+        }
+    });
+    let mut ranks = Vec::new();
+    let mut warnings = Vec::new();
+    for r in results {
+        match r {
+            Some(Ok((s, w))) => {
+                ranks.push(s);
+                warnings.extend(w);
+            }
+            Some(Err(e)) => return Err(e),
+            None => {
+                return Err(AnalyzeError::NoTraces("a summary worker stopped unexpectedly".into()))
+            }
+        }
+    }
+    for r in &ranks {
+        if r.steps.is_empty() {
+            warnings.push(format!(
+                "{}: no ProfilerStep# markers; rank {} is summarized by spans only",
+                r.file, r.rank
+            ));
+        }
+    }
+    let (straggler, verdict) = judge(&ranks);
+    Ok(Summary { ranks, straggler, verdict, warnings, top: opts.top })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Formats microseconds for people: `812 µs`, `12.3 ms`, `1.23 s`.
+pub fn fmt_us(us: f64) -> String {
+    let a = us.abs();
+    if a >= 1e6 {
+        format!("{:.2} s", us / 1e6)
+    } else if a >= 1e4 {
+        format!("{:.1} ms", us / 1e3)
+    } else if a >= 1e3 {
+        format!("{:.2} ms", us / 1e3)
+    } else {
+        format!("{us:.0} µs")
+    }
+}
+
+/// Finds the slow rank among `ranks`; returns it and the one-line verdict.
+pub fn judge(ranks: &[RankSummary]) -> (Option<Straggler>, String) {
+    if ranks.len() < 2 {
+        let line = match ranks.first() {
+            Some(r) => match r.step_mean_us {
+                Some(m) => format!(
+                    "One rank (rank {}): {} steps, mean {}; nothing to compare it with.",
+                    r.rank,
+                    r.steps.len(),
+                    fmt_us(m)
+                ),
+                None => format!(
+                    "One rank (rank {}), no step markers: spans only; nothing to compare it with.",
+                    r.rank
+                ),
+            },
+            None => "No ranks.".into(),
+        };
+        return (None, line);
+    }
+    let with_comm = ranks.iter().filter(|r| r.collective_us > 0.0).count();
+    let all_steps = ranks.iter().all(|r| !r.steps.is_empty());
+    let method = if with_comm * 2 > ranks.len() {
+        Method::OutsideCollectives
+    } else if all_steps {
+        Method::StepTime
+    } else {
+        Method::BusyTime
+    };
+    let figure = |r: &RankSummary| match method {
+        Method::OutsideCollectives => r.outside_collective_us() / r.per(),
+        Method::StepTime => r.step_mean_us.unwrap_or(0.0),
+        Method::BusyTime => r.busy_us,
+    };
+    let figs: Vec<f64> = ranks.iter().map(figure).collect();
+    let (slow, &value) =
+        figs.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap_or((0, &0.0));
+    let others =
+        median(figs.iter().enumerate().filter(|(i, _)| *i != slow).map(|(_, v)| *v).collect());
+    let excess = if others > 0.0 { (value - others) / others } else { 0.0 };
+    let what = match method {
+        Method::OutsideCollectives => "time outside collectives per step",
+        Method::StepTime => "mean step time",
+        Method::BusyTime => "busy time (no step markers)",
+    };
+    if excess < STRAGGLER_THRESHOLD {
+        let line = format!(
+            "No straggler: {what} is within {:.1}% across {} ranks (threshold {:.0}%).",
+            excess.max(0.0) * 100.0,
+            ranks.len(),
+            STRAGGLER_THRESHOLD * 100.0
+        );
+        return (None, line);
+    }
+    let s = &ranks[slow];
+    let span = extra_span(ranks, slow);
+    let mut reason = match method {
+        Method::OutsideCollectives => {
+            let waits: Vec<f64> = ranks
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != slow)
+                .map(|(_, r)| r.collective_us / r.per())
+                .collect();
+            format!(
+                "rank {} is slow: {} per step outside collectives vs {} on the other ranks (+{:.0}%); it waits {} per step in collectives while the others wait {} for it",
+                s.rank,
+                fmt_us(value),
+                fmt_us(others),
+                excess * 100.0,
+                fmt_us(s.collective_us / s.per()),
+                fmt_us(median(waits))
+            )
+        }
+        Method::StepTime => format!(
+            "rank {} is slow: mean step {} vs {} on the other ranks (+{:.0}%)",
+            s.rank,
+            fmt_us(value),
+            fmt_us(others),
+            excess * 100.0
+        ),
+        Method::BusyTime => format!(
+            "rank {} is slow: busy {} vs {} on the other ranks (+{:.0}%, no step markers)",
+            s.rank,
+            fmt_us(value),
+            fmt_us(others),
+            excess * 100.0
+        ),
+    };
+    if let Some((name, delta)) = &span {
+        let unit = if s.steps.is_empty() { "" } else { " per step" };
+        reason.push_str(&format!("; the extra time goes to `{name}` (+{}{unit})", fmt_us(*delta)));
+    }
+    let line = format!("Straggler: {reason}.");
+    (
+        Some(Straggler {
+            rank: s.rank,
+            reason,
+            method,
+            value_us: value,
+            others_us: others,
+            excess,
+            span,
+        }),
+        line,
+    )
+}
+
+/// The non-collective span whose self time per step on the slow rank
+/// exceeds the other ranks' median by the most.
+fn extra_span(ranks: &[RankSummary], slow: usize) -> Option<(String, f64)> {
+    let s = &ranks[slow];
+    let mut best: Option<(String, f64)> = None;
+    for sp in s.spans.iter().filter(|sp| !sp.collective).take(200) {
+        let mine = sp.self_us / s.per();
+        let theirs = median(
+            ranks
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != slow)
+                .map(|(_, r)| {
+                    r.spans.iter().find(|o| o.name == sp.name).map_or(0.0, |o| o.self_us / r.per())
+                })
+                .collect(),
+        );
+        let delta = mine - theirs;
+        if delta > 0.0 && best.as_ref().is_none_or(|b| delta > b.1) {
+            best = Some((sp.name.clone(), delta));
+        }
+    }
+    best
+}
+
+fn r3(v: f64) -> Value {
+    json!((v * 1000.0).round() / 1000.0)
+}
+
+fn span_json(s: &SpanStat) -> Value {
+    json!({
+        "name": s.name,
+        "count": s.count,
+        "total_us": r3(s.total_us),
+        "self_us": r3(s.self_us),
+        "collective": s.collective,
+    })
+}
+
+impl Summary {
+    /// The `--json` document (schema in docs/trace-analysis.md).
+    pub fn to_json(&self) -> Value {
+        let ranks: Vec<Value> = self
+            .ranks
+            .iter()
+            .map(|r| {
+                json!({
+                    "rank": r.rank,
+                    "file": r.file,
+                    "events": r.events,
+                    "steps": r.steps.len(),
+                    "step_mean_us": r.step_mean_us.map(r3),
+                    "step_median_us": r.step_median_us.map(r3),
+                    "step_p90_us": r.step_p90_us.map(r3),
+                    "step_times_us": r.steps.iter().map(|s| r3(s.dur_us)).collect::<Vec<_>>(),
+                    "busy_us": r3(r.busy_us),
+                    "collective_us": r3(r.collective_us),
+                    "outside_collective_us": r3(r.outside_collective_us()),
+                    "top_spans_total": r.top_total(self.top).iter().map(span_json).collect::<Vec<_>>(),
+                    "top_spans_self": r.top_self(self.top).iter().map(span_json).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        let means: Vec<(u32, f64)> =
+            self.ranks.iter().filter_map(|r| r.step_mean_us.map(|m| (r.rank, m))).collect();
+        let spread = if means.len() >= 2 {
+            let min = means.iter().min_by(|a, b| a.1.total_cmp(&b.1));
+            let max = means.iter().max_by(|a, b| a.1.total_cmp(&b.1));
+            match (min, max) {
+                (Some(lo), Some(hi)) => json!({
+                    "fastest_rank": lo.0,
+                    "fastest_mean_us": r3(lo.1),
+                    "slowest_rank": hi.0,
+                    "slowest_mean_us": r3(hi.1),
+                    "spread_pct": if lo.1 > 0.0 { r3((hi.1 - lo.1) / lo.1 * 100.0) } else { Value::Null },
+                }),
+                _ => Value::Null,
+            }
+        } else {
+            Value::Null
+        };
+        let straggler = match &self.straggler {
+            None => Value::Null,
+            Some(s) => json!({
+                "rank": s.rank,
+                "reason": s.reason,
+                "method": s.method.as_str(),
+                "value_us": r3(s.value_us),
+                "others_median_us": r3(s.others_us),
+                "excess_pct": r3(s.excess * 100.0),
+                "span": s.span.as_ref().map(|(n, d)| json!({"name": n, "extra_us": r3(*d)})),
+            }),
+        };
+        json!({
+            "schema": "ranktune.trace.summary/1",
+            "verdict": self.verdict,
+            "straggler": straggler,
+            "step_spread": spread,
+            "ranks": ranks,
+            "warnings": self.warnings,
+        })
+    }
+
+    /// The report for people: the verdict first, details below.
+    pub fn to_text(&self) -> String {
+        let mut o = String::new();
+        o.push_str(&self.verdict);
+        o.push_str("\n\n");
+        o.push_str(&format!(
+            "{:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>13} {:>12}  file\n",
+            "rank", "steps", "mean", "median", "p90", "busy", "collectives", "outside"
+        ));
+        let opt = |v: Option<f64>| v.map_or("-".to_string(), fmt_us);
+        for r in &self.ranks {
+            o.push_str(&format!(
+                "{:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>13} {:>12}  {}\n",
+                r.rank,
+                r.steps.len(),
+                opt(r.step_mean_us),
+                opt(r.step_median_us),
+                opt(r.step_p90_us),
+                fmt_us(r.busy_us),
+                fmt_us(r.collective_us),
+                fmt_us(r.outside_collective_us()),
+                r.file
+            ));
+        }
+        for r in &self.ranks {
+            o.push_str(&format!("\nrank {}: top spans by self time\n", r.rank));
+            for s in r.top_self(self.top) {
+                o.push_str(&format!(
+                    "  {:>10} self {:>10} total {:>8}x  {}{}\n",
+                    fmt_us(s.self_us),
+                    fmt_us(s.total_us),
+                    s.count,
+                    s.name,
+                    if s.collective { "  [collective]" } else { "" }
+                ));
+            }
+            if r.spans.is_empty() {
+                o.push_str("  (no spans)\n");
+            }
+        }
+        o
+    }
+}

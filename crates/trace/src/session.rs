@@ -1,0 +1,188 @@
+//! The session guard: ties the path rule, the recorder, export and the crash
+//! hooks together, and guarantees the file is written on `stop()`, on drop,
+//! from the panic hook and on SIGINT/SIGTERM.
+//!
+//! One session at a time per process. Every export is a complete atomic
+//! replace, so exporting early (panic hook) and again later (drop after the
+//! unwinding) only ever leaves a whole file, the latest one.
+
+use super::export::{self, Meta};
+use super::layer::{layer, TraceLayer};
+use super::path::{prepare, rank_path};
+use super::recorder::Recorder;
+use super::{clock, hooks, TraceConfig, TraceError};
+use ranktune_core::error_chain::Chain;
+use ranktune_core::rank::RankInfo;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
+use std::time::{Duration, Instant};
+
+/// What the hooks need to export the active session.
+pub(crate) struct Core {
+    path: PathBuf,
+    meta: Meta,
+    rec: Arc<Recorder>,
+    export_lock: Mutex<()>,
+}
+
+static ACTIVE: Mutex<Option<Arc<Core>>> = Mutex::new(None);
+
+/// The active session's core, waiting at most `patience` for the lock (the
+/// hooks must not hang forever if the panicking thread holds it).
+pub(crate) fn active(patience: Duration) -> Option<Arc<Core>> {
+    let deadline = Instant::now() + patience;
+    loop {
+        match ACTIVE.try_lock() {
+            Ok(guard) => return guard.clone(),
+            Err(TryLockError::Poisoned(p)) => return p.into_inner().clone(),
+            Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(TryLockError::WouldBlock) => return None,
+        }
+    }
+}
+
+impl Core {
+    /// Exports now; waits at most `patience` for a concurrent export.
+    pub(crate) fn export(&self, patience: Duration) -> Result<&Path, TraceError> {
+        let deadline = Instant::now() + patience;
+        let _guard = loop {
+            match self.export_lock.try_lock() {
+                Ok(g) => break g,
+                Err(TryLockError::Poisoned(p)) => break p.into_inner(),
+                Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(TryLockError::WouldBlock) => {
+                    return Err(TraceError::Write {
+                        path: self.path.clone(),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::WouldBlock,
+                            "another export of this trace did not finish in time",
+                        ),
+                    })
+                }
+            }
+        };
+        export::export(&self.path, &self.rec, &self.meta)?;
+        Ok(&self.path)
+    }
+}
+
+/// A recording session: the guard that writes this rank's trace file.
+///
+/// ```no_run
+/// use ranktune_core::rank::{RankInfo, RankOverrides};
+/// use ranktune_trace::{span, TraceConfig, TraceSession};
+/// let rank = RankInfo::detect(&RankOverrides::default())?;
+/// let session = TraceSession::start(TraceConfig::new("trace.json"), &rank)?;
+/// for _ in 0..10 {
+///     let _s = span("work", "app");
+///     session.step();
+/// }
+/// let path = session.stop()?; // trace_<rank>.json
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct TraceSession {
+    core: Arc<Core>,
+    done: bool,
+}
+
+impl TraceSession {
+    /// Starts recording for `rank`: resolves this rank's file with
+    /// [`rank_path`], checks now that it can be written (creating its
+    /// directory), installs the panic and signal hooks the config asks for,
+    /// and makes this the process's active session.
+    pub fn start(cfg: TraceConfig, rank: &RankInfo) -> Result<TraceSession, TraceError> {
+        let mut active = ACTIVE.lock().unwrap_or_else(PoisonError::into_inner);
+        if active.is_some() {
+            return Err(TraceError::AlreadyActive);
+        }
+        let pid = std::process::id();
+        let host = ranktune_core::rank::host_name();
+        let path = rank_path(&cfg.path, rank, pid, &host)?;
+        prepare(&path)?;
+        if cfg.handle_signals {
+            hooks::install_signal_handler()?;
+        }
+        if cfg.handle_panics {
+            hooks::install_panic_hook();
+        }
+        clock::init();
+        let meta = Meta {
+            rank: rank.rank,
+            world_size: rank.world_size,
+            local_rank: rank.local_rank,
+            backend: cfg.backend,
+            host,
+            pid,
+            base_ns: clock::base_unix_ns(),
+        };
+        let rec = Recorder::new(cfg.max_events, cfg.window);
+        let core = Arc::new(Core { path, meta, rec, export_lock: Mutex::new(()) });
+        core.rec.activate();
+        *active = Some(Arc::clone(&core));
+        tracing::info!(path = %core.path.display(), "recording trace");
+        Ok(TraceSession { core, done: false })
+    }
+
+    /// This rank's trace file.
+    pub fn path(&self) -> &Path {
+        &self.core.path
+    }
+
+    /// The `tracing` Layer that feeds this session (any [`TraceLayer`] feeds
+    /// the active session; this is a convenience).
+    pub fn layer(&self) -> TraceLayer {
+        layer()
+    }
+
+    /// Ends the current iteration and starts the next: records the ending
+    /// iteration as an `X` event `ProfilerStep#<N>` (category
+    /// `user_annotation`, like PyTorch) when it is inside the window, and
+    /// turns recording on or off for the next one.
+    pub fn step(&self) {
+        self.core.rec.step();
+    }
+
+    /// The current iteration (0 before the first [`TraceSession::step`]).
+    pub fn iteration(&self) -> u64 {
+        self.core.rec.iteration()
+    }
+
+    /// Writes the trace file now without stopping (e.g. a checkpoint).
+    pub fn flush(&self) -> Result<PathBuf, TraceError> {
+        self.core.export(Duration::from_secs(60)).map(Path::to_path_buf)
+    }
+
+    /// Stops recording, writes the file and returns its path.
+    pub fn stop(mut self) -> Result<PathBuf, TraceError> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<PathBuf, TraceError> {
+        self.done = true;
+        self.core.rec.deactivate();
+        let result = self.core.export(Duration::from_secs(60)).map(Path::to_path_buf);
+        {
+            let mut active = ACTIVE.lock().unwrap_or_else(PoisonError::into_inner);
+            if active.as_ref().is_some_and(|c| Arc::ptr_eq(c, &self.core)) {
+                *active = None;
+            }
+        }
+        self.core.rec.clear();
+        result
+    }
+}
+
+impl Drop for TraceSession {
+    fn drop(&mut self) {
+        if !self.done {
+            match self.finish() {
+                Ok(path) => tracing::info!(path = %path.display(), "trace written"),
+                Err(e) => tracing::warn!("{}", Chain(&e)),
+            }
+        }
+    }
+}

@@ -1,0 +1,354 @@
+//! Tuning strategies across real processes over the store-based collective.
+//!
+//! Each test starts this test binary again as N child processes (the ignored
+//! test `strategy_child`), one per rank, with `RANK`/`WORLD_SIZE`/
+//! `RANKTUNE_JOB_ID` set as a launcher would, and `RANKTUNE_STRATEGY` /
+//! `RANKTUNE_STRATEGY_TIMEOUT` as a user would. Each child resolves the same
+//! buckets through a `Coordinator` over `collective::from_env`, with a
+//! deterministic, rank-dependent timing model that alone would make the ranks
+//! choose differently, and writes what it got to `<out>/rank<r>.json`.
+//! A job that outlives its limit is killed and fails the test as a hang.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ranktune_cache::Stats;
+use ranktune_collective as collective;
+use ranktune_core::rank::{RankInfo, RankOverrides};
+use ranktune_tune::strategy::{timeout_from_env, BucketCtx, Coordinator, Measured, Strategy};
+use serde_json::{json, Value};
+
+const JOB_LIMIT: Duration = Duration::from_secs(120);
+const CANDS: [(u32, u32); 6] = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)];
+const BUCKETS: [u64; 4] = [16, 32, 64, 128];
+
+// ---------------------------------------------------------------- child side
+
+fn env(name: &str) -> String {
+    std::env::var(name).unwrap_or_default()
+}
+
+/// Candidates 1, 3 and 4 are near-tied; each rank favours another one by 4%.
+/// The job's salt shifts which candidate is clearly best (for the two-jobs test).
+fn timing(salt: &str, rank: u32, tokens: u64, i: usize) -> f64 {
+    let mut base = [150.0, 100.0, 130.0, 101.0, 102.0, 170.0];
+    if salt == "b" {
+        base[5] = 60.0;
+    }
+    let favoured = [1, 3, 4][rank as usize % 3];
+    let scale = tokens as f64 / 16.0;
+    base[i] * scale * (1.0 + 0.001 * f64::from(rank)) * if i == favoured { 0.96 } else { 1.0 }
+}
+
+#[test]
+#[ignore = "child process of the other tests; selected by RANKTUNE_TEST_OUT"]
+fn strategy_child() {
+    let out = env("RANKTUNE_TEST_OUT");
+    if out.is_empty() {
+        return;
+    }
+    let out = PathBuf::from(out);
+    let info = RankInfo::detect(&RankOverrides::default()).unwrap();
+    let dir = PathBuf::from(env("RANKTUNE_TEST_DIR"));
+    let strategy = Strategy::from_env().unwrap().unwrap_or_default();
+    let coll = collective::from_env(&info, &dir).unwrap();
+    let mut coord = Coordinator::new(coll).with_timeout(timeout_from_env().unwrap());
+    let rank = info.rank;
+    let salt = env("RANKTUNE_TEST_SALT");
+    let hit_ranks: Vec<u32> =
+        env("RANKTUNE_TEST_HIT_RANKS").split(',').filter_map(|s| s.parse().ok()).collect();
+    let kill: Option<(u32, u64)> = env("RANKTUNE_TEST_KILL")
+        .split_once(':')
+        .map(|(r, b)| (r.parse().unwrap(), b.parse().unwrap()));
+    let mut buckets = Vec::new();
+    for tokens in BUCKETS {
+        let bucket = vec![vec![tokens, 512]];
+        let ctx = BucketCtx {
+            op: "gemm",
+            bucket: &bucket,
+            checksum: "sum",
+            candidates: &CANDS,
+            local_hit: hit_ranks.contains(&rank).then_some((0, 2)),
+            tie_tolerance: 0.03,
+        };
+        let start = Instant::now();
+        let mut measure = |pos: &[usize]| -> Vec<Measured> {
+            if kill == Some((rank, tokens)) {
+                // Ask the parent for SIGKILL, mid-tuning, and wait for it.
+                fs::write(out.join(format!("kill-me-{rank}")), b"").unwrap();
+                std::thread::sleep(Duration::from_secs(600));
+            }
+            pos.iter()
+                .map(|&i| {
+                    let m = timing(&salt, rank, tokens, i);
+                    Ok(Stats { min_us: m, median_us: m, p90_us: m, spread: 0.0, samples: 3 })
+                })
+                .collect()
+        };
+        let r = coord.resolve(strategy, &ctx, &mut measure);
+        buckets.push(json!({
+            "kind": format!("{:?}", r.kind),
+            "winner": r.winner.map(|w| CANDS[w]),
+            "medians": r.results.iter().map(|m| m.as_ref().ok().map(|s| s.median_us)).collect::<Vec<_>>(),
+            "created": r.created_unix,
+            "measured_here": r.measured_here,
+            "fallback": r.fallback.as_ref().map(|f| f.reason.clone()),
+            "blamed": r.fallback.as_ref().map(|f| f.ranks.clone()),
+            "seconds": start.elapsed().as_secs_f64(),
+        }));
+    }
+    let tmp = out.join(format!(".rank{rank}.tmp"));
+    fs::write(&tmp, serde_json::to_vec(&json!({ "buckets": buckets })).unwrap()).unwrap();
+    fs::rename(tmp, out.join(format!("rank{rank}.json"))).unwrap();
+}
+
+// --------------------------------------------------------------- parent side
+
+/// Launcher and rank variables a child must not inherit.
+const SCRUB: &[&str] = &[
+    "RANKTUNE_RANK",
+    "RANKTUNE_WORLD_SIZE",
+    "RANKTUNE_LOCAL_RANK",
+    "RANKTUNE_COLLECTIVE",
+    "RANKTUNE_STRATEGY",
+    "LOCAL_RANK",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_LOCALID",
+    "SLURM_JOB_ID",
+    "SLURM_STEP_ID",
+    "TORCHELASTIC_RUN_ID",
+    "PMIX_NAMESPACE",
+];
+
+struct Job {
+    children: Vec<Option<Child>>,
+    out: PathBuf,
+}
+
+fn spawn_job(world: u32, dir: &Path, job_id: &str, out: &Path, vars: &[(&str, &str)]) -> Job {
+    fs::create_dir_all(out).unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let children = (0..world)
+        .map(|rank| {
+            let mut cmd = Command::new(&exe);
+            cmd.args(["strategy_child", "--exact", "--ignored", "--nocapture"]);
+            for var in SCRUB {
+                cmd.env_remove(var);
+            }
+            cmd.env("RANK", rank.to_string())
+                .env("WORLD_SIZE", world.to_string())
+                .env("RANKTUNE_JOB_ID", job_id)
+                .env("RANKTUNE_TEST_DIR", dir)
+                .env("RANKTUNE_TEST_OUT", out)
+                .stdin(Stdio::null())
+                .stdout(fs::File::create(out.join(format!("rank{rank}.log"))).unwrap())
+                .stderr(fs::File::create(out.join(format!("rank{rank}.err"))).unwrap());
+            for (k, v) in vars {
+                cmd.env(k, v);
+            }
+            Some(cmd.spawn().unwrap())
+        })
+        .collect();
+    Job { children, out: out.to_path_buf() }
+}
+
+impl Job {
+    fn wait(&mut self) {
+        let start = Instant::now();
+        loop {
+            let mut running = 0;
+            for c in self.children.iter_mut().flatten() {
+                if c.try_wait().unwrap().is_none() {
+                    running += 1;
+                }
+            }
+            if running == 0 {
+                return;
+            }
+            if start.elapsed() > JOB_LIMIT {
+                for c in self.children.iter_mut().flatten() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+                panic!("job in {} hung: {running} rank(s) still running", self.out.display());
+            }
+            for (rank, slot) in self.children.iter_mut().enumerate() {
+                let marker = self.out.join(format!("kill-me-{rank}"));
+                if marker.exists() {
+                    if let Some(mut child) = slot.take() {
+                        child.kill().unwrap();
+                        child.wait().unwrap();
+                    }
+                    fs::remove_file(marker).unwrap();
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Each rank's buckets (`None` for a rank that wrote nothing).
+    fn results(&self) -> Vec<Option<Vec<Value>>> {
+        (0..self.children.len())
+            .map(|r| {
+                let text = fs::read(self.out.join(format!("rank{r}.json"))).ok()?;
+                let v: Value = serde_json::from_slice(&text).unwrap();
+                Some(v["buckets"].as_array().unwrap().clone())
+            })
+            .collect()
+    }
+
+    fn stderr(&self) -> String {
+        (0..self.children.len())
+            .map(|r| fs::read_to_string(self.out.join(format!("rank{r}.err"))).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn all_results(&self) -> Vec<Vec<Value>> {
+        self.results()
+            .into_iter()
+            .enumerate()
+            .map(|(r, b)| {
+                b.unwrap_or_else(|| panic!("rank {r} wrote no result:\n{}", self.stderr()))
+            })
+            .collect()
+    }
+}
+
+/// The fields that must be identical on every rank for a shared bucket.
+fn shared_view(b: &Value) -> Value {
+    json!([b["kind"], b["winner"], b["medians"], b["created"]])
+}
+
+#[test]
+fn every_collective_strategy_gives_identical_choices_on_four_processes() {
+    let tmp = tempfile::tempdir().unwrap();
+    for strategy in ["broadcast", "merge", "parallel"] {
+        let out = tmp.path().join(format!("out-{strategy}"));
+        let vars = [("RANKTUNE_STRATEGY", strategy), ("RANKTUNE_STRATEGY_TIMEOUT", "60")];
+        let mut job = spawn_job(4, tmp.path(), &format!("job-{strategy}"), &out, &vars);
+        job.wait();
+        let results = job.all_results();
+        for (b, first) in results[0].iter().enumerate() {
+            assert_eq!(first["kind"], "Shared", "{strategy}: {first}");
+            assert!(first["winner"].is_array(), "{strategy}: {first}");
+            for (rank, other) in results.iter().enumerate() {
+                assert_eq!(shared_view(&other[b]), shared_view(first), "{strategy} rank {rank}");
+            }
+            let measured: Vec<u64> =
+                results.iter().map(|r| r[b]["measured_here"].as_u64().unwrap()).collect();
+            match strategy {
+                "broadcast" => assert_eq!(measured, [6, 0, 0, 0]),
+                "merge" => assert_eq!(measured, [6; 4]),
+                // Round-robin first; later every rank also measures the
+                // previous winner (its leader); every rank busy.
+                _ => {
+                    let total = measured.iter().sum::<u64>();
+                    assert!((6..=9).contains(&total), "{measured:?}");
+                    assert!(measured.iter().all(|&m| m >= 1), "{measured:?}");
+                }
+            }
+        }
+    }
+    // The control: independent ranks diverge on the same timing model.
+    let out = tmp.path().join("out-independent");
+    let mut job =
+        spawn_job(4, tmp.path(), "job-ind", &out, &[("RANKTUNE_STRATEGY", "independent")]);
+    job.wait();
+    let results = job.all_results();
+    assert!(results.iter().any(|r| r[0]["winner"] != results[0][0]["winner"]));
+    assert!(results.iter().all(|r| r[0]["kind"] == "Local" && r[0]["fallback"].is_null()));
+}
+
+#[test]
+fn a_rank_killed_mid_tuning_does_not_hang_the_survivors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vars = [
+        ("RANKTUNE_STRATEGY", "merge"),
+        ("RANKTUNE_STRATEGY_TIMEOUT", "3"),
+        ("RANKTUNE_TEST_KILL", "2:32"),
+    ];
+    let mut job = spawn_job(4, tmp.path(), "job-kill", &tmp.path().join("out"), &vars);
+    job.wait();
+    let results = job.results();
+    assert!(results[2].is_none(), "rank 2 was killed");
+    for rank in [0, 1, 3] {
+        let b = results[rank].clone().unwrap_or_else(|| panic!("rank {rank}: {}", job.stderr()));
+        assert_eq!(b[0]["kind"], "Shared", "before the kill: {}", b[0]);
+        assert_eq!(b[1]["kind"], "Local", "{}", b[1]);
+        assert_eq!(b[1]["blamed"], json!([2]), "{}", b[1]);
+        let why = b[1]["fallback"].as_str().unwrap();
+        assert!(
+            why.contains("gemm [[32,512]]")
+                && why.contains("[2] did not arrive")
+                && why.contains("independently"),
+            "{why}"
+        );
+        assert!(b[1]["winner"].is_array());
+        for later in &b[2..] {
+            assert_eq!(later["kind"], "Local");
+            assert!(later["fallback"].as_str().unwrap().contains("earlier failure"), "{later}");
+        }
+    }
+}
+
+#[test]
+fn mixed_hit_and_miss_across_processes_ends_with_one_choice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vars = [
+        ("RANKTUNE_STRATEGY", "parallel"),
+        ("RANKTUNE_STRATEGY_TIMEOUT", "60"),
+        ("RANKTUNE_TEST_HIT_RANKS", "0,2"),
+    ];
+    let mut job = spawn_job(4, tmp.path(), "job-mixed", &tmp.path().join("out"), &vars);
+    job.wait();
+    let results = job.all_results();
+    for (b, first) in results[0].iter().enumerate() {
+        assert_eq!(first["kind"], "Shared", "{first}");
+        for other in &results {
+            assert_eq!(shared_view(&other[b]), shared_view(first));
+        }
+    }
+    // Every rank having it cached with the same choice is a hit, no measuring.
+    let vars = [
+        ("RANKTUNE_STRATEGY", "parallel"),
+        ("RANKTUNE_STRATEGY_TIMEOUT", "60"),
+        ("RANKTUNE_TEST_HIT_RANKS", "0,1,2,3"),
+    ];
+    let mut job = spawn_job(4, tmp.path(), "job-allhit", &tmp.path().join("out2"), &vars);
+    job.wait();
+    for r in job.all_results() {
+        assert!(r.iter().all(|b| b["kind"] == "Hit" && b["measured_here"] == 0), "{r:?}");
+    }
+}
+
+#[test]
+fn two_concurrent_jobs_in_one_directory_do_not_mix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a_vars = [("RANKTUNE_STRATEGY", "merge"), ("RANKTUNE_TEST_SALT", "a")];
+    let b_vars = [("RANKTUNE_STRATEGY", "merge"), ("RANKTUNE_TEST_SALT", "b")];
+    let mut a = spawn_job(2, tmp.path(), "job-a", &tmp.path().join("out-a"), &a_vars);
+    let mut b = spawn_job(2, tmp.path(), "job-b", &tmp.path().join("out-b"), &b_vars);
+    a.wait();
+    b.wait();
+    let (ra, rb) = (a.all_results(), b.all_results());
+    for bucket in 0..BUCKETS.len() {
+        for r in 0..2 {
+            assert_eq!(ra[r][bucket]["kind"], "Shared");
+            assert_eq!(rb[r][bucket]["kind"], "Shared");
+            assert_eq!(shared_view(&ra[r][bucket]), shared_view(&ra[0][bucket]));
+            assert_eq!(shared_view(&rb[r][bucket]), shared_view(&rb[0][bucket]));
+        }
+        // Job b's timing model makes candidate 5 the clear winner; job a's never does.
+        assert_eq!(rb[0][bucket]["winner"], json!([1, 2]));
+        assert_ne!(ra[0][bucket]["winner"], json!([1, 2]));
+    }
+}
