@@ -39,6 +39,7 @@
 //! ```
 
 pub mod bucket;
+mod choice;
 pub mod config;
 pub mod decide;
 pub mod key;
@@ -50,6 +51,7 @@ pub mod strategy;
 pub mod tuner;
 
 pub use bucket::{last_power_of_two, BucketGen, BucketMap, Constraint, Derive, DynamicDim};
+pub use choice::{Choice, Source};
 pub use config::{TuningConfig, DEFAULT_MAX_TOKENS};
 pub use decide::{decide, DEFAULT_TIE_TOLERANCE, NOISE_BAND_CAP};
 pub use key::BucketKey;
@@ -57,6 +59,4 @@ pub use measure::{measure_all, stats_of, CpuTimer, Sampling, Timer};
 pub use op::{Op, OpError};
 pub use runner::{fingerprint_of, RunError, Runner, StableHasher, TuneInputs};
 pub use session::{Session, SessionLoad};
-pub use tuner::{
-    Choice, OpStats, Source, StaleReason, TuneRecord, Tuner, TunerOptions, TunerStats,
-};
+pub use tuner::{OpStats, StaleReason, TuneRecord, Tuner, TunerOptions, TunerStats};

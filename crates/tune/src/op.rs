@@ -4,10 +4,10 @@
 //! Owns the op's identity. Building an [`Op`] calls every runner's
 //! `fingerprint` and `tactics` once, so `choose_one` never has to.
 
+use super::choice::Choice;
 use super::config::TuningConfig;
 use super::key::BucketKey;
 use super::runner::{RunError, Runner, StableHasher, TuneInputs};
-use super::tuner::Choice;
 use std::fmt;
 
 /// Why an [`Op`] cannot be built.
@@ -34,7 +34,7 @@ pub enum OpError {
     },
 }
 
-/// An op ready for [`Tuner::choose_one`](super::Tuner::choose_one).
+/// An op ready for [`Tuner::choose_one`](crate::Tuner::choose_one).
 pub struct Op<I> {
     name: String,
     runners: Vec<Box<dyn Runner<I>>>,
