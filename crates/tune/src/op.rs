@@ -12,6 +12,7 @@ use std::fmt;
 
 /// Why an [`Op`] cannot be built.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OpError {
     /// No runners.
     #[error("op {0:?} has no runners; give it at least one (runner 0 tactic 0 is the fallback)")]
