@@ -1,25 +1,18 @@
-//! The tuner: `choose_one`, shape buckets, measuring, deciding, and the
-//! tuning session that loads and saves the cache.
-//!
-//! - [`runner`]: the [`Runner`] trait, [`TuneInputs`], stable fingerprints.
-//! - [`bucket`] and [`config`]: dynamic dims, bucket generators and mappers,
-//!   constraints, the token clamp; [`key`]: the allocation-free hot-path key.
-//! - [`op`]: an op bundled with its runners (fingerprints and checksum computed once).
-//! - [`measure`]: timers, statistics, fixed and adaptive sampling; [`decide`]:
-//!   median + near-tie rule.
-//! - [`tuner`]: [`Tuner::choose_one`] and statistics; [`session`]: the
-//!   load/save guard.
+//! ranktune's autotuner: [`Tuner::choose_one`] picks a runner and tactic for
+//! a call, from the cache, by measuring (in tuning mode), or the fallback.
 //!
 //! ```
-//! use ranktune_tune::*;
 //! use ranktune_cache::{Identity, Section};
+//! use ranktune_tune::*;
 //!
+//! // The inputs of one call: their shapes, and how to make synthetic ones.
 //! struct Rows { shape: [usize; 1] }
 //! impl TuneInputs for Rows {
 //!     fn num_inputs(&self) -> usize { 1 }
 //!     fn shape(&self, _i: usize) -> &[usize] { &self.shape }
 //!     fn synthetic(s: &[Vec<u64>]) -> Result<Self, RunError> { Ok(Rows { shape: [s[0][0] as usize] }) }
 //! }
+//! // A tiny runner with two tactics.
 //! struct Noop;
 //! impl Runner<Rows> for Noop {
 //!     fn name(&self) -> &str { "noop" }
@@ -37,26 +30,42 @@
 //! tuner.set_tuning(false);
 //! assert_eq!(tuner.choose_one(&op, &Rows { shape: [120] }).source, Source::Cache); // same bucket 64
 //! ```
+//!
+//! What is where (every item is used from the crate root; the multi-rank
+//! strategies from [`strategy`]):
+//!
+//! - [`Runner`], [`TuneInputs`], [`fingerprint_of`]: what is tuned.
+//! - [`TuningConfig`], [`DynamicDim`], [`BucketGen`], [`BucketMap`],
+//!   [`Constraint`]: dynamic dims, bucket generators and mappers,
+//!   constraints, the token clamp; [`BucketKey`]: the allocation-free
+//!   hot-path key.
+//! - [`Op`]: an op bundled with its runners (fingerprints and checksum
+//!   computed once).
+//! - [`measure_all`], [`Timer`], [`Sampling`]: timers, statistics, fixed and
+//!   adaptive sampling; [`decide()`]: median + near-tie rule.
+//! - [`Tuner`]: [`Tuner::choose_one`] and statistics; [`Session`]: the
+//!   load/save guard.
+//! - [`strategy`]: how the ranks of a job share tuning.
 
-pub mod bucket;
-pub mod config;
-pub mod decide;
-pub mod key;
-pub mod measure;
-pub mod op;
-pub mod runner;
-pub mod session;
+mod bucket;
+mod choice;
+mod config;
+mod decide;
+mod key;
+mod measure;
+mod op;
+mod runner;
+mod session;
 pub mod strategy;
-pub mod tuner;
+mod tuner;
 
 pub use bucket::{last_power_of_two, BucketGen, BucketMap, Constraint, Derive, DynamicDim};
+pub use choice::{Choice, Source};
 pub use config::{TuningConfig, DEFAULT_MAX_TOKENS};
 pub use decide::{decide, DEFAULT_TIE_TOLERANCE, NOISE_BAND_CAP};
-pub use key::BucketKey;
-pub use measure::{measure_all, stats_of, CpuTimer, Sampling, Timer};
+pub use key::{BucketKey, MAX_DIMS, MAX_INPUTS};
+pub use measure::{measure_all, stats_of, CpuTimer, Sampling, Timer, MIN_SAMPLE_US};
 pub use op::{Op, OpError};
 pub use runner::{fingerprint_of, RunError, Runner, StableHasher, TuneInputs};
 pub use session::{Session, SessionLoad};
-pub use tuner::{
-    Choice, OpStats, Source, StaleReason, TuneRecord, Tuner, TunerOptions, TunerStats,
-};
+pub use tuner::{OpStats, StaleReason, TuneRecord, Tuner, TunerOptions, TunerStats};

@@ -4,14 +4,15 @@
 //! Owns the op's identity. Building an [`Op`] calls every runner's
 //! `fingerprint` and `tactics` once, so `choose_one` never has to.
 
+use super::choice::Choice;
 use super::config::TuningConfig;
 use super::key::BucketKey;
 use super::runner::{RunError, Runner, StableHasher, TuneInputs};
-use super::tuner::Choice;
 use std::fmt;
 
 /// Why an [`Op`] cannot be built.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum OpError {
     /// No runners.
     #[error("op {0:?} has no runners; give it at least one (runner 0 tactic 0 is the fallback)")]
@@ -34,7 +35,7 @@ pub enum OpError {
     },
 }
 
-/// An op ready for [`Tuner::choose_one`](super::Tuner::choose_one).
+/// An op ready for [`Tuner::choose_one`](crate::Tuner::choose_one).
 pub struct Op<I> {
     name: String,
     runners: Vec<Box<dyn Runner<I>>>,

@@ -13,7 +13,7 @@ pub type RankMeasurement<'a> = (u32, Result<&'a Stats, &'a str>);
 /// collective step runs at the speed of its slowest rank, so the candidate's
 /// result is the statistics of the rank with the highest median (ties: the
 /// lowest rank), taken whole so min/median/p90 stay one coherent sample set.
-/// A candidate that failed on **any** rank is failed ("rank 2: <error>", the
+/// A candidate that failed on **any** rank is failed (`"rank 2: <error>"`, the
 /// lowest failing rank): a tactic that cannot run everywhere must not be
 /// chosen for everyone. No measurement at all is a failure too.
 ///

@@ -8,6 +8,7 @@ use ranktune_collective::CollectiveError;
 /// The tuner never fails a job on the last two: it tunes the bucket
 /// independently instead and reports the error (see [`super::Coordinator`]).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StrategyError {
     /// A strategy name that is not one of the four.
     #[error("unknown strategy {value:?}; use independent, broadcast, merge or parallel")]

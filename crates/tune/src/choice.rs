@@ -1,0 +1,32 @@
+//! The answer of `choose_one`: which runner and tactic, and where it came from.
+//!
+//! Owns the [`Choice`] and [`Source`] value types only. It depends on nothing
+//! else in the crate, so both the op (which runs a choice) and the tuner
+//! (which makes one) can use it without depending on each other.
+
+/// Where a [`Choice`] came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A stored decision (loaded or tuned earlier).
+    Cache,
+    /// Measured by this call.
+    Tuned,
+    /// The fallback: no decision stored (or every candidate failed).
+    Fallback,
+}
+
+/// The answer of `choose_one`: runner and tactic by canonical index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Choice {
+    /// Index into the op's runners.
+    pub runner: u32,
+    /// Index into that runner's tactics.
+    pub tactic: u32,
+    /// Where it came from.
+    pub source: Source,
+}
+
+impl Choice {
+    /// Runner 0, tactic 0.
+    pub const FALLBACK: Choice = Choice { runner: 0, tactic: 0, source: Source::Fallback };
+}

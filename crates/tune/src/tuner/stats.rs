@@ -1,0 +1,69 @@
+//! Statistics: per-op counters and their totals, summed over the counters
+//! the miss path keeps under the lock and those each thread's hits bump.
+//!
+//! Owns the statistics types and their reading; never writes a counter.
+
+use super::Tuner;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Per-op statistics.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OpStats {
+    /// Lookups answered from a stored decision.
+    pub hits: u64,
+    /// Buckets asked for that had no stored decision.
+    pub misses: u64,
+    /// Calls answered with the fallback.
+    pub fallbacks: u64,
+    /// Buckets measured.
+    pub tuned: u64,
+    /// Candidates that failed while measuring.
+    pub failed_tactics: u64,
+    /// Time spent measuring.
+    pub tuning_seconds: f64,
+}
+
+impl OpStats {
+    fn add(&mut self, s: &OpStats) {
+        self.hits += s.hits;
+        self.misses += s.misses;
+        self.fallbacks += s.fallbacks;
+        self.tuned += s.tuned;
+        self.failed_tactics += s.failed_tactics;
+        self.tuning_seconds += s.tuning_seconds;
+    }
+}
+
+/// Statistics of a tuner: totals and per op.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TunerStats {
+    /// Sum over ops.
+    pub total: OpStats,
+    /// By op name.
+    pub per_op: BTreeMap<String, OpStats>,
+}
+
+impl Tuner {
+    /// Statistics so far (hits of all threads included).
+    pub fn stats(&self) -> TunerStats {
+        let inner = self.lock();
+        let mut out = TunerStats::default();
+        for (i, op) in inner.ops.iter().enumerate() {
+            let mut s = op.stats.clone();
+            for c in &inner.counters {
+                s.hits += c.hits.get(i).map_or(0, |a| a.load(Ordering::Relaxed));
+                s.fallbacks += c.fallbacks.get(i).map_or(0, |a| a.load(Ordering::Relaxed));
+            }
+            out.total.add(&s);
+            out.per_op.entry(op.name.clone()).or_default().add(&s);
+        }
+        out
+    }
+
+    /// Total time spent measuring.
+    pub fn tuning_time(&self) -> Duration {
+        Duration::from_secs_f64(self.stats().total.tuning_seconds)
+    }
+}

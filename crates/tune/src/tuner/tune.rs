@@ -1,0 +1,71 @@
+//! Tuning one bucket, start to finish: list the valid candidates, measure
+//! and decide (alone or with the other ranks), record the result, publish it.
+//!
+//! Owns the order of those steps only; each lives in its own module
+//! ([`candidates`](super::candidates), [`inputs`](super::inputs),
+//! [`resolve`](super::resolve), [`record`](super::record)). Runs with the
+//! tuner's lock held, on the miss path only.
+
+use super::candidates::valid_candidates;
+use super::hot::{Slot, SlotKind};
+use super::inputs::Bench;
+use super::record::Measured;
+use super::resolve::{settle, Ask, Settled};
+use super::{Inner, Tuner};
+use crate::choice::{Choice, Source};
+use crate::key::BucketKey;
+use crate::op::Op;
+use crate::runner::TuneInputs;
+use std::time::Instant;
+
+impl Tuner {
+    /// Measures `key`'s bucket of `op` (hash `h`, op slot `op_slot`), stores
+    /// and publishes the winner. `local_hit` is this rank's cached choice
+    /// when the ranks must agree on it first (then nothing may be measured).
+    pub(super) fn tune_bucket<I: TuneInputs>(
+        &self,
+        inner: &mut Inner,
+        op: &Op<I>,
+        key: &BucketKey,
+        h: u64,
+        op_slot: u32,
+        local_hit: Option<(u32, u32)>,
+    ) -> Choice {
+        let shapes = key.to_nested();
+        let span = tracing::info_span!("tune", op = op.name(), bucket = ?shapes);
+        let _enter = span.enter();
+        let t0 = Instant::now();
+        let strategy = self.strategy_for(inner, op);
+        let cands = valid_candidates(op, &shapes);
+        let mut bench = Bench::new(op, &shapes, &cands);
+        let ask = Ask {
+            op,
+            shapes: &shapes,
+            cands: &cands,
+            strategy,
+            local_hit,
+            sampling: self.opts.sampling,
+            tie_tolerance: self.opts.tie_tolerance,
+            section: self.opts.section,
+            bench: &mut bench,
+        };
+        let Inner { timer, coordinator, .. } = inner;
+        let outcome = match settle(ask, timer.as_mut(), coordinator.as_mut()) {
+            Settled::Confirmed(runner, tactic) => {
+                // Every rank has the same cached choice: confirmed.
+                inner.ops[op_slot as usize].stats.hits += 1;
+                let slot = Slot::new(op.id(), *key, runner, tactic, op_slot, SlotKind::Hit);
+                self.publish(inner, [(h, slot)]);
+                return Choice { runner, tactic, source: Source::Cache };
+            }
+            Settled::Measured(outcome) => outcome,
+        };
+        let first_error = bench.first_error.take();
+        let measured =
+            Measured { op, op_slot, shapes, cands: &cands, strategy, outcome, t0, first_error };
+        let (choice, kind) = self.record(inner, measured);
+        let slot = Slot::new(op.id(), *key, choice.runner, choice.tactic, op_slot, kind);
+        self.publish(inner, [(h, slot)]);
+        choice
+    }
+}
