@@ -8,6 +8,7 @@ use std::time::Duration;
 
 /// Why a collective operation failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CollectiveError {
     /// Not every rank arrived before the timeout.
     #[error(

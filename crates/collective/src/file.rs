@@ -30,7 +30,7 @@
 //! untouched for a day.
 //!
 //! **Cleanup.** After completing call `n`, a rank deletes its own messages of
-//! earlier calls (safe: see [`super::engine`]); a job leaves behind only its
+//! earlier calls (safe: see the engine, `engine.rs`); a job leaves behind only its
 //! last call's messages, removed by the next run with the same id or after a day.
 //!
 //! This module owns the directory layout and the rendezvous; the call protocol
@@ -521,8 +521,11 @@ impl Transport for FileTransport {
 
 /// A rank of a job whose ranks exchange messages through a shared directory.
 ///
-/// Creating one touches nothing; the first call joins the job run (see the
-/// module docs), bounded by that call's timeout.
+/// Its files live in `dir/`[`NAMESPACE_DIR`]`/`, one directory per job id.
+/// Creating one touches nothing; the first call joins the job run, bounded by
+/// that call's timeout: a rendezvous that keeps apart runs reusing a job id,
+/// so nothing an earlier run left is ever read (layout and protocol:
+/// `docs/collective.md`).
 ///
 /// ```no_run
 /// use std::path::Path;

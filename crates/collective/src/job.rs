@@ -4,29 +4,30 @@
 //! so two jobs sharing a directory never read each other's messages. The id
 //! must be the same on every rank of a job and differ between jobs running at
 //! the same time. (Runs that reuse an id one after another are told apart by
-//! the store's rendezvous, see [`super::file`].) This module only reads
-//! variables; it never touches files.
-//!
-//! Sources, first match wins (inner launchers before schedulers, like
-//! [`ranktune_core::rank`]):
-//!
-//! | launcher | variables |
-//! | --- | --- |
-//! | ranktune (`ranktune tune --ranks N` sets it for its children) | `RANKTUNE_JOB_ID` |
-//! | torchrun / torchelastic | `TORCHELASTIC_RUN_ID` (`--rdzv-id`, often the literal `none`), with `MASTER_ADDR`/`MASTER_PORT` to tell concurrent runs apart |
-//! | Open MPI 5 / PRRTE, and any PMIx launcher (also `srun --mpi=pmix`) | `PMIX_NAMESPACE` |
-//! | Open MPI 4 | `OMPI_MCA_ess_base_jobid` |
-//! | Open MPI ≤ 3 | `OMPI_MCA_orte_ess_jobid` |
-//! | Intel MPI (Hydra) | `I_MPI_HYDRA_UUID` |
-//! | Slurm PMI-2, Cray PALS | `PMI_JOBID` |
-//! | Slurm (`srun`) | `SLURM_JOB_ID` + `SLURM_STEP_ID` |
-//! | PBS / LSF allocations | `PBS_JOBID`, `LSB_JOBID` (+ `LSB_JOBINDEX`) |
-//!
-//! MPICH's Hydra `mpiexec` puts no job id in the environment (its PMI name
-//! travels over a socket): set `RANKTUNE_JOB_ID` there, e.g.
-//! `mpiexec -genv RANKTUNE_JOB_ID=$(date +%s%N) …`.
+//! the store's rendezvous, see [`FileCollective`](crate::FileCollective).)
+//! This module only reads variables; it never touches files. The sources and
+//! their order are documented on [`JobId`].
 
 /// A job run's id and where it came from.
+///
+/// Sources, first match wins (inner launchers before schedulers, like
+/// [`ranktune_core::rank`]):
+///
+/// | launcher | variables |
+/// | --- | --- |
+/// | ranktune (`ranktune tune --ranks N` sets it for its children) | `RANKTUNE_JOB_ID` |
+/// | torchrun / torchelastic | `TORCHELASTIC_RUN_ID` (`--rdzv-id`, often the literal `none`), with `MASTER_ADDR`/`MASTER_PORT` to tell concurrent runs apart |
+/// | Open MPI 5 / PRRTE, and any PMIx launcher (also `srun --mpi=pmix`) | `PMIX_NAMESPACE` |
+/// | Open MPI 4 | `OMPI_MCA_ess_base_jobid` |
+/// | Open MPI ≤ 3 | `OMPI_MCA_orte_ess_jobid` |
+/// | Intel MPI (Hydra) | `I_MPI_HYDRA_UUID` |
+/// | Slurm PMI-2, Cray PALS | `PMI_JOBID` |
+/// | Slurm (`srun`) | `SLURM_JOB_ID` + `SLURM_STEP_ID` |
+/// | PBS / LSF allocations | `PBS_JOBID`, `LSB_JOBID` (+ `LSB_JOBINDEX`) |
+///
+/// MPICH's Hydra `mpiexec` puts no job id in the environment (its PMI name
+/// travels over a socket): set `RANKTUNE_JOB_ID` there, e.g.
+/// `mpiexec -genv RANKTUNE_JOB_ID=$(date +%s%N) …`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobId {
     /// The id, the same on every rank of the job.

@@ -1,5 +1,24 @@
 //! How ranks exchange bytes: all-gather, broadcast and barrier, each bounded by a timeout.
 //!
+//! ```
+//! use std::time::Duration;
+//! use ranktune_collective::{Collective, LocalCollective};
+//!
+//! // Two ranks as two threads of this process; each contributes its rank.
+//! let threads: Vec<_> = LocalCollective::group(2)
+//!     .unwrap()
+//!     .into_iter()
+//!     .map(|mut c| {
+//!         std::thread::spawn(move || {
+//!             c.all_gather("ranks", &[c.rank() as u8], Duration::from_secs(10)).unwrap()
+//!         })
+//!     })
+//!     .collect();
+//! for t in threads {
+//!     assert_eq!(t.join().unwrap(), vec![vec![0], vec![1]]);
+//! }
+//! ```
+//!
 //! The tuning strategies (broadcast, merge, parallel) use a [`Collective`] to
 //! agree across ranks. The classic failure of such code is the hang: one rank
 //! skips a collective (a cache hit where the others missed), or dies, and the
@@ -32,25 +51,27 @@
 //! [`from_env`] picks one from the environment. This module never decides
 //! what to tune or what the bytes mean: that is the tuner's job.
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 mod engine;
-pub mod error;
-pub mod file;
-pub mod job;
-pub mod local;
+mod error;
+mod file;
+mod job;
+mod local;
 #[cfg(feature = "mpi")]
-pub mod mpi;
-pub mod single;
-pub mod typed;
+mod mpi;
+mod single;
+mod typed;
 
 use std::path::Path;
 use std::time::Duration;
 
 pub use error::CollectiveError;
-pub use file::FileCollective;
+pub use file::{FileCollective, NAMESPACE_DIR};
 pub use job::JobId;
 pub use local::LocalCollective;
 #[cfg(feature = "mpi")]
-pub use mpi::MpiCollective;
+pub use mpi::{MpiCollective, HELLO_TAG as MPI_HELLO_TAG};
 pub use single::SingleRank;
 pub use typed::CollectiveExt;
 

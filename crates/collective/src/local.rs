@@ -1,28 +1,10 @@
 //! In-process collectives: ranks are threads of one process.
 //!
-//! For fast unit tests of code that uses a [`Collective`] (the tuning
-//! strategies), with exactly the protocol of the store-based implementation:
-//! sequence numbers, mismatch detection, timeouts, abandonment. Messages live
-//! in memory shared by the group's handles. This module never touches files.
-//!
-//! ```
-//! use std::time::Duration;
-//! use ranktune_collective::{Collective, LocalCollective};
-//!
-//! let handles = LocalCollective::group(3).unwrap();
-//! let threads: Vec<_> = handles
-//!     .into_iter()
-//!     .map(|mut c| {
-//!         std::thread::spawn(move || {
-//!             let me = [c.rank() as u8];
-//!             c.all_gather("ranks", &me, Duration::from_secs(10)).unwrap()
-//!         })
-//!     })
-//!     .collect();
-//! for t in threads {
-//!     assert_eq!(t.join().unwrap(), vec![vec![0], vec![1], vec![2]]);
-//! }
-//! ```
+//! For fast unit tests of code that uses a [`Collective`](crate::Collective)
+//! (the tuning strategies), with exactly the protocol of the store-based
+//! implementation: sequence numbers, mismatch detection, timeouts,
+//! abandonment. Messages live in memory shared by the group's handles. This
+//! module never touches files.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -111,6 +93,30 @@ impl Transport for LocalTransport {
 }
 
 /// A rank of an in-process group; create the whole group with [`LocalCollective::group`].
+///
+/// The ranks are threads of one process, for fast tests of code that uses a
+/// [`Collective`](crate::Collective): the protocol is exactly the store's
+/// (sequence numbers, mismatch detection, timeouts, abandonment), only in
+/// memory.
+///
+/// ```
+/// use std::time::Duration;
+/// use ranktune_collective::{Collective, LocalCollective};
+///
+/// let handles = LocalCollective::group(3).unwrap();
+/// let threads: Vec<_> = handles
+///     .into_iter()
+///     .map(|mut c| {
+///         std::thread::spawn(move || {
+///             let me = [c.rank() as u8];
+///             c.all_gather("ranks", &me, Duration::from_secs(10)).unwrap()
+///         })
+///     })
+///     .collect();
+/// for t in threads {
+///     assert_eq!(t.join().unwrap(), vec![vec![0], vec![1], vec![2]]);
+/// }
+/// ```
 pub struct LocalCollective(Engine<LocalTransport>);
 
 impl LocalCollective {

@@ -22,6 +22,14 @@
 //! `MPI_Finalize` as a failed job, and MPI cannot be initialized again after a
 //! finalize. All unsafe MPI calls live in this file; it never decides what the
 //! bytes mean (that is the tuner's job).
+//!
+//! The invariants its `unsafe` blocks rely on: MPI is initialized before an
+//! [`MpiTransport`] exists ([`MpiCollective::new`]) and is not finalized by
+//! the application while the collective is used (finalizing is checked in
+//! `Drop`); every buffer handed to a non-blocking call is a heap buffer owned
+//! by the in-flight record of that call ([`Outgoing`], [`Incoming`]), not
+//! read or written by Rust until MPI reports the request complete, and leaked
+//! if the request is still pending when the transport is dropped.
 
 use ranktune_core::error_chain::Chain;
 use std::collections::{BTreeMap, BTreeSet};
@@ -101,6 +109,35 @@ fn decode(bytes: &[u8]) -> Result<(MsgType, u64, Envelope), String> {
     Ok((header.ty, header.seq, env))
 }
 
+// MPI's predefined handles. The mpi crate's C shim defines each as a `const`
+// global initialized from `mpi.h` (e.g. `const MPI_Comm RSMPI_COMM_WORLD =
+// MPI_COMM_WORLD;`); Rust sees them as `extern` statics, so reading one is
+// `unsafe` only because Rust cannot see that C never writes it.
+
+/// `MPI_COMM_WORLD`.
+fn comm_world() -> ffi::MPI_Comm {
+    // SAFETY: a C `const` global of the shim, never written (see above).
+    unsafe { ffi::RSMPI_COMM_WORLD }
+}
+
+/// `MPI_COMM_NULL`.
+fn comm_null() -> ffi::MPI_Comm {
+    // SAFETY: a C `const` global of the shim, never written (see above).
+    unsafe { ffi::RSMPI_COMM_NULL }
+}
+
+/// `MPI_REQUEST_NULL`.
+fn request_null() -> ffi::MPI_Request {
+    // SAFETY: a C `const` global of the shim, never written (see above).
+    unsafe { ffi::RSMPI_REQUEST_NULL }
+}
+
+/// `MPI_MESSAGE_NULL`.
+fn message_null() -> ffi::MPI_Message {
+    // SAFETY: a C `const` global of the shim, never written (see above).
+    unsafe { ffi::RSMPI_MESSAGE_NULL }
+}
+
 /// Turns an MPI return code into an error naming the call.
 fn check(code: c_int, call: &str) -> Result<(), CollectiveError> {
     if code == ffi::MPI_SUCCESS as c_int {
@@ -114,7 +151,12 @@ fn check(code: c_int, call: &str) -> Result<(), CollectiveError> {
 static INIT: Mutex<Option<bool>> = Mutex::new(None);
 
 extern "C" fn finalize_at_exit() {
-    // SAFETY: plain MPI calls at process exit, after every collective is done.
+    // SAFETY: this handler is registered only after this module initialized
+    // MPI, so MPI_Finalize runs at most once, on an initialized MPI, and only
+    // if nothing finalized it already (MPI_Finalized may be called at any
+    // time; it writes one c_int through a pointer to a live local). Requests
+    // still in flight cannot touch freed memory: a transport dropped before
+    // exit leaked their buffers, and one still alive is never dropped.
     unsafe {
         let mut finalized: c_int = 0;
         ffi::MPI_Finalized(&mut finalized);
@@ -149,7 +191,9 @@ fn ensure_initialized() -> Result<(), CollectiveError> {
             // Finalize at exit, not when the universe drops: MPI cannot be
             // initialized again, and a later collective in this process would fail.
             std::mem::forget(universe);
-            // SAFETY: registers a plain extern "C" function.
+            // SAFETY: atexit only stores the pointer to `finalize_at_exit`, an
+            // `extern "C" fn()` of this program (never unloaded) that takes no
+            // arguments and does not unwind.
             if unsafe { libc::atexit(finalize_at_exit) } != 0 {
                 tracing::warn!("could not register MPI_Finalize at exit");
             }
@@ -196,8 +240,13 @@ pub(crate) struct MpiTransport {
     receiving: Vec<Incoming>,
 }
 
-// SAFETY: the raw MPI handles are used only through `&mut self`, so by one
-// thread at a time, and MPI is initialized with MPI_THREAD_SERIALIZED.
+// SAFETY: MpiTransport is not `Send` by itself only because MPI's handles
+// (MPI_Comm, MPI_Request, MPI_Message) are raw pointers in Open MPI. They
+// point into MPI's own process-wide state, not into thread-local memory, and
+// the buffers MPI reads or writes are owned `Vec`s whose heap memory does not
+// move with the struct. Every MPI call here goes through `&mut self`, so one
+// thread at a time, which is what MPI_THREAD_SERIALIZED (requested in
+// `ensure_initialized`, with a warning when MPI provides less) allows.
 unsafe impl Send for MpiTransport {}
 
 impl MpiTransport {
@@ -213,14 +262,15 @@ impl MpiTransport {
         for out in self.sending.iter_mut().chain(self.hello_sends.iter_mut()) {
             for request in &mut out.requests {
                 let mut done: c_int = 0;
-                // SAFETY: a live request; MPI_Test sets it to MPI_REQUEST_NULL when done.
-                check(
-                    unsafe { ffi::MPI_Test(request, &mut done, ffi::RSMPI_STATUS_IGNORE) },
-                    "MPI_Test",
-                )?;
+                // SAFETY: `request` is an MPI_Isend request of `out.buf`, which
+                // `out` still owns, or MPI_REQUEST_NULL once an earlier test
+                // completed it (testing a null request is allowed and reports
+                // done). MPI_Test writes the request and `done` through
+                // pointers to live memory; MPI_STATUS_IGNORE asks for no status.
+                let rc = unsafe { ffi::MPI_Test(request, &mut done, ffi::RSMPI_STATUS_IGNORE) };
+                check(rc, "MPI_Test")?;
             }
-            // SAFETY: comparing handles.
-            out.requests.retain(|r| *r != unsafe { ffi::RSMPI_REQUEST_NULL });
+            out.requests.retain(|r| *r != request_null());
         }
         self.sending.retain(|o| !o.requests.is_empty());
         Ok(())
@@ -242,24 +292,32 @@ impl MpiTransport {
             ))
         })?;
         for to in (0..self.world_size).filter(|r| *r != self.rank) {
-            // SAFETY: null is a valid out-value; MPI_Isend overwrites it.
-            let mut request = unsafe { ffi::RSMPI_REQUEST_NULL };
-            // SAFETY: `out.buf` lives (on the heap, never reallocated) until
-            // every request completes; see Drop for requests never completed.
-            check(
-                unsafe {
-                    ffi::MPI_Isend(
-                        out.buf.as_ptr().cast(),
-                        len,
-                        ffi::RSMPI_UINT8_T,
-                        to as c_int,
-                        tag,
-                        comm,
-                        &mut request,
-                    )
-                },
-                "MPI_Isend",
-            )?;
+            let mut request = request_null();
+            // SAFETY: MPI is initialized and `comm` is MPI_COMM_WORLD or this
+            // transport's completed duplicate of it. `out.buf` holds `len`
+            // bytes (a 0-byte send reads nothing, so an empty Vec's dangling
+            // pointer is fine); its heap memory stays where it is when `out`
+            // moves, is never written again, and lives until every request
+            // completes (see Drop, and the error path below, for requests that
+            // never do). `to` is below the world size, which came from a
+            // c_int. MPI_Isend writes the new request through a pointer to a
+            // live local.
+            let rc = unsafe {
+                ffi::MPI_Isend(
+                    out.buf.as_ptr().cast(),
+                    len,
+                    ffi::RSMPI_UINT8_T,
+                    to as c_int,
+                    tag,
+                    comm,
+                    &mut request,
+                )
+            };
+            if let Err(e) = check(rc, "MPI_Isend") {
+                // The sends already started may still read the buffer: leak it.
+                std::mem::forget(out);
+                return Err(e);
+            }
             out.requests.push(request);
         }
         Ok(out)
@@ -268,7 +326,7 @@ impl MpiTransport {
     /// Receives hellos on MPI_COMM_WORLD that have arrived.
     fn drain_hellos(&mut self) -> Result<(), CollectiveError> {
         loop {
-            let Some((from, _)) = self.probe(unsafe { ffi::RSMPI_COMM_WORLD }, HELLO_TAG)? else {
+            let Some((from, _)) = self.probe(comm_world(), HELLO_TAG)? else {
                 return Ok(());
             };
             self.hellos.insert(from);
@@ -283,54 +341,62 @@ impl MpiTransport {
         tag: c_int,
     ) -> Result<Option<(u32, Incoming)>, CollectiveError> {
         let mut found: c_int = 0;
-        // SAFETY: out-values for MPI_Improbe.
-        let mut message = unsafe { ffi::RSMPI_MESSAGE_NULL };
+        let mut message = message_null();
+        // SAFETY: MPI_Status is a C struct of integers, for which all zero
+        // bytes are a valid value; MPI_Improbe overwrites it anyway.
         let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
-        check(
-            unsafe {
-                ffi::MPI_Improbe(
-                    ffi::RSMPI_ANY_SOURCE,
-                    tag,
-                    comm,
-                    &mut found,
-                    &mut message,
-                    &mut status,
-                )
-            },
-            "MPI_Improbe",
-        )?;
+        // SAFETY: MPI is initialized and `comm` is MPI_COMM_WORLD or this
+        // transport's completed duplicate; `tag` is below 32767, the smallest
+        // MPI_TAG_UB MPI allows. MPI_Improbe writes `found`, `message` and
+        // `status` through pointers to live locals and keeps none of them.
+        let rc = unsafe {
+            ffi::MPI_Improbe(
+                ffi::RSMPI_ANY_SOURCE,
+                tag,
+                comm,
+                &mut found,
+                &mut message,
+                &mut status,
+            )
+        };
+        check(rc, "MPI_Improbe")?;
         if found == 0 {
             return Ok(None);
         }
         let mut count: c_int = 0;
-        check(
-            unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) },
-            "MPI_Get_count",
-        )?;
+        // SAFETY: `status` was filled by the MPI_Improbe that matched a
+        // message; MPI_Get_count reads it and writes `count`, both live locals.
+        let rc = unsafe { ffi::MPI_Get_count(&status, ffi::RSMPI_UINT8_T, &mut count) };
+        check(rc, "MPI_Get_count")?;
         let from = u32::try_from(status.MPI_SOURCE).unwrap_or(u32::MAX);
         let mut buf = vec![0u8; usize::try_from(count).unwrap_or(0)];
-        let mut request = unsafe { ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: `buf` has room for `count` bytes and lives in the returned
-        // Incoming until the request completes (or is leaked on drop).
-        check(
-            unsafe {
-                ffi::MPI_Imrecv(
-                    buf.as_mut_ptr().cast(),
-                    count,
-                    ffi::RSMPI_UINT8_T,
-                    &mut message,
-                    &mut request,
-                )
-            },
-            "MPI_Imrecv",
-        )?;
+        let mut request = request_null();
+        // SAFETY: `message` is the handle MPI_Improbe just matched, received
+        // exactly once here (MPI_Imrecv sets it to MPI_MESSAGE_NULL). `buf`
+        // has room for `count` bytes: `count` is the message's size in 1-byte
+        // elements, never MPI_UNDEFINED for a 1-byte type, so the conversion
+        // above kept it. Its heap memory moves into the returned Incoming
+        // unchanged, and is not read until MPI_Test/MPI_Wait report the
+        // request complete (or is leaked by Drop while pending).
+        let rc = unsafe {
+            ffi::MPI_Imrecv(
+                buf.as_mut_ptr().cast(),
+                count,
+                ffi::RSMPI_UINT8_T,
+                &mut message,
+                &mut request,
+            )
+        };
+        check(rc, "MPI_Imrecv")?;
         let mut incoming = Incoming { from, buf, request };
         if tag == HELLO_TAG {
             // An empty message: wait for it (it has arrived; nothing to transfer).
-            check(
-                unsafe { ffi::MPI_Wait(&mut incoming.request, ffi::RSMPI_STATUS_IGNORE) },
-                "MPI_Wait",
-            )?;
+            // SAFETY: the live MPI_Imrecv request of `incoming.buf` (empty, so
+            // nothing is written); the message is already matched, so this
+            // waits for no other rank. MPI_Wait sets the request to
+            // MPI_REQUEST_NULL through a pointer to live memory.
+            let rc = unsafe { ffi::MPI_Wait(&mut incoming.request, ffi::RSMPI_STATUS_IGNORE) };
+            check(rc, "MPI_Wait")?;
         }
         Ok(Some((from, incoming)))
     }
@@ -344,24 +410,36 @@ impl MpiTransport {
             self.receiving.push(incoming);
         }
         let mut still = Vec::new();
-        for mut incoming in std::mem::take(&mut self.receiving) {
+        let mut arrived = std::mem::take(&mut self.receiving).into_iter();
+        let outcome = loop {
+            let Some(mut incoming) = arrived.next() else { break Ok(()) };
             let mut done: c_int = 0;
-            check(
-                unsafe {
-                    ffi::MPI_Test(&mut incoming.request, &mut done, ffi::RSMPI_STATUS_IGNORE)
-                },
-                "MPI_Test",
-            )?;
+            // SAFETY: the MPI_Imrecv request of `incoming.buf`, which
+            // `incoming` owns and keeps in `self.receiving` until the receive
+            // completed (on every path, errors included, below); Rust reads
+            // the buffer only after `done` says so. MPI_Test writes the
+            // request and `done` through pointers to live memory.
+            let rc = unsafe {
+                ffi::MPI_Test(&mut incoming.request, &mut done, ffi::RSMPI_STATUS_IGNORE)
+            };
+            if let Err(e) = check(rc, "MPI_Test") {
+                still.push(incoming);
+                break Err(e);
+            }
             if done == 0 {
                 still.push(incoming);
                 continue;
             }
-            let (ty, seq, env) =
-                decode(&incoming.buf).map_err(|reason| CollectiveError::Decode {
-                    op: "ranktune's MPI message header".into(),
-                    rank: incoming.from,
-                    reason,
-                })?;
+            let (ty, seq, env) = match decode(&incoming.buf) {
+                Ok(decoded) => decoded,
+                Err(reason) => {
+                    break Err(CollectiveError::Decode {
+                        op: "ranktune's MPI message header".into(),
+                        rank: incoming.from,
+                        reason,
+                    })
+                }
+            };
             if seq < self.floor {
                 continue; // a late message for a call this rank has finished
             }
@@ -373,9 +451,12 @@ impl MpiTransport {
                     self.abandoned.entry(seq).or_default().insert(incoming.from);
                 }
             }
-        }
+        };
+        // Receives not yet tested stay with the transport after an error too:
+        // MPI may still write their buffers, so they must not be dropped.
+        still.extend(arrived);
         self.receiving = still;
-        Ok(())
+        outcome
     }
 }
 
@@ -386,10 +467,15 @@ impl Transport for MpiTransport {
         }
         let start = Instant::now();
         if let Joining::NotStarted = self.joining {
-            let world = unsafe { ffi::RSMPI_COMM_WORLD };
+            let world = comm_world();
             self.hello_sends = Some(self.send_all(world, HELLO_TAG, Vec::new())?);
-            let mut comm = unsafe { ffi::RSMPI_COMM_NULL };
-            let mut request = unsafe { ffi::RSMPI_REQUEST_NULL };
+            let mut comm = comm_null();
+            let mut request = request_null();
+            // SAFETY: MPI is initialized. MPI_Comm_idup writes both handles
+            // through pointers to live locals before it returns (Open MPI and
+            // MPICH assign the new communicator's handle at the call; only its
+            // use must wait), so copying them into `Joining` is sound; `comm`
+            // is used only once MPI_Test reports `request` complete.
             check(unsafe { ffi::MPI_Comm_idup(world, &mut comm, &mut request) }, "MPI_Comm_idup")?;
             self.joining = Joining::Duplicating { comm, request };
         }
@@ -399,10 +485,11 @@ impl Transport for MpiTransport {
             self.drain_hellos()?;
             if let Joining::Duplicating { comm, ref mut request } = self.joining {
                 let mut done: c_int = 0;
-                check(
-                    unsafe { ffi::MPI_Test(request, &mut done, ffi::RSMPI_STATUS_IGNORE) },
-                    "MPI_Test",
-                )?;
+                // SAFETY: the live MPI_Comm_idup request (once it completes,
+                // `joining` becomes `Joined` and it is never tested again);
+                // MPI_Test writes it and `done` through pointers to live memory.
+                let rc = unsafe { ffi::MPI_Test(request, &mut done, ffi::RSMPI_STATUS_IGNORE) };
+                check(rc, "MPI_Test")?;
                 if done != 0 {
                     self.joining = Joining::Joined(comm);
                     tracing::debug!("joined {}", self.describe());
@@ -505,14 +592,20 @@ impl Drop for MpiTransport {
             std::mem::forget(incoming.buf);
         }
         for mut request in pending {
-            if request != unsafe { ffi::RSMPI_REQUEST_NULL } {
-                // SAFETY: a live request whose buffer was leaked above.
+            if request != request_null() {
+                // SAFETY: MPI is not finalized (checked above) and `request`
+                // is a pending send or receive of this transport. MPI_Request_free
+                // lets the operation finish in the background; the buffer it
+                // may still read or write was leaked above, so it stays valid.
                 unsafe { ffi::MPI_Request_free(&mut request) };
             }
         }
         match self.joining {
             Joining::Joined(mut comm) => {
-                // SAFETY: our own communicator, no longer used.
+                // SAFETY: MPI is not finalized (checked above); `comm` is this
+                // transport's own duplicate, freed once, here, and never used
+                // after. Operations still pending on it (their requests freed
+                // above) complete normally: MPI defers the deallocation.
                 unsafe { ffi::MPI_Comm_free(&mut comm) };
             }
             Joining::Duplicating { .. } | Joining::NotStarted => {}
@@ -524,7 +617,14 @@ impl Drop for MpiTransport {
 ///
 /// Creating one initializes MPI if the application has not (and finalizes it
 /// at exit); the first call joins the job, bounded by that call's timeout.
-/// Create one per process and keep it for the whole job.
+/// Create one per process and keep it for the whole job. An application that
+/// initialized MPI itself must not finalize it while it still uses this
+/// collective.
+///
+/// Its messages travel on a private duplicate of `MPI_COMM_WORLD`; only the
+/// join sends one empty message to every other rank on `MPI_COMM_WORLD`
+/// itself, with tag [`MPI_HELLO_TAG`](crate::MPI_HELLO_TAG), which an
+/// application receiving with `MPI_ANY_TAG` there must leave alone.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -542,9 +642,12 @@ impl MpiCollective {
         ensure_initialized()?;
         let mut rank: c_int = 0;
         let mut size: c_int = 0;
-        // SAFETY: MPI is initialized; out-values.
-        check(unsafe { ffi::MPI_Comm_rank(ffi::RSMPI_COMM_WORLD, &mut rank) }, "MPI_Comm_rank")?;
-        check(unsafe { ffi::MPI_Comm_size(ffi::RSMPI_COMM_WORLD, &mut size) }, "MPI_Comm_size")?;
+        // SAFETY: `ensure_initialized` succeeded, so MPI is initialized (by it
+        // or by the application); each call writes one c_int through a
+        // pointer to a live local.
+        check(unsafe { ffi::MPI_Comm_rank(comm_world(), &mut rank) }, "MPI_Comm_rank")?;
+        // SAFETY: as for MPI_Comm_rank just above.
+        check(unsafe { ffi::MPI_Comm_size(comm_world(), &mut size) }, "MPI_Comm_size")?;
         let (rank, world_size) = (rank as u32, size as u32);
         let transport = MpiTransport {
             rank,

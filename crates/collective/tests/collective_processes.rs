@@ -343,7 +343,7 @@ fn four_processes_get_identical_results_and_clean_up() {
         assert_eq!(got, want, "rank {rank}");
     }
     // Only the last call's messages (one per rank) and the welcome remain.
-    let left = files_under(&shared.join(collective::file::NAMESPACE_DIR));
+    let left = files_under(&shared.join(collective::NAMESPACE_DIR));
     let msgs = left.iter().filter(|p| p.extension().is_some_and(|e| e == "msg")).count();
     assert_eq!((msgs, left.len()), (4, 5), "{left:?}");
 }
@@ -399,7 +399,7 @@ fn a_reused_job_id_ignores_the_leftovers_of_a_dead_run() {
     ];
     let mut first = spawn_job("die", 3, tmp.path(), "reused", &tmp.path().join("out-1"), &extra);
     first.wait();
-    let ns = tmp.path().join(collective::file::NAMESPACE_DIR);
+    let ns = tmp.path().join(collective::NAMESPACE_DIR);
     assert!(files_under(&ns).iter().any(|p| p.extension().is_some_and(|e| e == "msg")));
     // The next run with the same id gets exactly its own data.
     let salt = [("RANKTUNE_TEST_SALT", "new")];

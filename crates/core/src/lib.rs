@@ -25,6 +25,8 @@
 //! assert_eq!((me.rank, me.world_size), (3, 8));
 //! ```
 
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod atomic_file;
 pub mod clock;
 pub mod error_chain;

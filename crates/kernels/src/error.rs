@@ -8,6 +8,7 @@
 /// (a tactic may come from a cache file, so `tile_m: 0` must be an error, not
 /// a hang or a panic).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum KernelError {
     /// A slice does not have the length the shape requires.
     #[error("{op}: {what} has {got} elements, expected {formula} = {expected}")]

@@ -62,6 +62,7 @@ pub(crate) fn cache_error(e: PublishError<CacheError>) -> CacheError {
             }
         }
         PublishError::Writer(e) => e,
+        other => CacheError::Invalid(other.to_string()),
     }
 }
 

@@ -94,6 +94,7 @@ impl Step {
 /// Why a publish failed. `E` is the writer callback's error type
 /// ([`Infallible`] for [`Publish::bytes`]).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PublishError<E = Infallible> {
     /// An OS call failed; the OS error is the source.
     #[error("{} {path}", .step.action())]
@@ -594,7 +595,10 @@ mod tests {
         Publish::new(&path).keep_permissions().bytes(b"new").unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o640);
-        // SAFETY: umask only reads and sets the process mask.
+        // SAFETY: umask takes no pointers, cannot fail and touches no Rust
+        // memory: it only swaps the process-wide file-mode mask, and the
+        // second call puts the old mask back at once (a file another test
+        // thread creates in between gets 0o022, a usual default).
         let mask = unsafe {
             let m = libc::umask(0o022);
             libc::umask(m);
@@ -610,7 +614,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("fifo.json");
         let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
-        // SAFETY: a valid NUL-terminated path.
+        // SAFETY: `c` is a NUL-terminated string (CString) that outlives the
+        // call; mkfifo only reads it.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
         let err = Publish::new(&path).regular_target_only().bytes(b"x").unwrap_err();
         assert!(matches!(&err, PublishError::NotReplaceable { file_type, .. }

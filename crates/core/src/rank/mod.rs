@@ -4,7 +4,7 @@
 //! `ranktune tune --ranks N` itself) that tells each process its place through
 //! environment variables. This module reads them, checks them against each
 //! other and returns one [`RankInfo`]. It owns nothing else: it never talks to
-//! other ranks (that is [`ranktune_collective`]) and never touches files.
+//! other ranks (that is the `ranktune-collective` crate) and never touches files.
 //! It also answers the host's name ([`host_name`]), the other half of "who am I".
 //!
 //! Order of precedence, highest first:
@@ -102,6 +102,7 @@ pub struct RankOverrides {
 
 /// Why the rank could not be determined.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RankError {
     /// A variable is set but is not a non-negative integer.
     #[error(
