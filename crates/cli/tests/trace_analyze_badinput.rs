@@ -3,7 +3,7 @@
 //! valid JSON. Also: truncated array and object files, files that are not
 //! traces, and random corruption (property test).
 use proptest::prelude::*;
-use ranktune_trace_analyze::reader::{SkipReason, TraceReader};
+use ranktune_trace_analyze::{SkipReason, TraceReader};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -224,14 +224,14 @@ fn files_that_are_not_traces_are_skipped_with_a_warning() {
 }
 
 fn sample() -> Vec<u8> {
-    let spec = ranktune_trace_analyze::synth::JobSpec {
+    let spec = ranktune_trace_analyze::JobSpec {
         ranks: 1,
         steps: 2,
         ops_per_step: 3,
         ..Default::default()
     };
     let mut v = Vec::new();
-    ranktune_trace_analyze::synth::write_rank(&spec, 0, &mut v).unwrap();
+    ranktune_trace_analyze::write_rank(&spec, 0, &mut v).unwrap();
     v
 }
 
@@ -260,13 +260,13 @@ proptest! {
         }
         let dir = tempfile::tempdir().unwrap();
         let p = write(dir.path(), "trace_0.json", &bytes);
-        if let Ok(res) = ranktune_trace_analyze::inputs::resolve(&[p.display().to_string()], &[]) {
+        if let Ok(res) = ranktune_trace_analyze::resolve(&[p.display().to_string()], &[]) {
             let out = dir.path().join("m.json");
-            if ranktune_trace_analyze::merge::merge(&res.inputs, &out, &Default::default()).is_ok() {
+            if ranktune_trace_analyze::merge(&res.inputs, &out, &Default::default()).is_ok() {
                 let doc: Result<Value, _> = serde_json::from_slice(&std::fs::read(&out).unwrap());
                 prop_assert!(doc.is_ok(), "merged output is not JSON");
             }
-            let _ = ranktune_trace_analyze::summary::summarize(&res.inputs, &Default::default());
+            let _ = ranktune_trace_analyze::summarize(&res.inputs, &Default::default());
         }
     }
 }

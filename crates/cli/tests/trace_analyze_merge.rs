@@ -2,9 +2,7 @@
 //! with no pid collisions, names and sort order by rank, thread names kept,
 //! flows kept per rank, absolute and first-step clocks, gzip in and out,
 //! rank detection and its errors.
-use ranktune_trace_analyze::inputs;
-use ranktune_trace_analyze::merge::{self, Align, MergeOptions};
-use ranktune_trace_analyze::synth::{self, JobSpec, Shape};
+use ranktune_trace_analyze::{self as analyze, Align, JobSpec, MergeOptions, Shape};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -53,7 +51,7 @@ fn kineto_job(dir: &Path, skew: u64) -> Vec<std::path::PathBuf> {
         base_skew_ns: skew,
         ..JobSpec::default()
     };
-    synth::write_job(&spec, dir).unwrap()
+    analyze::write_job(&spec, dir).unwrap()
 }
 
 #[test]
@@ -138,9 +136,9 @@ fn clocks_absolute_and_first_step() {
     let dir = tempfile::tempdir().unwrap();
     // Each rank's base is 1 ms later than the previous one's.
     kineto_job(dir.path(), 1_000_000);
-    let res = inputs::resolve(&[dir.path().display().to_string()], &[]).unwrap();
+    let res = analyze::resolve(&[dir.path().display().to_string()], &[]).unwrap();
     let out = dir.path().join("abs.json");
-    let rep = merge::merge(&res.inputs, &out, &MergeOptions::default()).unwrap();
+    let rep = analyze::merge(&res.inputs, &out, &MergeOptions::default()).unwrap();
     assert_eq!(rep.base_ns, 1_700_000_000_000_000_000);
     let doc = load(&out);
     let f = first_steps(&doc);
@@ -149,7 +147,7 @@ fn clocks_absolute_and_first_step() {
         assert!((ts - (100.0 + 1000.0 * f64::from(*r))).abs() < 1e-6, "{f:?}");
     }
     let out = dir.path().join("aligned.json.gz");
-    let rep = merge::merge(&res.inputs, &out, &MergeOptions { align: Align::FirstStep }).unwrap();
+    let rep = analyze::merge(&res.inputs, &out, &MergeOptions { align: Align::FirstStep }).unwrap();
     assert!(rep.warnings.is_empty(), "{:?}", rep.warnings);
     let doc = load(&out);
     let f = first_steps(&doc);
@@ -162,7 +160,7 @@ fn clocks_absolute_and_first_step() {
 fn ranktune_traces_and_gzip_inputs() {
     let dir = tempfile::tempdir().unwrap();
     let spec = JobSpec { ranks: 3, shape: Shape::Ranktune, ..JobSpec::default() };
-    let files = synth::write_job(&spec, dir.path()).unwrap();
+    let files = analyze::write_job(&spec, dir.path()).unwrap();
     // Gzip rank 1's file (name keeps the rank).
     let raw = std::fs::read(&files[1]).unwrap();
     let gz_path = dir.path().join("trace_1.json.gz");
@@ -205,7 +203,7 @@ fn ranktune_traces_and_gzip_inputs() {
 fn rank_conflict_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let spec = JobSpec { ranks: 2, shape: Shape::Kineto, ..JobSpec::default() };
-    let files = synth::write_job(&spec, dir.path()).unwrap();
+    let files = analyze::write_job(&spec, dir.path()).unwrap();
     // A copy of rank 1's file under another name claims rank 1 again.
     let copy = dir.path().join("other.pt.trace.json");
     std::fs::copy(&files[1], &copy).unwrap();
@@ -278,10 +276,10 @@ fn string_and_hex_ids_are_remapped_per_rank() {
         );
         std::fs::write(dir.path().join(format!("t{r}.json")), t).unwrap();
     }
-    let res = inputs::resolve(&[dir.path().display().to_string()], &[]).unwrap();
-    assert!(res.inputs.iter().all(|i| i.source == inputs::RankSource::DistributedInfo));
+    let res = analyze::resolve(&[dir.path().display().to_string()], &[]).unwrap();
+    assert!(res.inputs.iter().all(|i| i.source == analyze::RankSource::DistributedInfo));
     let out = dir.path().join("m.json");
-    merge::merge(&res.inputs, &out, &MergeOptions::default()).unwrap();
+    analyze::merge(&res.inputs, &out, &MergeOptions::default()).unwrap();
     let doc = load(&out);
     let ids: Vec<String> = doc["traceEvents"]
         .as_array()
@@ -315,19 +313,19 @@ fn output_is_deterministic_and_can_be_read_back() {
         shape: Shape::Kineto,
         ..JobSpec::default()
     };
-    synth::write_job(&spec, dir.path()).unwrap();
-    let res = inputs::resolve(&[dir.path().display().to_string()], &[]).unwrap();
+    analyze::write_job(&spec, dir.path()).unwrap();
+    let res = analyze::resolve(&[dir.path().display().to_string()], &[]).unwrap();
     let out_dir = tempfile::tempdir().unwrap();
     let a = out_dir.path().join("a.json");
     let b = out_dir.path().join("b.json");
-    let ra = merge::merge(&res.inputs, &a, &MergeOptions::default()).unwrap();
-    merge::merge(&res.inputs, &b, &MergeOptions::default()).unwrap();
+    let ra = analyze::merge(&res.inputs, &a, &MergeOptions::default()).unwrap();
+    analyze::merge(&res.inputs, &b, &MergeOptions::default()).unwrap();
     let (ba, bb) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
     // Several MiB per rank: the writer interleaves chunks of several ranks.
     assert!(ba.len() > 4 << 20);
     assert!(ba == bb, "two merges of the same inputs differ");
     // The merged file is itself a trace the reader accepts, warning-free.
-    let mut r = ranktune_trace_analyze::TraceReader::open(&a).unwrap();
+    let mut r = analyze::TraceReader::open(&a).unwrap();
     let mut n = 0;
     while r.next_event().unwrap().is_some() {
         n += 1;
@@ -337,7 +335,7 @@ fn output_is_deterministic_and_can_be_read_back() {
     assert!(r.meta("ranktuneMerge").is_some());
     // A merged file next to the inputs is not taken for a rank.
     std::fs::copy(&a, dir.path().join("merged.json")).unwrap();
-    let again = inputs::resolve(&[dir.path().display().to_string()], &[]).unwrap();
+    let again = analyze::resolve(&[dir.path().display().to_string()], &[]).unwrap();
     assert_eq!(again.inputs.len(), 5);
     assert!(again.warnings.iter().any(|w| w.contains("output of `ranktune trace merge`")));
 }
@@ -351,7 +349,7 @@ fn rank_found_in_metadata_after_the_events() {
         );
         std::fs::write(dir.path().join(format!("t{}.json", r * 11)), t).unwrap();
     }
-    let res = inputs::resolve(&[dir.path().display().to_string()], &[]).unwrap();
+    let res = analyze::resolve(&[dir.path().display().to_string()], &[]).unwrap();
     let ranks: Vec<u32> = res.inputs.iter().map(|i| i.rank).collect();
     assert_eq!(ranks, [3, 5]);
     assert_eq!(res.inputs[0].world_size, Some(8));

@@ -2,24 +2,22 @@
 //! synchronized job with all-reduce (where its steps are NOT the longest)
 //! and in one without collectives; single rank; no step markers; JSON schema;
 //! the HTML report.
-use ranktune_trace_analyze::inputs;
-use ranktune_trace_analyze::summary::{self, Method, SummaryOptions};
-use ranktune_trace_analyze::synth::{self, JobSpec, Shape};
+use ranktune_trace_analyze::{self as analyze, JobSpec, Method, Shape, SummaryOptions};
 use serde_json::Value;
 use std::process::Command;
 
 fn job(spec: &JobSpec) -> (tempfile::TempDir, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
-    let files = synth::write_job(spec, dir.path()).unwrap();
+    let files = analyze::write_job(spec, dir.path()).unwrap();
     let files = files.iter().map(|p| p.display().to_string()).collect();
     (dir, files)
 }
 
-fn summarize(spec: &JobSpec) -> summary::Summary {
+fn summarize(spec: &JobSpec) -> analyze::Summary {
     let (dir, _) = job(spec);
-    let res = inputs::resolve(&[dir.path().display().to_string()], &[]).unwrap();
+    let res = analyze::resolve(&[dir.path().display().to_string()], &[]).unwrap();
     assert_eq!(res.inputs.len() as u32, spec.ranks);
-    summary::summarize(&res.inputs, &SummaryOptions::default()).unwrap()
+    analyze::summarize(&res.inputs, &SummaryOptions::default()).unwrap()
 }
 
 #[test]

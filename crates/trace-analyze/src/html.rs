@@ -12,7 +12,7 @@ const COLORS: [&str; 10] = [
 ];
 
 /// Escapes text for HTML.
-pub fn esc(s: &str) -> String {
+fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -31,8 +31,17 @@ fn color(i: usize) -> &'static str {
     COLORS[i % COLORS.len()]
 }
 
+impl Summary {
+    /// The `--html` report: one self-contained page (inline CSS and SVG, no
+    /// scripts, no network) with the verdict, the step times and the top
+    /// spans of every rank.
+    pub fn to_html(&self) -> String {
+        render(self)
+    }
+}
+
 /// Renders the report page.
-pub fn render(s: &Summary) -> String {
+fn render(s: &Summary) -> String {
     let mut h = String::new();
     let _ = write!(
         h,

@@ -127,7 +127,7 @@ fn is_trace_name(p: &Path) -> bool {
 /// extensions (`trace_3.json`, `trace_3.json.gz`, `x_3.pt.trace.json`).
 ///
 /// ```
-/// use ranktune_trace_analyze::inputs::rank_from_name;
+/// use ranktune_trace_analyze::rank_from_name;
 /// assert_eq!(rank_from_name("trace_3.json"), Some(3));
 /// assert_eq!(rank_from_name("trace.json-rank-0.gz"), Some(0));
 /// assert_eq!(rank_from_name("worker_rank12.1700000000.pt.trace.json"), Some(12));

@@ -5,7 +5,7 @@
 //! This module owns the hot path of `trace merge` and `trace summary`: it must
 //! stay allocation-free per event and must never panic on any input, however
 //! malformed (every index is bounds-checked; running off the end of the slice
-//! is reported as [`Scan::More`] so the caller can read more and retry).
+//! is reported as [`Stop::More`] so the caller can read more and retry).
 
 /// Deepest nesting accepted inside one value (protects the stack and memory).
 pub const MAX_DEPTH: usize = 256;

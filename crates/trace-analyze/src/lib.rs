@@ -2,81 +2,73 @@
 //! merging the ranks onto one timeline, and summarizing them (step times,
 //! top spans, the slow rank).
 //!
-//! Owns: the streaming reader ([`reader`]) and its byte scanner, input
-//! discovery and rank detection ([`inputs`]), the streaming merge
-//! ([`merge`]), the summary and straggler verdict ([`summary`]) and its HTML
-//! report ([`html`]). It must never load a whole trace into memory, never
-//! evaluate anything read from a file, and never panic on bad input: bad
-//! events are skipped and reported as warnings naming the file.
-//!
-//! ```no_run
-//! use ranktune_trace_analyze::{inputs, merge};
-//! let files = inputs::resolve(&["traces/".into()], &[])?;
-//! let report = merge::merge(&files.inputs, "merged.json".as_ref(), &merge::MergeOptions::default())?;
-//! println!("{} events", report.events);
-//! # Ok::<(), ranktune_trace_analyze::AnalyzeError>(())
 //! ```
+//! use ranktune_trace_analyze::{merge, resolve, summarize, MergeOptions, SummaryOptions};
+//!
+//! // Two ranks of two steps each; rank 1's second step is slow.
+//! let dir = tempfile::tempdir()?;
+//! for (rank, slow) in [(0, 500), (1, 900)] {
+//!     let trace = format!(
+//!         r#"{{"distributedInfo": {{"rank": {rank}, "world_size": 2}}, "traceEvents": [
+//! {{"ph":"X","name":"ProfilerStep#0","pid":1,"tid":1,"ts":0,"dur":500}},
+//! {{"ph":"X","name":"gemm","pid":1,"tid":1,"ts":10,"dur":400}},
+//! {{"ph":"X","name":"ProfilerStep#1","pid":1,"tid":1,"ts":500,"dur":{slow}}}
+//! ]}}"#
+//!     );
+//!     std::fs::write(dir.path().join(format!("trace_{rank}.json")), trace)?;
+//! }
+//!
+//! let found = resolve(&[dir.path().display().to_string()], &[])?;
+//! assert_eq!(found.inputs.len(), 2);
+//!
+//! let out = dir.path().join("merged.json");
+//! let report = merge(&found.inputs, &out, &MergeOptions::default())?;
+//! assert_eq!((report.ranks.len(), report.events), (2, 6));
+//! assert!(out.exists());
+//!
+//! let summary = summarize(&found.inputs, &SummaryOptions::default())?;
+//! assert_eq!(summary.ranks.len(), 2);
+//! assert_eq!(summary.straggler.as_ref().map(|s| s.rank), Some(1));
+//! println!("{}", summary.to_text()); // the verdict, a table of ranks, top spans
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Owns: the streaming reader ([`TraceReader`], over a private byte
+//! scanner), input discovery and rank detection ([`resolve`]), the streaming
+//! merge ([`merge`]), the summary and straggler verdict ([`summarize`]) and
+//! its HTML report ([`Summary::to_html`]), plus synthetic traces for tests
+//! and benchmarks ([`write_job`]). It must never load a whole trace into
+//! memory, never evaluate anything read from a file, and never panic on bad
+//! input: bad events are skipped and reported as warnings naming the file.
+//! It never records traces (that is `ranktune-trace`).
+//!
+//! Modules (all private; what users need is re-exported here) depend one
+//! way, and all may use `error`:
+//!
+//! ```text
+//! html ─▶ summary ─▶ inputs ─▶ reader ─▶ json
+//!         merge ───▶ inputs, timefmt
+//! synth (uses nothing of the crate)
+//! ```
+//!
+//! `merge` and `summary` also use `reader` and `json` directly.
 
-pub mod html;
-pub mod inputs;
-pub mod json;
-pub mod merge;
-pub mod reader;
-pub mod summary;
-pub mod synth;
+mod error;
+mod html;
+mod inputs;
+mod json;
+mod merge;
+mod reader;
+mod summary;
+mod synth;
 mod timefmt;
 
-pub use reader::{Event, TraceReader};
-
-/// Errors of trace analysis.
-#[derive(Debug, thiserror::Error)]
-pub enum AnalyzeError {
-    /// Reading or writing a file failed.
-    #[error("{path}")]
-    Io {
-        /// The file.
-        path: String,
-        /// The OS error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The file is not a Chrome/Kineto trace.
-    #[error("{path} is not a trace: {why}")]
-    NotATrace {
-        /// The file.
-        path: String,
-        /// What was found instead.
-        why: String,
-    },
-    /// An input names nothing.
-    #[error("{input}: {why}")]
-    BadInput {
-        /// The input as given.
-        input: String,
-        /// What is wrong and how to fix it.
-        why: String,
-    },
-    /// Two files claim the same rank.
-    #[error("rank {rank} is claimed by two files: {first} ({first_how}) and {second} ({second_how}); pass only one of them, or set the rank with --rank FILE=N")]
-    RankConflict {
-        /// The rank.
-        rank: u32,
-        /// First file.
-        first: String,
-        /// How its rank was found.
-        first_how: String,
-        /// Second file.
-        second: String,
-        /// How its rank was found.
-        second_how: String,
-    },
-    /// A file's rank cannot be found.
-    #[error("cannot tell the rank of {path}: it has no \"distributedInfo\" rank and no rank in its name (like trace_3.json, rank3.json, x-rank-3.json); pass --rank {path}=N")]
-    NoRank {
-        /// The file.
-        path: String,
-    },
-    /// No usable trace among the inputs.
-    #[error("no trace files found in the inputs ({0})")]
-    NoTraces(String),
-}
+pub use error::AnalyzeError;
+pub use inputs::{parse_rank_arg, rank_from_name, resolve, RankSource, RankedInput, Resolved};
+pub use merge::{merge, merge_to, Align, MergeOptions, MergeReport, RankMerge};
+pub use reader::{Event, Form, ReadStats, SkipReason, TraceReader, MAX_ITEM};
+pub use summary::{
+    summarize, Method, RankSummary, SpanStat, Step, Straggler, Summary, SummaryOptions,
+    STRAGGLER_THRESHOLD,
+};
+pub use synth::{write_job, write_rank, JobSpec, Shape};

@@ -163,7 +163,7 @@ const QUEUE: usize = 4;
 /// Merges into any writer. Ranks are processed by up to one worker thread
 /// per core; the writer takes their output chunks round-robin in a fixed
 /// order, so the output is deterministic and memory stays bounded (each
-/// worker at most [`QUEUE`] chunks of 1 MiB ahead). See [`merge`].
+/// worker at most 4 chunks of 1 MiB ahead). See [`merge`].
 pub fn merge_to(
     inputs: &[RankedInput],
     w: &mut dyn Write,

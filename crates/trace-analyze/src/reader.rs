@@ -151,7 +151,7 @@ pub struct Event<'a> {
     /// The event object's bytes, `{` to `}`, valid UTF-8 JSON.
     pub raw: &'a [u8],
     /// Field positions in `raw`.
-    pub fields: &'a Fields,
+    pub(crate) fields: &'a Fields,
     /// Integers beyond 64 bits inside `raw` (outside interpreted fields).
     pub big_ints: &'a [(usize, usize)],
     /// Byte offset of the event in the (decompressed) file.

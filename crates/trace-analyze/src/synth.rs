@@ -83,15 +83,17 @@ fn compute(spec: &JobSpec, rank: u32, step: u32) -> f64 {
     (0..spec.ops_per_step).map(|i| op_dur(spec, rank, step, i) + 2.0).sum()
 }
 
-/// File name of a rank's trace for this spec.
-pub fn file_name(spec: &JobSpec, rank: u32) -> String {
-    match spec.shape {
-        Shape::Kineto => format!(
-            "host_{}.{}.pt.trace.json",
-            4000 + rank * 17,
-            1_700_000_000_123u64 + u64::from(rank)
-        ),
-        Shape::Ranktune => format!("trace_{rank}.json"),
+impl JobSpec {
+    /// File name of a rank's trace for this spec.
+    pub fn file_name(&self, rank: u32) -> String {
+        match self.shape {
+            Shape::Kineto => format!(
+                "host_{}.{}.pt.trace.json",
+                4000 + rank * 17,
+                1_700_000_000_123u64 + u64::from(rank)
+            ),
+            Shape::Ranktune => format!("trace_{rank}.json"),
+        }
     }
 }
 
@@ -99,7 +101,7 @@ pub fn file_name(spec: &JobSpec, rank: u32) -> String {
 pub fn write_job(spec: &JobSpec, dir: &Path) -> io::Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     for rank in 0..spec.ranks {
-        let p = dir.join(file_name(spec, rank));
+        let p = dir.join(spec.file_name(rank));
         let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(&p)?);
         write_rank(spec, rank, &mut w)?;
         w.flush()?;

@@ -87,6 +87,7 @@ fn native(c: &mut Criterion) {
             cpu_timed(iters, |_| {
                 // SAFETY: RDTSC exists on every x86-64 CPU.
                 let a = unsafe { core::arch::x86_64::_rdtsc() };
+                // SAFETY: as above.
                 let z = unsafe { core::arch::x86_64::_rdtsc() };
                 black_box(z.wrapping_sub(black_box(a)));
             })

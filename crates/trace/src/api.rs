@@ -5,10 +5,14 @@
 //! `recorder`). Names and categories are `&'static str` so that recording
 //! allocates nothing; args are optional, serialized straight into a reused
 //! per-thread buffer (no allocation once the thread has one).
+//!
+//! This module owns only the user-facing calls; the JSON text is
+//! `json_text`'s and the buffers are the recorder's. It never touches a
+//! session or a file.
 
-use super::clock;
-use super::recorder::{self, strings, Kind};
-use std::fmt::Write as _;
+use crate::clock;
+use crate::json_text::push_field;
+use crate::recorder::{self, strings, Kind};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// Records a complete (`ph: X`) event from its creation to its drop.
@@ -141,67 +145,6 @@ impl Drop for SpanGuard {
     }
 }
 
-/// Appends `"key":value` (after a comma unless it is the first field) to
-/// open JSON object bytes, serialized in place; a field that would pass
-/// [`super::layer::MAX_ARGS_BYTES`] is left out.
-pub(crate) fn push_field(args: &mut Vec<u8>, key: &str, value: &impl serde::Serialize) {
-    let mark = args.len();
-    if args.len() > 1 {
-        args.push(b',');
-    }
-    // Writing a string into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *args, key);
-    args.push(b':');
-    let value_at = args.len();
-    if let Err(e) = serde_json::to_writer(&mut *args, value) {
-        args.truncate(value_at);
-        let _ = serde_json::to_writer(&mut *args, &format!("<unserializable: {e}>"));
-    }
-    if args.len() > super::layer::MAX_ARGS_BYTES {
-        args.truncate(mark);
-    }
-}
-
-/// Appends `s` as a JSON string literal.
-pub(crate) fn push_json_str(out: &mut String, s: &str) {
-    out.push('"');
-    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
-        // Nothing to escape (the usual field name or value): one copy.
-        out.push_str(s);
-        out.push('"');
-        return;
-    }
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
-/// Appends the decimal digits of `v` (with `itoa`, not the `fmt`
-/// machinery: this is on the path of every `tracing` span with an integer
-/// field and of every number in an exported trace).
-pub(crate) fn push_u64(out: &mut String, v: u64) {
-    out.push_str(itoa::Buffer::new().format(v));
-}
-
-/// Appends the decimal digits of `v`, with a `-` when negative.
-pub(crate) fn push_i64(out: &mut String, v: i64) {
-    if v < 0 {
-        out.push('-');
-    }
-    push_u64(out, v.unsigned_abs());
-}
-
 /// Records an instant (`ph: i`, thread scope) event now.
 pub fn instant(name: &'static str, cat: &'static str) {
     if recorder::is_recording() {
@@ -233,45 +176,6 @@ pub fn step() {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn json_text_helpers_escape() {
-        let mut s = b"{".to_vec();
-        push_field(&mut s, "a\"b", &"x\ny\u{1}");
-        push_field(&mut s, "n", &3);
-        s.push(b'}');
-        let v: serde_json::Value = serde_json::from_slice(&s).unwrap();
-        assert_eq!(v["a\"b"], "x\ny\u{1}");
-        assert_eq!(v["n"], 3);
-    }
-
-    #[test]
-    fn integers_are_written_in_decimal() {
-        for v in [0, 1, 9, 10, 42, 1_000_000, i64::MAX, i64::MIN, -1, -10] {
-            let mut s = String::new();
-            push_i64(&mut s, v);
-            assert_eq!(s, v.to_string());
-        }
-        let mut s = String::new();
-        push_u64(&mut s, u64::MAX);
-        assert_eq!(s, u64::MAX.to_string());
-    }
-
-    #[test]
-    fn oversized_args_are_left_out_and_the_rest_stays_valid() {
-        let mut s = b"{".to_vec();
-        push_field(&mut s, "small", &1);
-        push_field(&mut s, "huge", &"x".repeat(5000));
-        push_field(&mut s, "after", &2);
-        let bad: std::collections::HashMap<Vec<u8>, u8> = [(vec![1], 2)].into();
-        push_field(&mut s, "bad", &bad);
-        s.push(b'}');
-        let v: serde_json::Value = serde_json::from_slice(&s).unwrap();
-        assert_eq!(v["small"], 1);
-        assert_eq!(v["after"], 2);
-        assert!(v.get("huge").is_none());
-        assert!(v["bad"].as_str().unwrap().starts_with("<unserializable"), "{v}");
-    }
 
     #[test]
     fn inactive_span_records_nothing_and_formats_nothing() {

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 /// Why a trace could not be configured, started or written.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum TraceError {
     /// The trace path template is empty.
     #[error("the trace path is empty; set RANKTUNE_TRACE (or --trace) to a file such as trace.json or a directory such as traces/")]

@@ -25,10 +25,10 @@
 //! over the target: the trace file is always complete or absent. A `.gz`
 //! target is gzip-compressed. This module never decides *when* to export.
 
-use super::api::{push_json_str, push_u64};
-use super::clock::Scale;
-use super::recorder::{self, EventRef, Payload, Recorder};
-use super::TraceError;
+use crate::clock::Scale;
+use crate::json_text::{push_json_str, push_u64};
+use crate::recorder::{self, EventRef, Payload, Recorder};
+use crate::TraceError;
 use ranktune_core::atomic_file::{Publish, PublishError};
 use std::fs;
 use std::io::{self, BufWriter, Write};
@@ -282,7 +282,7 @@ mod tests {
 
     #[test]
     fn events_render_as_valid_json() {
-        use super::super::recorder::Kind;
+        use crate::recorder::Kind;
         let sites: Vec<SiteText> = [("", "user_annotation"), ("", "c"), ("ctr", "counter")]
             .iter()
             .map(|&(n, c)| SiteText::new(n, c))

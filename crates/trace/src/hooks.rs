@@ -11,8 +11,8 @@
 //! these signals itself should turn this off (`handle_signals: false` /
 //! `RANKTUNE_TRACE_SIGNALS=0`) and call `stop()` on its own shutdown path.
 
-use super::session::active;
-use super::TraceError;
+use crate::active::active;
+use crate::TraceError;
 use std::sync::{Mutex, Once, PoisonError};
 use std::time::Duration;
 

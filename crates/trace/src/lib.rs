@@ -1,5 +1,25 @@
-//! Per-rank profiling traces: recording (one Chrome trace per rank) and
-//! analysis (merging ranks onto one timeline, finding the slow rank).
+//! Per-rank profiling traces, the recording side: one Chrome trace file per
+//! rank, written atomically on stop, on drop, on panic and on SIGINT/SIGTERM.
+//!
+//! ```
+//! use ranktune_core::rank::RankInfo;
+//! use ranktune_trace::{span, TraceConfig, TraceSession};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let mut cfg = TraceConfig::new(dir.path().join("trace.json"));
+//! cfg.handle_signals = false; // this program handles no signals itself
+//! let session = TraceSession::start(cfg, &RankInfo::SINGLE)?;
+//! {
+//!     let _s = span("load", "io").with_arg("bytes", 4096);
+//!     let _t = ranktune_trace::trace_span!("decode", "cpu");
+//! }
+//! let path = session.stop()?; // this rank's file: trace_0.json
+//! assert_eq!(path, dir.path().join("trace_0.json"));
+//! assert!(path.exists());
+//! let text = std::fs::read_to_string(&path)?;
+//! assert!(text.contains(r#""name":"load""#) && text.contains(r#""name":"decode""#));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! Recording, in one picture:
 //!
@@ -13,19 +33,38 @@
 //! - [`IterWindow`]: which iterations are kept (`window`);
 //! - [`TraceConfig`]: settings, from the API or the environment (`config`);
 //! - [`TraceSession`]: the guard that records and writes the file (`session`);
-//! - [`span`], [`instant`], [`counter`], [`step`]: the native API (`api`);
+//! - [`span`], [`instant`], [`counter`], [`step`], [`trace_span!`]: the
+//!   native API (`api`);
 //! - [`layer`]: a `tracing` Layer on the same recorder (`layer`);
 //! - [`subscriber`]: a lean `tracing` Subscriber on the same recorder, for
 //!   programs that want traces without a `Registry` (`subscriber`).
 //!
-//! The recording side never reads trace files; `analyze` never records.
+//! Modules depend one way only, top to bottom (an arrow is "uses"):
+//!
+//! ```text
+//! session ─▶ hooks ─▶ active ─▶ export ─▶ recorder ─▶ json_text, clock, window, sys
+//! api ──────────────────────────────────▶ recorder
+//! layer, subscriber ─▶ fields ──────────▶ recorder
+//! ```
+//!
+//! Shortcuts downwards are allowed (`session` also uses `active`, `export`,
+//! `recorder`, `config`, `path`, and `layer` to hand out a [`TraceLayer`];
+//! the producers and `export` also use `json_text`). Nothing calls up: the
+//! recorder knows nothing of the API, the Layer, the Subscriber or the
+//! session, and `json_text` knows nothing of any other module.
+//!
+//! The recording side never reads trace files; reading, merging and
+//! summarizing them is the `ranktune-trace-analyze` crate's job.
 
+mod active;
 mod api;
 mod clock;
 mod config;
 mod error;
 mod export;
+mod fields;
 mod hooks;
+mod json_text;
 mod layer;
 mod path;
 mod recorder;

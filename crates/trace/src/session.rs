@@ -6,69 +6,17 @@
 //! replace, so exporting early (panic hook) and again later (drop after the
 //! unwinding) only ever leaves a whole file, the latest one.
 
-use super::export::{self, Meta};
-use super::layer::{layer, TraceLayer};
-use super::path::{prepare, rank_path};
-use super::recorder::Recorder;
-use super::{clock, hooks, TraceConfig, TraceError};
+use crate::active::{self, Core};
+use crate::export::Meta;
+use crate::layer::{layer, TraceLayer};
+use crate::path::{prepare, rank_path};
+use crate::recorder::Recorder;
+use crate::{clock, hooks, TraceConfig, TraceError};
 use ranktune_core::error_chain::Chain;
 use ranktune_core::rank::RankInfo;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, TryLockError};
-use std::time::{Duration, Instant};
-
-/// What the hooks need to export the active session.
-pub(crate) struct Core {
-    path: PathBuf,
-    meta: Meta,
-    rec: Arc<Recorder>,
-    export_lock: Mutex<()>,
-}
-
-static ACTIVE: Mutex<Option<Arc<Core>>> = Mutex::new(None);
-
-/// The active session's core, waiting at most `patience` for the lock (the
-/// hooks must not hang forever if the panicking thread holds it).
-pub(crate) fn active(patience: Duration) -> Option<Arc<Core>> {
-    let deadline = Instant::now() + patience;
-    loop {
-        match ACTIVE.try_lock() {
-            Ok(guard) => return guard.clone(),
-            Err(TryLockError::Poisoned(p)) => return p.into_inner().clone(),
-            Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            Err(TryLockError::WouldBlock) => return None,
-        }
-    }
-}
-
-impl Core {
-    /// Exports now; waits at most `patience` for a concurrent export.
-    pub(crate) fn export(&self, patience: Duration) -> Result<&Path, TraceError> {
-        let deadline = Instant::now() + patience;
-        let _guard = loop {
-            match self.export_lock.try_lock() {
-                Ok(g) => break g,
-                Err(TryLockError::Poisoned(p)) => break p.into_inner(),
-                Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                Err(TryLockError::WouldBlock) => {
-                    return Err(TraceError::Write {
-                        path: self.path.clone(),
-                        source: std::io::Error::new(
-                            std::io::ErrorKind::WouldBlock,
-                            "another export of this trace did not finish in time",
-                        ),
-                    })
-                }
-            }
-        };
-        export::export(&self.path, &self.rec, &self.meta)?;
-        Ok(&self.path)
-    }
-}
+use std::sync::Arc;
+use std::time::Duration;
 
 /// A recording session: the guard that writes this rank's trace file.
 ///
@@ -95,7 +43,7 @@ impl TraceSession {
     /// directory), installs the panic and signal hooks the config asks for,
     /// and makes this the process's active session.
     pub fn start(cfg: TraceConfig, rank: &RankInfo) -> Result<TraceSession, TraceError> {
-        let mut active = ACTIVE.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut active = active::slot();
         if active.is_some() {
             return Err(TraceError::AlreadyActive);
         }
@@ -120,7 +68,7 @@ impl TraceSession {
             base_ns: clock::base_unix_ns(),
         };
         let rec = Recorder::new(cfg.max_events, cfg.window);
-        let core = Arc::new(Core { path, meta, rec, export_lock: Mutex::new(()) });
+        let core = Arc::new(Core::new(path, meta, rec));
         core.rec.activate();
         *active = Some(Arc::clone(&core));
         tracing::info!(path = %core.path.display(), "recording trace");
@@ -166,7 +114,7 @@ impl TraceSession {
         self.core.rec.deactivate();
         let result = self.core.export(Duration::from_secs(60)).map(Path::to_path_buf);
         {
-            let mut active = ACTIVE.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut active = active::slot();
             if active.as_ref().is_some_and(|c| Arc::ptr_eq(c, &self.core)) {
                 *active = None;
             }

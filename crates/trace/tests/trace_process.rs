@@ -155,8 +155,9 @@ fn sigterm_and_sigint_leave_a_valid_file_and_still_kill() {
             .unwrap();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         assert!(lines.any(|l| l.unwrap().trim() == "CHILD-READY"), "child never got ready");
-        std::thread::sleep(Duration::from_millis(50)); // let it record a few iterations
-                                                       // SAFETY: kill has no memory-safety preconditions.
+        // Let it record a few iterations.
+        std::thread::sleep(Duration::from_millis(50));
+        // SAFETY: kill has no memory-safety preconditions.
         let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
         assert_eq!(rc, 0);
         let status = child.wait().unwrap();

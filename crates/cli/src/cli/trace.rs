@@ -2,7 +2,7 @@
 //! trace analysis. The work itself is in `ranktune_trace_analyze`; this
 //! module only resolves inputs, calls it, prints warnings, tables or JSON.
 use anyhow::Context;
-use ranktune_trace_analyze::{html, inputs, merge, summary};
+use ranktune_trace_analyze as analyze;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -22,7 +22,7 @@ pub struct InputArgs {
     #[arg(required = true, value_name = "INPUTS")]
     inputs: Vec<String>,
     /// Set a file's rank (FILE=N, repeatable); overrides distributedInfo and the name.
-    #[arg(long = "rank", value_name = "FILE=N", value_parser = inputs::parse_rank_arg)]
+    #[arg(long = "rank", value_name = "FILE=N", value_parser = analyze::parse_rank_arg)]
     ranks: Vec<(PathBuf, u32)>,
 }
 
@@ -62,8 +62,8 @@ pub struct SummaryArgs {
     top: usize,
 }
 
-fn resolve(args: &InputArgs) -> anyhow::Result<inputs::Resolved> {
-    let res = inputs::resolve(&args.inputs, &args.ranks).context("reading the trace inputs")?;
+fn resolve(args: &InputArgs) -> anyhow::Result<analyze::Resolved> {
+    let res = analyze::resolve(&args.inputs, &args.ranks).context("reading the trace inputs")?;
     for w in &res.warnings {
         tracing::warn!("{w}");
     }
@@ -78,14 +78,14 @@ pub fn run(cmd: TraceCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         TraceCommand::Merge(a) => {
             let res = resolve(&a.input)?;
-            let opts = merge::MergeOptions {
+            let opts = analyze::MergeOptions {
                 align: match a.align {
-                    AlignArg::Absolute => merge::Align::Absolute,
-                    AlignArg::FirstStep => merge::Align::FirstStep,
+                    AlignArg::Absolute => analyze::Align::Absolute,
+                    AlignArg::FirstStep => analyze::Align::FirstStep,
                 },
             };
             let started = std::time::Instant::now();
-            let report = merge::merge(&res.inputs, &a.output, &opts)
+            let report = analyze::merge(&res.inputs, &a.output, &opts)
                 .with_context(|| format!("merging into {}", a.output.display()))?;
             for w in &report.warnings {
                 tracing::warn!("{w}");
@@ -116,13 +116,13 @@ pub fn run(cmd: TraceCommand) -> anyhow::Result<ExitCode> {
         }
         TraceCommand::Summary(a) => {
             let res = resolve(&a.input)?;
-            let s = summary::summarize(&res.inputs, &summary::SummaryOptions { top: a.top })
+            let s = analyze::summarize(&res.inputs, &analyze::SummaryOptions { top: a.top })
                 .context("summarizing the traces")?;
             for w in &s.warnings {
                 tracing::warn!("{w}");
             }
             if let Some(path) = &a.html {
-                std::fs::write(path, html::render(&s))
+                std::fs::write(path, s.to_html())
                     .with_context(|| format!("writing the HTML report {}", path.display()))?;
             }
             if a.json {

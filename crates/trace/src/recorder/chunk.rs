@@ -105,10 +105,10 @@ impl Chunk {
         let mut words: Vec<UnsafeCell<MaybeUninit<u64>>> = Vec::with_capacity(capacity);
         // Before anything touches the memory, so big chunks fault in whole
         // huge pages.
-        super::super::sys::advise_huge_pages(words.as_ptr().cast(), capacity * 8);
+        crate::sys::advise_huge_pages(words.as_ptr().cast(), capacity * 8);
         // Fault the pages in now, in one call, rather than one trap per
         // 4 KiB page on the recording path.
-        super::super::sys::prefault(words.as_ptr().cast(), capacity * 8);
+        crate::sys::prefault(words.as_ptr().cast(), capacity * 8);
         // SAFETY: the capacity is allocated, and uninitialized memory is a
         // valid `MaybeUninit` (nothing is read before it is written).
         unsafe { words.set_len(capacity) };
@@ -201,8 +201,8 @@ pub(crate) unsafe fn write(
     args: &[u8],
 ) -> usize {
     let text = name.len() + args.len();
-    // SAFETY (all writes): inside the capacity, past the published length,
-    // by the only writer.
+    // SAFETY: every write below is inside the capacity and past the
+    // published length (the caller's contract), by the only writer.
     unsafe {
         base.add(at).write(ts);
         base.add(at + 1).write(val);

@@ -17,8 +17,11 @@
 //! events are counted as dropped (the count goes into the trace file) and
 //! not stored.
 //!
-//! It also keeps the `tracing` Layer's open spans (`open`) and reusable
-//! args buffers (`strings`). This module never does I/O; see `export`.
+//! It also keeps open `tracing` spans per thread (`open`: filled by the Layer,
+//! which calls down into it) and reusable args buffers (`strings`). This
+//! module never does I/O (see `export`) and never calls up into the API,
+//! the Layer, the Subscriber or the session: it depends only on `clock`,
+//! `window`, `sys` and `json_text`.
 
 mod chunk;
 pub(crate) mod open;
@@ -29,16 +32,17 @@ pub(crate) use chunk::{EventRef, Kind};
 pub(crate) use open::OpenSpan;
 pub(crate) use sites::all as sites;
 
-use super::clock;
-use super::window::IterWindow;
+use crate::clock;
+use crate::window::IterWindow;
 use chunk::{Chunk, MAX_NAME_BYTES};
-
-/// Most bytes of args stored with one event, whoever produced them (longer
-/// args are left out); producers keep to a smaller bound of their own.
-const MAX_STORED_ARGS: usize = 4 * MAX_NAME_BYTES;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+
+/// Most bytes of args stored with one event, whoever produced them (longer
+/// args are left out); producers keep to a smaller bound of their own
+/// (`json_text::MAX_ARGS_BYTES`).
+const MAX_STORED_ARGS: usize = 4 * MAX_NAME_BYTES;
 
 /// Plain events in a thread's first chunk (the unit of allocation and of
 /// budget reservation). Each next chunk of the thread is twice as big, up to
@@ -297,7 +301,7 @@ impl Recorder {
 
     fn register(self: &Arc<Self>) -> Arc<ThreadBuf> {
         let current = std::thread::current();
-        let tid = super::sys::thread_id();
+        let tid = crate::sys::thread_id();
         let name = current.name().map_or_else(|| format!("thread {tid}"), str::to_string);
         let buf = Arc::new(ThreadBuf {
             tid,
@@ -394,7 +398,7 @@ pub(crate) fn site_id(name: &'static str, cat: &'static str) -> u32 {
 pub(crate) fn record_at(site: u32, kind: Kind, ts: u64, val: u64, dyn_name: &str, args: &[u8]) {
     let head = chunk::head(site, kind);
     let dyn_name = cut(dyn_name);
-    // Producers bound args (`layer::MAX_ARGS_BYTES`); this bounds an
+    // Producers bound args (`json_text::MAX_ARGS_BYTES`); this bounds an
     // event's memory whatever they pass.
     let args = if args.len() > MAX_STORED_ARGS { &[] } else { args };
     let written = CURSOR.try_with(|c| c.try_write(ts, val, head, dyn_name, args)).unwrap_or(false);

@@ -8,9 +8,12 @@
 //! it back, where `std`'s mutex needs two atomic instructions).
 //! A closed span becomes one complete event; its args buffer goes back to
 //! the closing thread's pool. This module owns the tables; it never formats
-//! fields (that is the Layer's and Subscriber's job).
+//! `tracing` fields (the producers hand it args text) and knows nothing of
+//! the Layer or Subscriber that fill it.
 
-use super::{clock, strings, with_local, Kind, ThreadBuf, GEN};
+use super::{strings, with_local, Kind, ThreadBuf, GEN};
+use crate::clock;
+use crate::json_text::{merge_args, push_json_str};
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -51,10 +54,10 @@ impl OpenSpan {
                 if i > 0 {
                     more.push(',');
                 }
-                crate::api::push_json_str(&mut more, name);
+                push_json_str(&mut more, name);
             }
             more.push(']');
-            crate::layer::merge_args(&mut args, &more);
+            merge_args(&mut args, &more);
         }
         if args.len() > 1 {
             args.push('}');

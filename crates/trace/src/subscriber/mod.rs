@@ -19,8 +19,9 @@
 
 mod slab;
 
-use super::layer::{format_fields, merge_args, Fields};
-use super::recorder::{self, OpenSpan};
+use crate::fields::{format_fields, format_record, record_event};
+use crate::json_text::merge_args;
+use crate::recorder::{self, OpenSpan};
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use tracing::level_filters::LevelFilter;
@@ -125,11 +126,7 @@ impl Subscriber for TraceSubscriber {
     fn record(&self, span: &Id, values: &Record<'_>) {
         let Some(key) = tracked(span) else { return };
         // Format outside the table's lock (a Debug impl may use tracing).
-        let mut more = String::from("{");
-        values.record(&mut Fields { out: &mut more, message: None });
-        if more.len() <= 1 {
-            return;
-        }
+        let Some(more) = format_record(values) else { return };
         slab::with(key, |span| merge_args(&mut span.args, &more));
     }
 
@@ -142,7 +139,7 @@ impl Subscriber for TraceSubscriber {
     }
 
     fn event(&self, event: &tracing::Event<'_>) {
-        super::layer::record_event(event);
+        record_event(event);
     }
 
     fn enter(&self, span: &Id) {
