@@ -42,6 +42,7 @@ pub mod bucket;
 pub mod config;
 pub mod decide;
 pub mod key;
+mod launch;
 pub mod measure;
 pub mod op;
 pub mod runner;
@@ -53,6 +54,11 @@ pub use bucket::{last_power_of_two, BucketGen, BucketMap, Constraint, Derive, Dy
 pub use config::{TuningConfig, DEFAULT_MAX_TOKENS};
 pub use decide::{decide, DEFAULT_TIE_TOLERANCE, NOISE_BAND_CAP};
 pub use key::BucketKey;
+pub use launch::{
+    describe_status, parse_stderr_line, progress_line, read_result, write_result, JobProgress,
+    LaunchError, LaunchObserver, Launcher, ProgressWriter, RankFailure, RankFailureKind,
+    ResultError, StderrLine, LAUNCHER_VARS, PROGRESS_PREFIX, STDERR_TAIL_LINES,
+};
 pub use measure::{measure_all, stats_of, CpuTimer, Sampling, Timer};
 pub use op::{Op, OpError};
 pub use runner::{fingerprint_of, RunError, Runner, StableHasher, TuneInputs};
