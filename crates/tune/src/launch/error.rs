@@ -63,7 +63,7 @@ pub enum RankFailureKind {
     Exited {
         /// Its exit status.
         status: ExitStatus,
-        /// Its last stderr text lines (at most [`STDERR_TAIL_LINES`]).
+        /// Its last stderr text lines (at most [`STDERR_TAIL_LINES`](super::STDERR_TAIL_LINES)).
         stderr_tail: Vec<String>,
     },
     /// It exited successfully but its stdout held no readable result.

@@ -81,9 +81,11 @@ pub fn parse_stderr_line(line: &str) -> StderrLine<'_> {
 /// Writing is best effort: a launcher that has gone away must not make the
 /// rank fail, so write errors are ignored.
 ///
-/// With the crate's `fault-injection` feature (tests only, never in real
-/// builds), the writer can also play a crashed rank: see
-/// `RANKTUNE_TEST_DIE_AT` in the [`launch`](super) module docs.
+/// With this crate's `fault-injection` feature (tests only, never in real
+/// builds), the writer also plays a crashed rank:
+/// `RANKTUNE_TEST_DIE_AT=<rank>:<n>` makes rank `<rank>` abort when it has
+/// reported `<n>` steps done (before its step `<n>`, counting from 0), with no
+/// cleanup. Without the feature that variable is never read.
 #[derive(Debug)]
 pub struct ProgressWriter<W: Write> {
     out: W,
