@@ -60,6 +60,13 @@ impl LaunchBar {
     }
 }
 
+/// Clears the bar also when the launch stops early (a rank that could not start).
+impl Drop for LaunchBar {
+    fn drop(&mut self) {
+        self.bar.finish_and_clear();
+    }
+}
+
 impl LaunchObserver for LaunchBar {
     fn progress(&mut self, p: JobProgress) {
         self.bar.set_length(p.total);
