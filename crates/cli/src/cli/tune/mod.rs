@@ -1,0 +1,155 @@
+//! `ranktune tune`: the main job. Tunes the built-in CPU kernels for every
+//! token bucket into the shared cache file, as one rank (rank from the
+//! launcher's environment: mpirun, srun, torchrun) or as a launcher of N
+//! local rank processes (`--ranks N`), and reports what it chose.
+//!
+//! Presentation only (arguments, progress, tables, JSON): tuning itself and
+//! the rank launcher are `ranktune_tune`, storage is the cache store.
+//!
+//! - this file: the arguments, their checks and defaults, and `run`;
+//! - [`rank`]: one rank's tuning; [`launch`]: `--ranks N`;
+//! - [`report`]: the rows and reports (`--json`, a child's result);
+//! - [`table`]: the table; [`progress`]: the bars; [`labels`]: short labels.
+
+mod labels;
+mod launch;
+mod progress;
+mod rank;
+mod report;
+mod table;
+
+use anyhow::{bail, Context};
+use ranktune_tune::strategy::Strategy;
+use report::JobReport;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Default cache file, in the current directory.
+const DEFAULT_CACHE: &str = "ranktune-cache.json";
+/// Largest token bucket without `--max-tokens`.
+const DEFAULT_MAX_TOKENS: u64 = 1024;
+/// Largest token bucket with `--quick`.
+const QUICK_MAX_TOKENS: u64 = 64;
+
+/// The built-in ops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpName {
+    /// f32 GEMM, M (tokens) dynamic.
+    Gemm,
+    /// Row softmax, rows dynamic.
+    Softmax,
+    /// RMSNorm, rows dynamic.
+    Rmsnorm,
+}
+
+/// Arguments of `ranktune tune`.
+#[derive(Debug, clap::Args)]
+pub struct TuneArgs {
+    /// Ops to tune, comma-separated.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "gemm,softmax,rmsnorm")]
+    ops: Vec<OpName>,
+    /// Largest token (row) count to tune: buckets are the powers of two up to
+    /// it [default: 1024, or 64 with --quick].
+    #[arg(long, value_name = "N")]
+    max_tokens: Option<u64>,
+    /// Cache file [default: $RANKTUNE_CACHE, $TLLM_AUTOTUNER_CACHE_PATH, or
+    /// ./ranktune-cache.json].
+    #[arg(long, value_name = "PATH")]
+    cache: Option<PathBuf>,
+    /// Start N local rank processes and wait for all of them. Without it this
+    /// process is one rank of a job started by mpirun, srun, torchrun, ….
+    #[arg(long, value_name = "N")]
+    ranks: Option<u32>,
+    /// Small shapes: the whole job takes a few seconds (tests, demos).
+    #[arg(long)]
+    quick: bool,
+    /// How the ranks share tuning: `independent` (each rank alone, entries in
+    /// its own section), `broadcast` (rank 0 measures), `merge` (every rank
+    /// measures, the slowest rank counts) or `parallel` (candidates split over
+    /// the ranks). All but independent give every rank the same choice,
+    /// stored once in the `shared` section. Waits are bounded by
+    /// RANKTUNE_STRATEGY_TIMEOUT seconds (default 300).
+    #[arg(long, value_name = "STRATEGY", env = "RANKTUNE_STRATEGY", default_value = "independent")]
+    strategy: Strategy,
+    /// Print one JSON document instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Write one Chrome trace per rank: `trace.json` becomes `trace_<rank>.json`,
+    /// a directory gets `<dir>/trace_<rank>.json`, `{rank}` and friends are
+    /// expanded [default: $RANKTUNE_TRACE or $TLLM_TORCH_PROFILE_TRACE; none].
+    /// Each tuned bucket is one iteration (`ProfilerStep#N`), so
+    /// $RANKTUNE_PROFILE_ITERS selects buckets.
+    #[arg(long, value_name = "PATH")]
+    trace: Option<PathBuf>,
+    /// Internal: run as a child of `--ranks` (JSON on stdout, progress lines on stderr).
+    #[arg(long, hide = true)]
+    child: bool,
+}
+
+/// Runs `ranktune tune`.
+pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
+    if args.ops.is_empty() {
+        bail!("--ops is empty; name at least one of gemm, softmax, rmsnorm");
+    }
+    if args.max_tokens == Some(0) {
+        bail!("--max-tokens 0 tunes nothing; give a token count of at least 1");
+    }
+    if let Some(n) = args.max_tokens.filter(|&n| n > MAX_TOKENS_LIMIT) {
+        bail!(
+            "--max-tokens {n} is more than the built-in kernels can tune in memory \
+             (at most {MAX_TOKENS_LIMIT}); give a smaller token count"
+        );
+    }
+    if let Some(n) = args.ranks.filter(|&n| n > MAX_LOCAL_RANKS) {
+        bail!(
+            "--ranks {n} would start {n} processes on this machine (at most {MAX_LOCAL_RANKS}); \
+             for bigger jobs start one ranktune per rank with mpirun, srun or torchrun"
+        );
+    }
+    let cache = cache_path(args.cache.as_deref());
+    let started = Instant::now();
+    let report = match args.ranks {
+        Some(0) => bail!("--ranks 0 starts no rank; give at least 1"),
+        Some(n) => launch::launch(&args, &cache, n)?,
+        None => {
+            let rank = rank::run_rank(&args, &cache)?;
+            if args.child {
+                ranktune_tune::write_result(std::io::stdout().lock(), &rank)
+                    .context("encoding the rank's report")?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            JobReport::new(cache.clone(), vec![rank], started.elapsed().as_secs_f64())
+        }
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).context("encoding the report")?);
+    } else {
+        table::print_table(&report);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--cache`, then `RANKTUNE_CACHE`, then `TLLM_AUTOTUNER_CACHE_PATH`, then
+/// `./ranktune-cache.json`.
+fn cache_path(flag: Option<&Path>) -> PathBuf {
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    flag.map(Path::to_path_buf)
+        .or_else(|| env("RANKTUNE_CACHE"))
+        .or_else(|| env("TLLM_AUTOTUNER_CACHE_PATH"))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CACHE))
+}
+
+/// The largest token bucket to tune.
+fn max_tokens(args: &TuneArgs) -> u64 {
+    args.max_tokens.unwrap_or(if args.quick { QUICK_MAX_TOKENS } else { DEFAULT_MAX_TOKENS })
+}
+
+/// Largest `--max-tokens`: the biggest bucket's synthetic inputs must fit
+/// in memory (65,536 rows of 4,096 floats is 1 GiB).
+const MAX_TOKENS_LIMIT: u64 = 1 << 16;
+
+/// Most local rank processes `--ranks` starts.
+const MAX_LOCAL_RANKS: u32 = 1024;

@@ -1,0 +1,176 @@
+//! One rank of `ranktune tune`: builds the built-in ops, opens the cache and
+//! the trace, tunes every bucket of the chosen ops (alone or with the other
+//! ranks, by `--strategy`), saves, and returns the rank's report.
+//!
+//! It reports progress through `progress` and never prints a table or a
+//! document itself; tuning is `ranktune_tune`'s, storage the cache store's.
+
+use super::progress::Progress;
+use super::report::{row_from_entry, row_from_record, RankReport, Row};
+use super::{labels::shape_label, max_tokens, OpName, TuneArgs};
+use anyhow::Context;
+use ranktune_cache::{Identity, Section, Store};
+use ranktune_collective as collective;
+use ranktune_core::rank::{RankInfo, RankOverrides};
+use ranktune_kernels::{gemm, rmsnorm, runners, softmax};
+use ranktune_trace::{TraceConfig, TraceSession};
+use ranktune_tune::strategy::{self, Coordinator};
+use ranktune_tune::{Op, Session, Source, TuneInputs, Tuner, TunerOptions};
+use std::path::Path;
+
+/// Opens the cache store and checks now that the cache can be saved —
+/// its directory exists (or is created) and accepts new files — so a bad
+/// path fails before tuning rather than after it. The check leaves nothing
+/// behind.
+fn open_store(path: &Path) -> anyhow::Result<Box<dyn Store>> {
+    let store = ranktune_cache::FileStore::from_env(path).context("opening the tuning cache")?;
+    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| {
+                format!("creating {} for the tuning cache; choose another --cache", dir.display())
+            })?;
+            dir
+        }
+        None => Path::new("."),
+    };
+    let probe = dir.join(format!(".ranktune-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).with_context(|| {
+        format!("the tuning cache could not be saved in {}; choose another --cache", dir.display())
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(Box::new(store))
+}
+
+/// This machine's identity and its digest.
+fn identity() -> (Identity, String) {
+    let id = Identity::current();
+    let digest = id.digest();
+    (id, digest)
+}
+
+/// Tunes as one rank (its rank from the environment) into `cache`.
+pub(super) fn run_rank(args: &TuneArgs, cache: &Path) -> anyhow::Result<RankReport> {
+    let info =
+        RankInfo::detect(&RankOverrides::default()).context("finding this process's rank")?;
+    let max = max_tokens(args);
+    let (gemm_n, gemm_k, cols) = if args.quick {
+        (gemm::QUICK_N, gemm::QUICK_K, softmax::QUICK_COLS)
+    } else {
+        (gemm::DEFAULT_N, gemm::DEFAULT_K, softmax::DEFAULT_COLS)
+    };
+    let rms_cols = if args.quick { rmsnorm::QUICK_COLS } else { rmsnorm::DEFAULT_COLS };
+    let gemm_op = runners::gemm_op(max).context("building the gemm op")?;
+    let softmax_op = runners::softmax_op(max).context("building the softmax op")?;
+    let rmsnorm_op = runners::rmsnorm_op(max).context("building the rmsnorm op")?;
+    let gemm_base = runners::gemm_base(gemm_n, gemm_k);
+    let softmax_base = runners::rows_base(cols);
+    let rms_base = runners::rows_base(rms_cols);
+
+    // Start tracing before any work, so a bad trace path fails now rather
+    // than after a long run; the session writes its file when dropped, also
+    // on an early return or a panic.
+    let trace =
+        match TraceConfig::from_env_or(args.trace.clone()).context("reading the trace settings")? {
+            Some(cfg) => Some(TraceSession::start(cfg, &info).context("starting the trace")?),
+            None => None,
+        };
+
+    let (id, digest) = identity();
+    let mut opts = TunerOptions::new(Section::Rank(info.rank), id, digest);
+    opts.strategy = args.strategy;
+    let tuner = Tuner::new(opts);
+    if args.strategy.is_collective() {
+        // The ranks talk through the cache file's directory, or MPI (see collective::from_env).
+        let dir = cache.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let coll = collective::from_env(&info, dir).with_context(|| {
+            format!("connecting the ranks for --strategy {} in {}", args.strategy, dir.display())
+        })?;
+        let timeout = strategy::timeout_from_env()?;
+        tuner.set_coordinator(Coordinator::new(coll).with_timeout(timeout));
+    }
+    let store = open_store(cache)?;
+    let session = Session::start(&tuner, store.as_ref())
+        .with_context(|| format!("loading the tuning cache {}", cache.display()))?;
+
+    let total: usize = args
+        .ops
+        .iter()
+        .map(|o| match o {
+            OpName::Gemm => gemm_op.config().profiles(&gemm_base).len(),
+            OpName::Softmax => softmax_op.config().profiles(&softmax_base).len(),
+            OpName::Rmsnorm => rmsnorm_op.config().profiles(&rms_base).len(),
+        })
+        .sum();
+    let mut progress = Progress::new(total as u64, args.child);
+    let mut rows = Vec::new();
+    for o in &args.ops {
+        match o {
+            OpName::Gemm => {
+                tune_op(&tuner, &gemm_op, &gemm_base, info.rank, &mut progress, &mut rows)
+            }
+            OpName::Softmax => {
+                tune_op(&tuner, &softmax_op, &softmax_base, info.rank, &mut progress, &mut rows)
+            }
+            OpName::Rmsnorm => {
+                tune_op(&tuner, &rmsnorm_op, &rms_base, info.rank, &mut progress, &mut rows)
+            }
+        }
+    }
+    progress.finish();
+    let saved =
+        session.finish().with_context(|| format!("saving the tuning cache {}", cache.display()))?;
+    if let Some(trace) = trace {
+        let path = trace.stop().context("writing the trace")?;
+        tracing::info!("rank {} wrote its trace to {}", info.rank, path.display());
+    }
+    let stats = tuner.stats().total;
+    let (coord, _) = tuner.coordinator_stats().unwrap_or_default();
+    Ok(RankReport {
+        rank: info.rank,
+        world_size: info.world_size,
+        tuned: stats.tuned,
+        hits: stats.hits,
+        misses: stats.misses,
+        fallbacks: stats.fallbacks,
+        failed_tactics: stats.failed_tactics,
+        tuning_seconds: stats.tuning_seconds,
+        entries_saved: saved.written,
+        strategy: args.strategy.to_string(),
+        shared: coord.shared,
+        agreed_hits: coord.agreed_hits,
+        strategy_fallbacks: coord.fallbacks,
+        rows,
+    })
+}
+
+/// Tunes (or looks up) every bucket of `op` and adds one row per bucket.
+fn tune_op<I: TuneInputs>(
+    tuner: &Tuner,
+    op: &Op<I>,
+    base: &[Vec<u64>],
+    rank: u32,
+    progress: &mut Progress,
+    rows: &mut Vec<Row>,
+) {
+    for key in op.config().profiles(base) {
+        let bucket = key.to_nested();
+        let choice = tuner.tune_key(op, &key);
+        let runner = op.runner_names().get(choice.runner as usize).cloned().unwrap_or_default();
+        let tactic = op.tactic(choice).cloned().unwrap_or(serde_json::Value::Null);
+        let row = match choice.source {
+            Source::Tuned | Source::Fallback => {
+                let records = tuner.records();
+                let rec = records.iter().rev().find(|r| r.op == op.name() && r.bucket == bucket);
+                row_from_record(rank, op.name(), &bucket, &runner, tactic, choice.source, rec)
+            }
+            Source::Cache => {
+                let entry = tuner.loaded_entry(op.name(), &runner, &bucket);
+                row_from_entry(rank, op.name(), &bucket, &runner, tactic, entry.as_ref())
+            }
+        };
+        progress.step(&format!("{} {}", op.name(), shape_label(&bucket)));
+        rows.push(row);
+        // One bucket is one iteration of the trace (a no-op without one).
+        ranktune_trace::step();
+    }
+}

@@ -1,0 +1,197 @@
+//! The reports of `ranktune tune`: one row per bucket, one report per rank
+//! (what a child rank sends its launcher), and the whole job's report (what
+//! `--json` prints), with the rows built from the tuner's records and the
+//! cache's entries.
+//!
+//! Data only: printing is `table`, tuning is `rank`. The JSON shape of these
+//! types is the `--json` output and the child protocol's result document, so
+//! a field is never renamed or dropped.
+
+use super::labels::tactic_label;
+use ranktune_cache::Entry;
+use ranktune_tune::{Source, TuneRecord};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// One bucket's result in a report.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Row {
+    pub(super) rank: u32,
+    pub(super) op: String,
+    /// Shapes of the bucket (per input).
+    pub(super) bucket: Vec<Vec<u64>>,
+    pub(super) runner: String,
+    pub(super) tactic: serde_json::Value,
+    /// `tuned` (measured now), `cache` (hit) or `fallback`.
+    pub(super) source: String,
+    pub(super) best_us: Option<f64>,
+    pub(super) fallback_us: Option<f64>,
+    pub(super) speedup: Option<f64>,
+    pub(super) candidates: usize,
+    pub(super) failures: Vec<String>,
+    /// Where a tuned entry went: `shared` (tuned together) or `rank_<N>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) section: Option<String>,
+    /// Candidates this rank measured itself (tuned rows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) measured_here: Option<usize>,
+    /// Why a collective strategy tuned this bucket independently.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) note: Option<String>,
+}
+
+/// One rank's report (what a child prints).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RankReport {
+    pub(super) rank: u32,
+    pub(super) world_size: u32,
+    pub(super) tuned: u64,
+    pub(super) hits: u64,
+    pub(super) misses: u64,
+    pub(super) fallbacks: u64,
+    pub(super) failed_tactics: u64,
+    pub(super) tuning_seconds: f64,
+    pub(super) entries_saved: usize,
+    /// The strategy (`independent`, `broadcast`, `merge`, `parallel`).
+    #[serde(default)]
+    pub(super) strategy: String,
+    /// Buckets tuned together with the other ranks.
+    #[serde(default)]
+    pub(super) shared: u64,
+    /// Buckets every rank had cached with the same choice (agreed, not measured).
+    #[serde(default)]
+    pub(super) agreed_hits: u64,
+    /// Buckets a collective strategy had to tune independently.
+    #[serde(default)]
+    pub(super) strategy_fallbacks: u64,
+    pub(super) rows: Vec<Row>,
+}
+
+/// The whole job's report (`--json`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JobReport {
+    pub(super) cache: PathBuf,
+    pub(super) world_size: u32,
+    /// How the ranks shared tuning.
+    pub(super) strategy: String,
+    pub(super) tuned: u64,
+    pub(super) hits: u64,
+    pub(super) misses: u64,
+    pub(super) fallbacks: u64,
+    pub(super) failed_tactics: u64,
+    pub(super) tuning_seconds: f64,
+    pub(super) wall_seconds: f64,
+    pub(super) ranks: Vec<RankReport>,
+}
+
+impl JobReport {
+    /// The job's report from its ranks' reports (in rank order).
+    pub(super) fn new(cache: PathBuf, ranks: Vec<RankReport>, wall_seconds: f64) -> Self {
+        JobReport {
+            cache,
+            world_size: ranks.first().map_or(1, |r| r.world_size),
+            strategy: ranks.first().map_or_else(String::new, |r| r.strategy.clone()),
+            tuned: ranks.iter().map(|r| r.tuned).sum(),
+            hits: ranks.iter().map(|r| r.hits).sum(),
+            misses: ranks.iter().map(|r| r.misses).sum(),
+            fallbacks: ranks.iter().map(|r| r.fallbacks).sum(),
+            failed_tactics: ranks.iter().map(|r| r.failed_tactics).sum(),
+            tuning_seconds: ranks.iter().map(|r| r.tuning_seconds).sum(),
+            wall_seconds,
+            ranks,
+        }
+    }
+}
+
+/// How many times faster the best candidate is than the fallback.
+fn speedup(best: Option<f64>, fallback: Option<f64>) -> Option<f64> {
+    match (best, fallback) {
+        (Some(b), Some(f)) if b > 0.0 => Some(f / b),
+        _ => None,
+    }
+}
+
+/// The row of a bucket tuned now (or given its fallback).
+pub(super) fn row_from_record(
+    rank: u32,
+    op: &str,
+    bucket: &[Vec<u64>],
+    runner: &str,
+    tactic: serde_json::Value,
+    source: Source,
+    rec: Option<&TuneRecord>,
+) -> Row {
+    let best_us = rec.and_then(|r| r.best_us);
+    let fallback_us = rec.and_then(|r| r.fallback_us);
+    Row {
+        rank,
+        op: op.to_string(),
+        bucket: bucket.to_vec(),
+        runner: runner.to_string(),
+        tactic,
+        source: if source == Source::Tuned { "tuned" } else { "fallback" }.to_string(),
+        best_us,
+        fallback_us,
+        speedup: speedup(best_us, fallback_us),
+        candidates: rec.map_or(0, |r| r.measured),
+        section: rec.map(|r| r.section.name()),
+        measured_here: rec.map(|r| r.measured_here),
+        note: rec.and_then(|r| r.fallback.clone()),
+        failures: rec
+            .map(|r| {
+                r.failures
+                    .iter()
+                    .map(|(run, t, e)| format!("{run} {}: {e}", tactic_label(t)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}
+
+/// The row of a bucket found in the cache.
+pub(super) fn row_from_entry(
+    rank: u32,
+    op: &str,
+    bucket: &[Vec<u64>],
+    runner: &str,
+    tactic: serde_json::Value,
+    entry: Option<&Entry>,
+) -> Row {
+    let best_us = entry.map(|e| e.time_us);
+    let fallback_us = entry.and_then(|e| {
+        e.candidates
+            .iter()
+            .find(|c| {
+                c.runner_index == 0 && Some(&c.tactic) == e.candidates.first().map(|f| &f.tactic)
+            })
+            .and_then(|c| c.stats.as_ref())
+            .map(|s| s.median_us)
+    });
+    Row {
+        rank,
+        op: op.to_string(),
+        bucket: bucket.to_vec(),
+        runner: runner.to_string(),
+        tactic,
+        source: "cache".to_string(),
+        best_us,
+        fallback_us,
+        speedup: speedup(best_us, fallback_us),
+        candidates: entry.map_or(0, |e| e.candidates.len()),
+        section: None,
+        measured_here: None,
+        note: None,
+        failures: entry
+            .map(|e| {
+                e.candidates
+                    .iter()
+                    .filter_map(|c| {
+                        c.error
+                            .as_ref()
+                            .map(|m| format!("{} {}: {m}", c.runner, tactic_label(&c.tactic)))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    }
+}

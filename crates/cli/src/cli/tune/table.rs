@@ -1,0 +1,282 @@
+//! The table `ranktune tune` prints without `--json`: one line per bucket
+//! (the rank column only for more than one rank), then failed tactics,
+//! buckets a collective strategy tuned alone, and the job's totals.
+//!
+//! Presentation only, and its output is checked byte for byte by the CLI
+//! tests: change a column or a sentence only on purpose.
+
+use super::labels::{shape_label, tactic_label};
+use super::report::{JobReport, RankReport, Row};
+use std::fmt::{self, Write};
+
+/// `12.3 µs`, `4.56 ms`, `-`.
+fn us(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v >= 1000.0 => format!("{:.2} ms", v / 1000.0),
+        Some(v) => format!("{v:.1} µs"),
+        None => "-".to_string(),
+    }
+}
+
+/// Prints the table of `report` to stdout.
+pub(super) fn print_table(report: &JobReport) {
+    print!("{}", render(report));
+}
+
+/// The table of `report`, every line ending in a newline.
+fn render(report: &JobReport) -> String {
+    let mut out = String::new();
+    // Writing to a String never fails.
+    let _ = write_table(&mut out, report);
+    out
+}
+
+fn write_table(out: &mut String, report: &JobReport) -> fmt::Result {
+    write_buckets(out, report)?;
+    write_failures(out, report)?;
+    write_tuned_alone(out, report)?;
+    writeln!(out)?;
+    write_totals(out, report)
+}
+
+/// The columns; the first (rank) only for more than one rank.
+const HEADER: [&str; 10] =
+    ["rank", "op", "bucket", "runner", "tactic", "best", "vs fallback", "cands", "fails", "source"];
+
+/// One bucket's cells, in [`HEADER`]'s order.
+fn cells(row: &Row) -> [String; 10] {
+    [
+        row.rank.to_string(),
+        row.op.clone(),
+        shape_label(&row.bucket),
+        row.runner.clone(),
+        tactic_label(&row.tactic),
+        us(row.best_us),
+        row.speedup.map_or("-".to_string(), |s| format!("{s:.2}x")),
+        row.candidates.to_string(),
+        row.failures.len().to_string(),
+        match (row.section.as_deref(), &row.note) {
+            (_, Some(_)) => format!("{}, alone", row.source),
+            (Some("shared"), None) => format!("{}, shared", row.source),
+            _ => row.source.clone(),
+        },
+    ]
+}
+
+/// The header and one line per bucket, each column as wide as its widest
+/// cell, two spaces apart, no trailing spaces.
+fn write_buckets(out: &mut String, report: &JobReport) -> fmt::Result {
+    let lines: Vec<[String; 10]> = report.ranks.iter().flat_map(|r| &r.rows).map(cells).collect();
+    let mut widths = HEADER.map(|h| h.chars().count());
+    for l in &lines {
+        for (w, c) in widths.iter_mut().zip(l) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let skip = usize::from(report.ranks.len() <= 1);
+    let line = |cells: &[String]| {
+        cells
+            .iter()
+            .zip(widths)
+            .skip(skip)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_string()
+    };
+    writeln!(out, "{}", line(&HEADER.map(String::from)))?;
+    for l in &lines {
+        writeln!(out, "{}", line(l))?;
+    }
+    Ok(())
+}
+
+/// One line per failed tactic.
+fn write_failures(out: &mut String, report: &JobReport) -> fmt::Result {
+    for row in report.ranks.iter().flat_map(|r| &r.rows) {
+        for f in &row.failures {
+            let (rank, op, shape) = (row.rank, &row.op, shape_label(&row.bucket));
+            writeln!(out, "  failed on rank {rank} {op} {shape}: {f}")?;
+        }
+    }
+    Ok(())
+}
+
+/// Per rank, why a collective strategy first tuned a bucket alone, and how
+/// many more buckets it tuned alone after that.
+fn write_tuned_alone(out: &mut String, report: &JobReport) -> fmt::Result {
+    for r in &report.ranks {
+        let mut notes = r.rows.iter().filter_map(|row| row.note.as_ref().map(|n| (row, n)));
+        if let Some((row, note)) = notes.next() {
+            writeln!(out, "  rank {} {} {}: {note}", row.rank, row.op, shape_label(&row.bucket))?;
+            let more = notes.count();
+            if more > 0 {
+                writeln!(out, "  rank {}: {more} more bucket(s) tuned alone after that", row.rank)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The strategy's counts (for a collective strategy) and the job's totals.
+fn write_totals(out: &mut String, report: &JobReport) -> fmt::Result {
+    if !report.strategy.is_empty() && report.strategy != "independent" {
+        let sum = |f: fn(&RankReport) -> u64| report.ranks.iter().map(f).sum::<u64>();
+        writeln!(
+            out,
+            "strategy {}: {} buckets tuned together, {} cache hits agreed by all ranks, {} tuned alone after a failure (counts over ranks)",
+            report.strategy,
+            sum(|r| r.shared),
+            sum(|r| r.agreed_hits),
+            sum(|r| r.strategy_fallbacks)
+        )?;
+    }
+    let ranks = report.ranks.len();
+    let plural = if ranks == 1 { "" } else { "s" };
+    if report.tuned == 0 && report.misses == 0 {
+        let lookups = report.hits + report.misses;
+        let cache = report.cache.display();
+        return writeln!(
+            out,
+            "nothing to tune: all {lookups} lookups hit the cache {cache} ({ranks} rank{plural})"
+        );
+    }
+    writeln!(
+        out,
+        "tuned {} buckets on {ranks} rank{plural} in {:.2} s of measuring ({:.2} s wall); cache hits {}, misses {}, fallbacks {}, failed tactics {}",
+        report.tuned,
+        report.tuning_seconds,
+        report.wall_seconds,
+        report.hits,
+        report.misses,
+        report.fallbacks,
+        report.failed_tactics
+    )?;
+    let saved: usize = report.ranks.iter().map(|r| r.entries_saved).sum();
+    writeln!(out, "saved {saved} entries to {}", report.cache.display())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn row(rank: u32, source: &str, extra: serde_json::Value) -> serde_json::Value {
+        let mut r = json!({
+            "rank": rank, "op": "gemm", "bucket": [[16, 64], [64, 32]], "runner": "blocked",
+            "tactic": {"blocked": {"tile_m": 4, "tile_n": 64}}, "source": source,
+            "best_us": 12.345, "fallback_us": 1500.0, "speedup": 121.5, "candidates": 7,
+            "failures": [],
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            r[k] = v.clone();
+        }
+        r
+    }
+
+    fn rank(rank: u32, strategy: &str, rows: Vec<serde_json::Value>) -> serde_json::Value {
+        json!({
+            "rank": rank, "world_size": 2, "tuned": 3, "hits": 1, "misses": 3, "fallbacks": 0,
+            "failed_tactics": 1, "tuning_seconds": 0.25, "entries_saved": 3,
+            "strategy": strategy, "shared": 2, "agreed_hits": 1, "strategy_fallbacks": 1,
+            "rows": rows,
+        })
+    }
+
+    fn job(ranks: Vec<serde_json::Value>, tuned: u64, misses: u64) -> JobReport {
+        let strategy = ranks[0]["strategy"].clone();
+        serde_json::from_value(json!({
+            "cache": "dir/c.json", "world_size": ranks.len(), "strategy": strategy,
+            "tuned": tuned, "hits": 2, "misses": misses, "fallbacks": 1, "failed_tactics": 1,
+            "tuning_seconds": 0.5, "wall_seconds": 1.25, "ranks": ranks,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_table_reads_as_it_always_has() {
+        let one = job(
+            vec![rank(
+                0,
+                "independent",
+                vec![
+                    row(0, "tuned", json!({"failures": ["blocked x: boom\nline"]})),
+                    row(0, "cache", json!({"best_us": 2500.0, "speedup": null, "tactic": "naive"})),
+                    row(
+                        0,
+                        "fallback",
+                        json!({"best_us": null, "fallback_us": null, "speedup": null, "candidates": 0}),
+                    ),
+                ],
+            )],
+            3,
+            3,
+        );
+        let two = job(
+            vec![
+                rank(
+                    0,
+                    "merge",
+                    vec![
+                        row(0, "tuned", json!({"section": "shared", "measured_here": 7})),
+                        row(
+                            0,
+                            "tuned",
+                            json!({"section": "rank_0", "note": "rank(s) [1] did not arrive"}),
+                        ),
+                        row(0, "tuned", json!({"section": "rank_0", "note": "later"})),
+                        row(0, "tuned", json!({"section": "rank_0", "note": "later"})),
+                    ],
+                ),
+                rank(1, "merge", vec![row(1, "cache", json!({"bucket": [[1024, 4096]]}))]),
+            ],
+            5,
+            4,
+        );
+        let cached = job(vec![rank(0, "", vec![row(0, "cache", json!({}))])], 0, 0);
+        // Written by the table printer before it was split into sections.
+        let expected = [
+            (
+                &one,
+                r#"op    bucket  runner   tactic                       best     vs fallback  cands  fails  source
+gemm  16x64   blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      1      tuned
+gemm  16x64   blocked  naive                        2.50 ms  -            7      0      cache
+gemm  16x64   blocked  blocked(tile_m=4,tile_n=64)  -        -            0      0      fallback
+  failed on rank 0 gemm 16x64: blocked x: boom
+line
+
+tuned 3 buckets on 1 rank in 0.50 s of measuring (1.25 s wall); cache hits 2, misses 3, fallbacks 1, failed tactics 1
+saved 3 entries to dir/c.json
+"#,
+            ),
+            (
+                &two,
+                r#"rank  op    bucket     runner   tactic                       best     vs fallback  cands  fails  source
+0     gemm  16x64      blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      tuned, shared
+0     gemm  16x64      blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      tuned, alone
+0     gemm  16x64      blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      tuned, alone
+0     gemm  16x64      blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      tuned, alone
+1     gemm  1024x4096  blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      cache
+  rank 0 gemm 16x64: rank(s) [1] did not arrive
+  rank 0: 2 more bucket(s) tuned alone after that
+
+strategy merge: 4 buckets tuned together, 2 cache hits agreed by all ranks, 2 tuned alone after a failure (counts over ranks)
+tuned 5 buckets on 2 ranks in 0.50 s of measuring (1.25 s wall); cache hits 2, misses 4, fallbacks 1, failed tactics 1
+saved 6 entries to dir/c.json
+"#,
+            ),
+            (
+                &cached,
+                r#"op    bucket  runner   tactic                       best     vs fallback  cands  fails  source
+gemm  16x64   blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      cache
+
+nothing to tune: all 2 lookups hit the cache dir/c.json (1 rank)
+"#,
+            ),
+        ];
+        for (report, want) in expected {
+            assert_eq!(render(report), want);
+        }
+    }
+}
