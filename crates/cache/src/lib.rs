@@ -4,8 +4,10 @@
 //! tuning decisions; [`document`] holds a whole cache in memory; [`store`]
 //! is the interface backends implement; [`file`] is the JSON file
 //! backend ([`FileStore`]); [`identity`] says which machine measured an entry
-//! and when an entry is stale. The tuner never touches files itself.
+//! and when an entry is stale; [`check`] lists a loaded cache's problems.
+//! The tuner never touches files itself.
 
+pub mod check;
 pub mod compare;
 pub mod document;
 pub mod entry;

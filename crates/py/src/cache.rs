@@ -1,0 +1,427 @@
+//! `ranktune.Cache`: the file store from Python. Every read, save, import
+//! and export runs with the GIL released; entries are converted to and from
+//! Python before and after, never while the store's lock is held.
+//!
+//! Owns only argument and result conversion. The saving, merging, checking
+//! and format conversion are ranktune-cache's; this module must never write
+//! a cache file itself.
+
+use crate::convert;
+use crate::errors;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use ranktune_cache::merge::place_in_rank;
+use ranktune_cache::trtllm::{self, convert as tconv};
+use ranktune_cache::{
+    is_stale, read_cache_bytes, write_file_atomic, CacheData, CacheError, Candidate, Entry,
+    EntryKey, FileStore, Identity, Section, Store,
+};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Cache>()?;
+    Ok(())
+}
+
+/// A ranktune cache file, shared by every rank and process of a job.
+#[pyclass(module = "ranktune", frozen)]
+pub struct Cache {
+    path: PathBuf,
+}
+
+/// One entry as `ranktune cache show --json` prints it.
+fn entry_json(section: Section, k: &EntryKey, e: &Entry, current: &str) -> Value {
+    json!({
+        "rank": section.rank(),
+        "section": section.name(),
+        "op": k.op,
+        "runner": k.runner,
+        "fingerprint": k.fingerprint,
+        "bucket": k.bucket,
+        "tactic": e.tactic,
+        "time_us": e.time_us,
+        "stale": is_stale(e, current),
+        "runner_index": e.runner_index,
+        "checksum": e.checksum,
+        "env": e.env,
+        "created_unix": e.created_unix,
+        "candidates": e.candidates,
+    })
+}
+
+/// Warnings the store returned, as Python `RuntimeWarning`s.
+fn warn_all(py: Python<'_>, warnings: &[String]) -> PyResult<()> {
+    let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
+    for w in warnings {
+        let text = std::ffi::CString::new(w.replace('\0', " "))
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        PyErr::warn(py, &category, &text, 1)?;
+    }
+    Ok(())
+}
+
+fn store(path: &Path) -> PyResult<FileStore> {
+    FileStore::from_env(path)
+        .map_err(|e| errors::cache(&format!("cannot open {}", path.display()), e))
+}
+
+/// One dict given to `save` as (section, key, entry).
+fn parse_entry(d: &Value, i: usize, current: &str) -> PyResult<(Section, EntryKey, Entry)> {
+    let bad = |why: String| PyValueError::new_err(format!("entries[{i}]: {why}"));
+    let obj = d.as_object().ok_or_else(|| bad("expected a dict".into()))?;
+    let s = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_string);
+    let section = match (obj.get("section").and_then(Value::as_str), obj.get("rank")) {
+        (Some(name), _) => Section::parse(name).ok_or_else(|| {
+            bad(format!("section {name:?} is neither \"shared\" nor \"rank_<N>\""))
+        })?,
+        (None, None | Some(Value::Null)) => Section::Shared,
+        (None, Some(r)) => Section::Rank(
+            r.as_u64()
+                .and_then(|r| u32::try_from(r).ok())
+                .ok_or_else(|| bad(format!("rank {r} is not a non-negative integer or None")))?,
+        ),
+    };
+    let op = s("op").ok_or_else(|| bad("\"op\" (str) is required".into()))?;
+    let runner = s("runner").ok_or_else(|| bad("\"runner\" (str) is required".into()))?;
+    let bucket: Vec<Vec<u64>> = match obj.get("bucket") {
+        Some(b) => serde_json::from_value(b.clone()).map_err(|_| {
+            bad("\"bucket\" must be a list of lists of non-negative ints, e.g. [[64, 64]]".into())
+        })?,
+        None => return Err(bad("\"bucket\" is required, e.g. [[64, 64]]".into())),
+    };
+    let time_us = obj
+        .get("time_us")
+        .and_then(Value::as_f64)
+        .ok_or_else(|| bad("\"time_us\" (float, microseconds) is required".into()))?;
+    let candidates: Vec<Candidate> = match obj.get("candidates") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(c) => serde_json::from_value(c.clone())
+            .map_err(|e| bad(format!("\"candidates\" is malformed: {e}")))?,
+    };
+    let key = EntryKey { op, runner, fingerprint: s("fingerprint").unwrap_or_default(), bucket };
+    let entry = Entry {
+        runner_index: obj
+            .get("runner_index")
+            .and_then(Value::as_u64)
+            .and_then(|v| u32::try_from(v).ok())
+            .unwrap_or(0),
+        tactic: obj.get("tactic").cloned().unwrap_or(Value::Null),
+        time_us,
+        candidates,
+        checksum: s("checksum").unwrap_or_default(),
+        env: s("env").unwrap_or_else(|| current.to_string()),
+        created_unix: obj
+            .get("created_unix")
+            .and_then(Value::as_u64)
+            .unwrap_or_else(ranktune_core::clock::unix_now),
+    };
+    ranktune_cache::file::format::validate_entry(&key, &entry).map_err(bad)?;
+    Ok((section, key, entry))
+}
+
+/// A source file read for `import_file`.
+struct Source {
+    data: CacheData,
+    format: &'static str,
+    skipped: usize,
+    warnings: Vec<String>,
+}
+
+/// Reads a ranktune or TensorRT-LLM cache file (the same detection as
+/// `ranktune cache import`). Runs without the GIL.
+fn load_source(path: &Path, format: &'static str) -> Result<Source, String> {
+    let ctx = |e: &(dyn std::error::Error + 'static)| {
+        format!(
+            "{} cannot be read as a cache: {}",
+            path.display(),
+            ranktune_core::error_chain::Chain(e)
+        )
+    };
+    let bytes = read_cache_bytes(path).map_err(|e| ctx(&e))?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Source {
+            data: CacheData::default(),
+            format: "empty",
+            skipped: 0,
+            warnings: vec![format!("{} is an empty file; it adds nothing", path.display())],
+        });
+    }
+    let doc = tconv::parse_document(&bytes).map_err(|e| ctx(&e))?;
+    let format = match format {
+        "auto" if doc.get("format").is_some() => "ranktune",
+        "auto" if trtllm::looks_like_trtllm(&doc) => "trtllm",
+        "auto" => {
+            return Err(format!(
+                "cannot tell the format of {}: it has no \"format\" field (ranktune) and does not \
+                 look like a TensorRT-LLM cache; pass format=\"ranktune\" or format=\"trtllm\"",
+                path.display()
+            ))
+        }
+        f => f,
+    };
+    if format == "trtllm" {
+        let imported = trtllm::import(&doc).map_err(|e| {
+            format!(
+                "{} is not a TensorRT-LLM cache: {}",
+                path.display(),
+                ranktune_core::error_chain::Chain(&e)
+            )
+        })?;
+        let warnings =
+            imported.warnings.iter().map(|w| format!("{}: {w}", path.display())).collect();
+        return Ok(Source { data: imported.data, format, skipped: imported.skipped, warnings });
+    }
+    let loaded = FileStore::from_env(path).and_then(|s| s.inspect()).map_err(|e| {
+        format!("reading {}: {}", path.display(), ranktune_core::error_chain::Chain(&e))
+    })?;
+    let warnings = loaded.warnings.iter().map(|w| format!("{}: {w}", path.display())).collect();
+    Ok(Source { data: loaded.data, format: "ranktune", skipped: loaded.bad_entries, warnings })
+}
+
+#[pymethods]
+impl Cache {
+    /// Opens the cache at `location` (a path; the file need not exist yet).
+    #[new]
+    fn new(location: PathBuf) -> PyResult<Self> {
+        let text = location.to_string_lossy();
+        if text.contains("://") {
+            return Err(errors::msg(format!(
+                "{text}: only file paths are supported as cache locations in this version; \
+                 pass a path such as tune.json"
+            )));
+        }
+        if text.is_empty() {
+            return Err(PyValueError::new_err(
+                "the cache location is empty; pass a path such as tune.json",
+            ));
+        }
+        Ok(Cache { path: location })
+    }
+
+    /// The cache file's path.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.path.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ranktune.Cache({:?})", self.path.display().to_string())
+    }
+
+    /// The entries (all, or only `rank_<rank>`'s) as dicts with the fields
+    /// of `ranktune cache show --json`. Read-only: never locks or rewrites.
+    #[pyo3(signature = (rank=None))]
+    fn entries<'py>(&self, py: Python<'py>, rank: Option<u32>) -> PyResult<Bound<'py, PyList>> {
+        let store = store(&self.path)?;
+        let path = self.path.clone();
+        let (loaded, rows) = py
+            .allow_threads(move || -> Result<_, CacheError> {
+                let loaded = store.inspect()?;
+                let current = Identity::current().digest();
+                let rows: Vec<Value> = loaded
+                    .data
+                    .iter()
+                    .filter(|(s, _, _)| rank.is_none() || s.rank() == rank)
+                    .map(|(s, k, e)| entry_json(s, k, e, &current))
+                    .collect();
+                Ok((loaded.warnings, rows))
+            })
+            .map_err(|e| {
+                errors::cache(
+                    &format!("cannot show {}; Cache.check() says more", path.display()),
+                    e,
+                )
+            })?;
+        warn_all(py, &loaded)?;
+        let items = rows.iter().map(|r| convert::to_py(py, r)).collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, items)
+    }
+
+    /// Merges `entries` (dicts like those `entries()` returns; `op`,
+    /// `runner`, `bucket` and `time_us` required) into the cache through the
+    /// locked, merging, crash-safe save. Returns `{"written", "total"}`.
+    fn save<'py>(
+        &self,
+        py: Python<'py>,
+        entries: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let current = Identity::current();
+        let digest = current.digest();
+        let mut update = CacheData::default();
+        for (i, item) in entries.try_iter()?.enumerate() {
+            let v = convert::from_py(&item?, &format!("entries[{i}]"))?;
+            let (s, k, e) = parse_entry(&v, i, &digest)?;
+            update.insert(s, k, e);
+        }
+        if update.iter().any(|(_, _, e)| e.env == digest) {
+            update.metadata.environments.insert(digest, current);
+        }
+        let store = store(&self.path)?;
+        let report = py
+            .allow_threads(|| store.save(&update))
+            .map_err(|e| errors::cache(&format!("saving into {}", self.path.display()), e))?;
+        warn_all(py, &report.warnings)?;
+        let d = PyDict::new(py);
+        d.set_item("written", report.written)?;
+        d.set_item("total", report.total)?;
+        Ok(d)
+    }
+
+    /// The cache's problems, one line each, by the rules of
+    /// `ranktune cache check` (an empty list means healthy).
+    fn check(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let path = self.path.clone();
+        if std::fs::symlink_metadata(&path).is_err() {
+            return Err(errors::msg(format!("{} does not exist", path.display())));
+        }
+        let store = store(&path)?;
+        py.allow_threads(move || match store.inspect() {
+            Ok(loaded) => {
+                let empty = read_cache_bytes(&path)
+                    .is_ok_and(|b| b.iter().all(u8::is_ascii_whitespace));
+                if empty {
+                    return Ok(vec![format!(
+                        "empty file \u{2014} {} holds no cache at all (0 bytes or only blanks); the tuner \
+                         reads it as an empty cache. Delete it, or let `ranktune tune` write it",
+                        path.display()
+                    )]);
+                }
+                let mut lines = loaded.warnings;
+                lines.extend(ranktune_cache::check::problems(
+                    &loaded.data,
+                    &Identity::current().digest(),
+                ));
+                Ok(lines)
+            }
+            Err(e @ (CacheError::Corrupt { .. } | CacheError::Unsupported { .. })) => {
+                Ok(vec![format!("unusable: {e}")])
+            }
+            Err(e) => Err(e),
+        })
+        .map_err(|e| errors::cache(&format!("cannot check {}", self.path.display()), e))
+    }
+
+    /// Imports a ranktune or TensorRT-LLM cache file (`format` "auto",
+    /// "ranktune" or "trtllm") through the same save as `save`. With `rank`,
+    /// the source's rank section goes into `rank_<rank>` (`from_rank` picks
+    /// one when the source has several). Returns `{"read", "format",
+    /// "skipped", "written", "total"}`.
+    #[pyo3(signature = (path, format="auto", rank=None, from_rank=None))]
+    fn import_file<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        format: &str,
+        rank: Option<u32>,
+        from_rank: Option<u32>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let format: &'static str = match format {
+            "auto" => "auto",
+            "ranktune" => "ranktune",
+            "trtllm" => "trtllm",
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "format={other:?}: use \"auto\", \"ranktune\" or \"trtllm\""
+                )))
+            }
+        };
+        if from_rank.is_some() && rank.is_none() {
+            return Err(PyValueError::new_err("from_rank needs rank (the section to place it in)"));
+        }
+        let store = store(&self.path)?;
+        let target = self.path.clone();
+        let (src, report) = py
+            .allow_threads(move || -> Result<_, PyErrText> {
+                let mut src = load_source(&path, format).map_err(PyErrText::Plain)?;
+                if let Some(to) = rank {
+                    src.data = place_in_rank(std::mem::take(&mut src.data), from_rank, to)
+                        .map_err(|e| {
+                            PyErrText::Plain(format!(
+                                "placing {} into rank_{to}: {}",
+                                path.display(),
+                                ranktune_core::error_chain::Chain(&e)
+                            ))
+                        })?;
+                }
+                let report = store.save(&src.data).map_err(PyErrText::Cache)?;
+                Ok((src, report))
+            })
+            .map_err(|e| match e {
+                PyErrText::Plain(m) => errors::msg(m),
+                PyErrText::Cache(e) => {
+                    errors::cache(&format!("saving into {}", target.display()), e)
+                }
+            })?;
+        warn_all(py, &src.warnings)?;
+        warn_all(py, &report.warnings)?;
+        let d = PyDict::new(py);
+        d.set_item("read", src.data.len())?;
+        d.set_item("format", src.format)?;
+        d.set_item("skipped", src.skipped)?;
+        d.set_item("written", report.written)?;
+        d.set_item("total", report.total)?;
+        Ok(d)
+    }
+
+    /// Writes the cache in TensorRT-LLM's format to `path` (atomically; an
+    /// existing file only with `force=True`). Returns `{"written", "skipped"}`.
+    #[pyo3(signature = (path, format="trtllm", force=false))]
+    fn export<'py>(
+        &self,
+        py: Python<'py>,
+        path: PathBuf,
+        format: &str,
+        force: bool,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        if format != "trtllm" {
+            return Err(PyValueError::new_err(format!(
+                "format={format:?}: the only export format is \"trtllm\""
+            )));
+        }
+        if !self.path.exists() {
+            return Err(errors::msg(format!("{} does not exist", self.path.display())));
+        }
+        if path.exists() && !force {
+            return Err(errors::msg(format!(
+                "{} exists; pass force=True to replace it",
+                path.display()
+            )));
+        }
+        let store = store(&self.path)?;
+        let src = self.path.clone();
+        let (warnings, written, skipped) = py
+            .allow_threads(move || -> Result<_, PyErrText> {
+                let loaded = store.inspect().map_err(PyErrText::Cache)?;
+                let exported = tconv::export(&loaded.data);
+                write_file_atomic(&path, tconv::to_json_text(&exported.doc).as_bytes()).map_err(
+                    |e| {
+                        PyErrText::Plain(format!(
+                            "writing {}: {}",
+                            path.display(),
+                            ranktune_core::error_chain::Chain(&e)
+                        ))
+                    },
+                )?;
+                let mut w = loaded.warnings;
+                w.extend(exported.warnings);
+                Ok((w, exported.written, exported.skipped))
+            })
+            .map_err(|e| match e {
+                PyErrText::Plain(m) => errors::msg(m),
+                PyErrText::Cache(e) => errors::cache(&format!("reading {}", src.display()), e),
+            })?;
+        warn_all(py, &warnings)?;
+        let d = PyDict::new(py);
+        d.set_item("written", written)?;
+        d.set_item("skipped", skipped)?;
+        Ok(d)
+    }
+}
+
+/// An error produced without the GIL, turned into a Python one after.
+enum PyErrText {
+    Plain(String),
+    Cache(CacheError),
+}

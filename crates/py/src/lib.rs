@@ -1,0 +1,44 @@
+//! The `ranktune._ranktune` Python extension module: thin PyO3 bindings over
+//! the library crates. The public Python API lives in `python/ranktune/`
+//! (which wraps this module); everything here converts arguments, releases
+//! the GIL around file I/O, lock waits, merges and trace export, and maps
+//! Rust errors to the `ranktune.Error` exception family.
+//!
+//! This crate owns only the translation between Python and Rust: it must
+//! never hold a Rust lock while running Python code, never decide anything
+//! the library crates decide (cache merging, the path rule, the check
+//! rules), and never depend on the command's crates (clap, indicatif).
+
+mod cache;
+mod convert;
+mod errors;
+mod trace;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use ranktune_core::rank::{RankInfo, RankOverrides};
+
+/// `rank_info()`: this process's place in the job from the launcher's
+/// environment (torchrun, mpirun, srun, `RANKTUNE_*`), by the same rules as
+/// the Rust side.
+#[pyfunction]
+fn rank_info(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let info = RankInfo::detect(&RankOverrides::default()).map_err(errors::to_py)?;
+    let d = PyDict::new(py);
+    d.set_item("rank", info.rank)?;
+    d.set_item("world_size", info.world_size)?;
+    d.set_item("local_rank", info.local_rank)?;
+    d.set_item("source", info.source.to_string())?;
+    Ok(d)
+}
+
+/// The extension module.
+#[pymodule]
+fn _ranktune(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(rank_info, m)?)?;
+    errors::register(m)?;
+    cache::register(m)?;
+    trace::register(m)?;
+    Ok(())
+}

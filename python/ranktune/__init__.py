@@ -1,0 +1,33 @@
+"""ranktune for Python: one shared, crash-safe tuning cache and per-rank
+profiling traces for multi-rank jobs (PyTorch, TensorRT-LLM, vLLM, SGLang).
+
+- :func:`rank_info` -- this process's rank from the launcher's environment;
+- :class:`Cache` -- the cache file every rank saves into at once;
+- :mod:`ranktune.trace` -- per-rank Chrome traces, summary and merge;
+- :class:`Error` and its subclasses -- everything ranktune raises.
+
+The work is done by ranktune's Rust crates; the GIL is released around file
+I/O, lock waits, merges and trace export.
+"""
+
+from ranktune._ranktune import (
+    Cache,
+    CorruptFile,
+    Error,
+    LockTimeout,
+    UnsupportedFile,
+    __version__,
+    rank_info,
+)
+from ranktune import trace
+
+__all__ = [
+    "Cache",
+    "CorruptFile",
+    "Error",
+    "LockTimeout",
+    "UnsupportedFile",
+    "__version__",
+    "rank_info",
+    "trace",
+]

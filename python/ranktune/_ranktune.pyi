@@ -1,0 +1,60 @@
+"""Type stubs of the compiled extension (use the ``ranktune`` package)."""
+
+import os
+from typing import Any, Dict, Iterable, List, Optional, Union
+
+_Path = Union[str, "os.PathLike[str]"]
+
+__version__: str
+
+class Error(Exception):
+    """Base class of every error ranktune raises."""
+
+class LockTimeout(Error):
+    """A cache's lock could not be taken in time (RANKTUNE_LOCK_TIMEOUT)."""
+
+class CorruptFile(Error):
+    """A file does not parse (truncated, not JSON, not UTF-8, ...)."""
+
+class UnsupportedFile(Error):
+    """A well-formed file this version must not read or rewrite."""
+
+def rank_info() -> Dict[str, Any]:
+    """{"rank", "world_size", "local_rank", "source"} from the launcher's environment."""
+
+class Cache:
+    """A ranktune cache file, shared by every rank and process of a job."""
+
+    def __init__(self, location: _Path) -> None: ...
+    @property
+    def path(self) -> "os.PathLike[str]": ...
+    def entries(self, rank: Optional[int] = None) -> List[Dict[str, Any]]:
+        """Entries with the fields of ``ranktune cache show --json``."""
+    def save(self, entries: Iterable[Dict[str, Any]]) -> Dict[str, int]:
+        """Merge entries in through the locked, crash-safe save."""
+    def check(self) -> List[str]:
+        """Problems by the rules of ``ranktune cache check`` (empty: healthy)."""
+    def import_file(
+        self,
+        path: _Path,
+        format: str = "auto",
+        rank: Optional[int] = None,
+        from_rank: Optional[int] = None,
+    ) -> Dict[str, Any]:
+        """Import a ranktune or TensorRT-LLM cache file."""
+    def export(self, path: _Path, format: str = "trtllm", force: bool = False) -> Dict[str, int]:
+        """Write the cache in TensorRT-LLM's format."""
+
+class SpanSite:
+    def __init__(self, name: str, cat: str = "python") -> None: ...
+    def open(self, args: Optional[Dict[str, Any]] = None) -> Span: ...
+
+class Span:
+    def close(self) -> None: ...
+
+def trace_start(path: _Path, iterations: Optional[str] = None) -> str: ...
+def trace_stop() -> Optional[str]: ...
+def trace_step() -> None: ...
+def trace_active() -> bool: ...
+def trace_summary(paths: List[str], top: int = 10) -> Dict[str, Any]: ...
+def trace_merge(paths: List[str], out: _Path, align: str = "absolute") -> Dict[str, Any]: ...
