@@ -132,14 +132,15 @@ class span:
         @ranktune.trace.span("forward")
         def forward(x): ...
 
-    Costs almost nothing when no trace is recording. Each distinct name is
-    kept for the life of the process.
+    The events' category is ``python``; any keyword (``name`` too) is an
+    argument. Costs almost nothing when no trace is recording. Each
+    distinct name is kept for the life of the process.
     """
 
     __slots__ = ("_site", "_args", "_open")
 
-    def __init__(self, name: str, cat: str = "python", **args: Any) -> None:
-        self._site = _site(str(name), str(cat))
+    def __init__(self, name: str, /, **args: Any) -> None:
+        self._site = _site(str(name), "python")
         self._args = args or None
         self._open: list = []
 

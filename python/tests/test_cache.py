@@ -1,0 +1,184 @@
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+import ranktune
+from conftest import run_py, wait_ok
+
+
+def entry(op, rank=0, tactic=1, time_us=10.0, runner="r"):
+    return {"op": op, "runner": runner, "bucket": [[64, 64]], "tactic": tactic,
+            "time_us": time_us, "rank": rank}
+
+
+def test_save_then_entries_round_trip(tmp_path):
+    c = ranktune.Cache(tmp_path / "tune.json")
+    report = c.save([entry("gemm", tactic={"tile": [8, 4]}), entry("softmax", rank=None, tactic="x")])
+    assert report == {"written": 2, "total": 2}
+    got = {(e["section"], e["op"]): e for e in c.entries()}
+    assert got[("rank_0", "gemm")]["tactic"] == {"tile": [8, 4]}
+    assert got[("shared", "softmax")]["rank"] is None
+    assert got[("rank_0", "gemm")]["stale"] is False
+    assert [e["op"] for e in c.entries(rank=0)] == ["gemm"]
+    assert c.check() == []
+
+
+def test_save_rejects_bad_entries_and_keeps_the_file(tmp_path):
+    c = ranktune.Cache(tmp_path / "tune.json")
+    c.save([entry("gemm")])
+    with pytest.raises(ValueError, match=r"entries\[0\].*time_us"):
+        c.save([{"op": "x", "runner": "r", "bucket": [[1]]}])
+    with pytest.raises(ValueError, match="time_us is -1"):
+        c.save([entry("x", time_us=-1.0)])
+    with pytest.raises(TypeError, match="object values cannot be stored"):
+        c.save([entry("x", tactic=object())])
+    assert [e["op"] for e in c.entries()] == ["gemm"]
+
+
+def test_corrupt_file_raises_corruptfile_and_check_reports_it(tmp_path):
+    p = tmp_path / "tune.json"
+    p.write_text('{"format": "ranktune-cache", "sections": {')
+    c = ranktune.Cache(p)
+    with pytest.raises(ranktune.CorruptFile, match="does not parse"):
+        c.entries()
+    assert issubclass(ranktune.CorruptFile, ranktune.Error)
+    problems = c.check()
+    assert len(problems) == 1 and problems[0].startswith("unusable:")
+
+
+def test_redis_url_is_a_clear_error(tmp_path):
+    with pytest.raises(ranktune.Error, match="only file paths"):
+        ranktune.Cache("redis://localhost/0")
+
+
+def test_lock_timeout_is_its_own_exception(tmp_path):
+    p = tmp_path / "tune.json"
+    ranktune.Cache(p).save([entry("a")])
+    with open(str(p) + ".lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        proc = run_py(
+            """
+            import sys, ranktune
+            try:
+                ranktune.Cache(sys.argv[1]).save([{"op": "b", "runner": "r", "bucket": [[1]], "time_us": 1.0}])
+            except ranktune.LockTimeout as e:
+                print("LockTimeout:", e)
+            """,
+            p,
+            env={"RANKTUNE_LOCK_TIMEOUT": "0.3"},
+        )
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert "LockTimeout: saving into" in out and "timed out after" in out and "RANKTUNE_LOCK_TIMEOUT" in out
+
+
+def test_32_processes_save_at_once_and_nothing_is_lost(tmp_path):
+    p = tmp_path / "tune.json"
+    code = """
+        import sys, ranktune
+        rank = int(sys.argv[2])
+        c = ranktune.Cache(sys.argv[1])
+        for i in range(4):
+            c.save([{"op": f"op{i}", "runner": "r", "bucket": [[i]], "tactic": rank,
+                     "time_us": 1.0 + rank, "rank": rank}])
+        """
+    procs = [run_py(code, p, r) for r in range(32)]
+    wait_ok(procs)
+    got = {(e["rank"], e["op"]) for e in ranktune.Cache(p).entries()}
+    assert got == {(r, f"op{i}") for r in range(32) for i in range(4)}
+    assert not any(x.startswith("unusable") for x in ranktune.Cache(p).check())
+
+
+def test_writer_killed_mid_save_leaves_a_valid_file_with_every_returned_save(tmp_path):
+    p = tmp_path / "tune.json"
+    proc = run_py(
+        """
+        import sys, ranktune
+        c = ranktune.Cache(sys.argv[1])
+        i = 0
+        while True:
+            c.save([{"op": f"op{i}", "runner": "r", "bucket": [[i]], "time_us": 1.0,
+                     "tactic": "x" * 2000, "rank": 0}])
+            print(i, flush=True)
+            i += 1
+        """,
+        p,
+    )
+    returned = []
+    deadline = time.time() + 60
+    while len(returned) < 30 and time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        returned.append(int(line))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert len(returned) >= 30, proc.stderr.read()
+    c = ranktune.Cache(p)
+    ops = {e["op"] for e in c.entries()}
+    assert {f"op{i}" for i in returned} <= ops
+    assert not any(x.startswith("unusable") for x in c.check())
+    # The next save works and keeps everything.
+    c.save([entry("after")])
+    assert {f"op{i}" for i in returned} | {"after"} <= {e["op"] for e in c.entries()}
+
+
+def test_python_cache_read_by_cli_and_cli_cache_read_by_python(tmp_path, cli):
+    a = tmp_path / "a.json"
+    ranktune.Cache(a).save([entry("gemm", rank=0, tactic=[1, 2]), entry("gemm", rank=1, tactic=[3, 4])])
+    shown = json.loads(subprocess.run([cli, "cache", "show", "--json", str(a)], check=True,
+                                      capture_output=True, text=True).stdout)
+    assert shown["entries"] == ranktune.Cache(a).entries()
+    # check: same lines as the CLI (here: the ranks disagree)
+    out = subprocess.run([cli, "cache", "check", str(a)], capture_output=True, text=True)
+    assert out.returncode == 1
+    assert out.stdout.splitlines() == ranktune.Cache(a).check()
+    # The reverse: a cache the CLI wrote (merged from a.json into b.json).
+    b = tmp_path / "b.json"
+    subprocess.run([cli, "cache", "merge", str(a), "-o", str(b)], check=True, capture_output=True)
+    shown_b = json.loads(subprocess.run([cli, "cache", "show", "--json", str(b)], check=True,
+                                        capture_output=True, text=True).stdout)
+    assert ranktune.Cache(b).entries() == shown_b["entries"]
+    assert {(e["rank"], json.dumps(e["tactic"])) for e in ranktune.Cache(b).entries()} == {
+        (0, "[1, 2]"), (1, "[3, 4]")}
+
+
+def test_export_trtllm_and_import_back(tmp_path, cli):
+    a = tmp_path / "a.json"
+    ranktune.Cache(a).save([entry("gemm", rank=0, tactic=7, time_us=20.0)])
+    out = tmp_path / "trt.json"
+    assert ranktune.Cache(a).export(out)["written"] == 1
+    with pytest.raises(ranktune.Error, match="force=True"):
+        ranktune.Cache(a).export(out)
+    b = ranktune.Cache(tmp_path / "b.json")
+    r = b.import_file(out, rank=0)
+    assert r["format"] == "trtllm" and r["written"] == 1
+    (e,) = b.entries()
+    assert (e["op"], e["tactic"], e["time_us"], e["rank"]) == ("gemm", 7, 20.0, 0)
+    # The CLI imports the file Python exported the same way.
+    c = tmp_path / "c.json"
+    subprocess.run([cli, "cache", "import", str(c), str(out), "--rank", "0"], check=True,
+                   capture_output=True)
+    assert [(x["op"], x["tactic"]) for x in ranktune.Cache(c).entries()] == [("gemm", 7)]
+
+
+def test_rank_info_follows_the_launcher_environment():
+    proc = run_py("import ranktune, json; print(json.dumps(ranktune.rank_info()))",
+                  env={"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1"})
+    (out,) = wait_ok([proc])
+    info = json.loads(out)
+    assert (info["rank"], info["world_size"], info["local_rank"]) == (3, 8, 1)
+    bad = run_py("""
+        import ranktune
+        try:
+            ranktune.rank_info()
+        except ranktune.Error as e:
+            print(e)
+        """, env={"RANK": "x", "WORLD_SIZE": "2"})
+    (out,) = wait_ok([bad])
+    assert 'RANK="x" is not a non-negative integer' in out
