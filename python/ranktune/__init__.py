@@ -19,7 +19,7 @@ from ranktune._ranktune import (
     __version__,
     rank_info,
 )
-from ranktune import trace
+from ranktune import trace, trtllm
 
 __all__ = [
     "Cache",
@@ -30,4 +30,5 @@ __all__ = [
     "__version__",
     "rank_info",
     "trace",
+    "trtllm",
 ]

@@ -147,8 +147,8 @@ def test_sigint_raises_keyboardinterrupt_and_writes_the_trace(tmp_path):
         trace.start(sys.argv[1])
         with trace.span("work"):
             pass
-        print("ready", flush=True)
         try:
+            print("ready", flush=True)
             while True:
                 time.sleep(0.01)
         except KeyboardInterrupt:

@@ -52,7 +52,7 @@ fn entry_json(section: Section, k: &EntryKey, e: &Entry, current: &str) -> Value
 }
 
 /// Warnings the store returned, as Python `RuntimeWarning`s.
-fn warn_all(py: Python<'_>, warnings: &[String]) -> PyResult<()> {
+pub(crate) fn warn_all(py: Python<'_>, warnings: &[String]) -> PyResult<()> {
     let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
     for w in warnings {
         let text = std::ffi::CString::new(w.replace('\0', " "))

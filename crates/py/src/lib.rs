@@ -13,6 +13,7 @@ mod cache;
 mod convert;
 mod errors;
 mod trace;
+mod trtllm;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -40,5 +41,6 @@ fn _ranktune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     cache::register(m)?;
     trace::register(m)?;
+    trtllm::register(m)?;
     Ok(())
 }
