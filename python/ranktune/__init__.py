@@ -3,7 +3,10 @@ profiling traces for multi-rank jobs (PyTorch, TensorRT-LLM, vLLM, SGLang).
 
 - :func:`rank_info` -- this process's rank from the launcher's environment;
 - :class:`Cache` -- the cache file every rank saves into at once;
+- :func:`autotune`, :func:`tuning` -- the fastest implementation per shape
+  bucket, measured by the Rust tuner, kept in the cache;
 - :mod:`ranktune.trace` -- per-rank Chrome traces, summary and merge;
+- :mod:`ranktune.trtllm` -- TensorRT-LLM's autotuner cache through the store;
 - :class:`Error` and its subclasses -- everything ranktune raises.
 
 The work is done by ranktune's Rust crates; the GIL is released around file
@@ -20,6 +23,7 @@ from ranktune._ranktune import (
     rank_info,
 )
 from ranktune import trace, trtllm
+from ranktune.tune import Tuned, autotune, is_tuning, tuning
 
 __all__ = [
     "Cache",
@@ -29,6 +33,10 @@ __all__ = [
     "UnsupportedFile",
     "__version__",
     "rank_info",
+    "Tuned",
+    "autotune",
+    "is_tuning",
     "trace",
     "trtllm",
+    "tuning",
 ]

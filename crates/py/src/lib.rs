@@ -14,6 +14,7 @@ mod convert;
 mod errors;
 mod trace;
 mod trtllm;
+mod tune;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -42,5 +43,6 @@ fn _ranktune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cache::register(m)?;
     trace::register(m)?;
     trtllm::register(m)?;
+    tune::register(m)?;
     Ok(())
 }

@@ -1,0 +1,346 @@
+"""``ranktune.autotune`` and ``ranktune.tuning()``: pick the fastest of
+several implementations of one function, per shape bucket, and keep the
+choice in ranktune's shared cache.
+
+Measuring (warm-ups, calibrated repetitions, adaptive sampling, failures
+isolated) and deciding (median + near-tie rule) are the Rust tuner's; this
+module owns dispatch, bucketing, loading and saving.
+
+Outside ``tuning()`` a call whose bucket has a stored choice runs that
+choice (one dict look-up after ``key``); a miss runs the first candidate
+(the fallback) and warns once per op and bucket. Inside ``with
+ranktune.tuning():`` a miss measures every candidate on the call's actual
+arguments and the choices are saved when the block exits -- also on an
+exception, and on SIGTERM (the handler saves, then lets the signal do what
+it did before).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import os
+import signal
+import threading
+import warnings
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+
+from ranktune import _ranktune
+
+__all__ = ["autotune", "tuning", "is_tuning", "Tuned"]
+
+_state = threading.local()
+_lock = threading.Lock()
+_tuning_depth = 0
+_pending: "List[Tuned]" = []
+
+
+def is_tuning() -> bool:
+    """Whether a ``tuning()`` block is active (in any thread)."""
+    return _tuning_depth > 0
+
+
+def _pow2(v: int) -> int:
+    return 1 if v <= 1 else 1 << (int(v).bit_length() - 1)
+
+
+def _bucketer(buckets: Any) -> Callable[[Tuple[int, ...]], Tuple[int, ...]]:
+    if buckets == "pow2":
+        return lambda dims: tuple(_pow2(d) for d in dims)
+    if buckets == "exact":
+        return lambda dims: tuple(int(d) for d in dims)
+    if callable(buckets):
+        return lambda dims: tuple(int(b) for b in buckets(dims))
+    if isinstance(buckets, (list, tuple)) and buckets and all(isinstance(b, int) for b in buckets):
+        edges = sorted(buckets)
+
+        def floor_in(dims: Tuple[int, ...]) -> Tuple[int, ...]:
+            import bisect
+
+            out = []
+            for d in dims:
+                i = bisect.bisect_right(edges, d)
+                out.append(edges[0] if i == 0 else edges[i - 1])
+            return tuple(out)
+
+        return floor_in
+    raise ValueError(
+        f"buckets={buckets!r}: use \"pow2\" (last power of two <= each dim, as the Rust tuner), "
+        "\"exact\", a sorted list of bucket values, or a callable mapping the dims tuple"
+    )
+
+
+def _dims(k: Any) -> Tuple[int, ...]:
+    if isinstance(k, int):
+        return (k,)
+    return tuple(int(x) for x in k)
+
+
+class Tuned:
+    """A tuned function made by :func:`autotune`. Call it with the
+    candidates' arguments."""
+
+    def __init__(
+        self,
+        op: str,
+        candidates: Dict[str, Any],
+        key: Callable[..., Any],
+        buckets: Any = "pow2",
+        cache: Any = None,
+        strategy: Optional[str] = None,
+        warmup: Optional[int] = None,
+        samples: Optional[int] = None,
+        timer: Optional[Callable[[Callable[[], Any]], float]] = None,
+        sync: Optional[Callable[[], Any]] = None,
+        tolerance: float = _ranktune.DEFAULT_TIE_TOLERANCE,
+    ) -> None:
+        if not op:
+            raise ValueError("op must be a non-empty name, e.g. \"gemm\"")
+        if not candidates:
+            raise ValueError("candidates must name at least one callable")
+        if strategy not in (None, "independent"):
+            raise _ranktune.Error(
+                f"strategy={strategy!r} is not available from Python yet; use None or "
+                "\"independent\" (each rank tunes its own buckets), or run `ranktune tune` "
+                "for broadcast/merge/parallel"
+            )
+        self.op = op
+        # (runner name, runner index, tactic, callable) in canonical order.
+        self._cands: List[Tuple[str, int, Any, Callable[..., Any]]] = []
+        for idx, (name, spec) in enumerate(candidates.items()):
+            if callable(spec):
+                self._cands.append((name, idx, None, spec))
+            elif isinstance(spec, tuple) and len(spec) == 2 and callable(spec[0]):
+                fn, tactics = spec
+                if not list(tactics):
+                    raise ValueError(f"candidate {name!r} has an empty tactic list")
+                for t in tactics:
+                    self._cands.append((name, idx, t, functools.partial(fn, tactic=t)))
+            else:
+                raise ValueError(
+                    f"candidate {name!r}: give a callable or (callable, [tactics]); the callable "
+                    "is called with tactic=<value> for each tactic"
+                )
+        self._key = key
+        self._bucket = _bucketer(buckets)
+        self._cache = _resolve_cache(cache)
+        self._warmup = warmup
+        self._samples = samples
+        self._timer = timer
+        self._sync = sync
+        self._tolerance = tolerance
+        self._checksum = hashlib.sha256(
+            repr([(n, i, repr(t)) for n, i, t, _ in self._cands]).encode()
+        ).hexdigest()[:16]
+        self._choices: Dict[Tuple[int, ...], Callable[..., Any]] = {}
+        self._warned: set = set()
+        self._new: Dict[Tuple[int, ...], Dict[str, Any]] = {}
+        self._loaded = False
+        self.measured = 0  # buckets measured by this object (for tests and logs)
+
+    # -- hot path ---------------------------------------------------------
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        b = self._bucket(_dims(self._key(*args, **kwargs)))
+        fn = self._choices.get(b)
+        if fn is not None:
+            return fn(*args, **kwargs)
+        return self._miss(b, args, kwargs)
+
+    # -- misses -----------------------------------------------------------
+    def _miss(self, b: Tuple[int, ...], args: Any, kwargs: Any) -> Any:
+        if not self._loaded:
+            self._load()
+            fn = self._choices.get(b)
+            if fn is not None:
+                return fn(*args, **kwargs)
+        if is_tuning():
+            return self._tune(b, args, kwargs)
+        if b not in self._warned:
+            self._warned.add(b)
+            warnings.warn(
+                f"ranktune: no tuned choice for {self.op} bucket {list(b)}; running the first "
+                f"candidate ({self._cands[0][0]}). Run once inside `with ranktune.tuning():` to tune it",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return self._cands[0][3](*args, **kwargs)
+
+    def _load(self) -> None:
+        self._loaded = True
+        if self._cache is None:
+            return
+        rank = _ranktune.rank_info()["rank"]
+        by = {(n, repr(t)): fn for n, _, t, fn in self._cands}
+        for e in self._cache.entries(rank=rank):
+            if e["op"] != self.op or e["stale"] or e["checksum"] != self._checksum:
+                continue
+            fn = by.get((e["runner"], repr(_from_stored(e["tactic"]))))
+            if fn is not None and len(e["bucket"]) == 1:
+                self._choices.setdefault(tuple(e["bucket"][0]), fn)
+
+    def _run_once(self, i: int, args: Any, kwargs: Any) -> Any:
+        fn = self._cands[i][3]
+        if self._timer is not None:
+            return self._timer(lambda: fn(*args, **kwargs))
+        if self._sync is not None:
+            self._sync()
+            fn(*args, **kwargs)
+            self._sync()
+            return None
+        fn(*args, **kwargs)
+        return None
+
+    def _tune(self, b: Tuple[int, ...], args: Any, kwargs: Any) -> Any:
+        stats = _ranktune.tune_measure(
+            len(self._cands),
+            lambda i: self._run_once(i, args, kwargs),
+            self._timer is not None,
+            self._warmup,
+            self._samples,
+        )
+        self.measured += 1
+        win = _ranktune.tune_decide(stats, self._tolerance)
+        if win is None:
+            errors = "; ".join(f"{c[0]}: {s.get('error')}" for c, s in zip(self._cands, stats))
+            raise _ranktune.Error(f"every candidate of {self.op} failed for bucket {list(b)}: {errors}")
+        name, idx, tactic, fn = self._cands[win]
+        self._choices[b] = fn
+        rank = _ranktune.rank_info()["rank"]
+        self._new[b] = {
+            "op": self.op,
+            "runner": name,
+            "fingerprint": "python",
+            "bucket": [list(b)],
+            "tactic": _to_stored(tactic),
+            "time_us": stats[win]["median_us"],
+            "runner_index": idx,
+            "checksum": self._checksum,
+            "rank": rank,
+            "candidates": [
+                {"runner": n, "runner_index": i, "tactic": _to_stored(t),
+                 **({"error": s["error"]} if "error" in s else {"stats": s})}
+                for (n, i, t, _), s in zip(self._cands, stats)
+            ],
+        }
+        with _lock:
+            if self not in _pending:
+                _pending.append(self)
+        return fn(*args, **kwargs)
+
+    def _take_new(self) -> List[Dict[str, Any]]:
+        new, self._new = list(self._new.values()), {}
+        return new
+
+
+def _to_stored(t: Any) -> Any:
+    import enum
+
+    if isinstance(t, enum.Enum):
+        t = t.value
+    if isinstance(t, tuple):
+        return [_to_stored(x) for x in t]
+    return t
+
+
+def _from_stored(t: Any) -> Any:
+    if isinstance(t, list):
+        return tuple(_from_stored(x) for x in t)
+    return t
+
+
+def _resolve_cache(cache: Any) -> Any:
+    from ranktune import Cache
+
+    if cache is None:
+        path = os.environ.get("RANKTUNE_CACHE") or os.environ.get("TLLM_AUTOTUNER_CACHE_PATH")
+        return Cache(path) if path else None
+    if isinstance(cache, Cache):
+        return cache
+    return Cache(cache)
+
+
+def autotune(
+    op: str,
+    candidates: Dict[str, Any],
+    key: Callable[..., Any],
+    buckets: Any = "pow2",
+    cache: Any = None,
+    strategy: Optional[str] = None,
+    warmup: Optional[int] = None,
+    timer: Optional[Callable[[Callable[[], Any]], float]] = None,
+    sync: Optional[Callable[[], Any]] = None,
+    samples: Optional[int] = None,
+    tolerance: float = _ranktune.DEFAULT_TIE_TOLERANCE,
+) -> Tuned:
+    """A callable that runs the best of ``candidates`` for its arguments.
+
+    - ``candidates``: name -> callable, or name -> ``(callable, [tactics])``
+      (the callable is called with ``tactic=<value>``); the first is the
+      fallback.
+    - ``key(*args, **kwargs)``: the dynamic dimensions (an int or a tuple of
+      ints), bucketed by ``buckets`` (``"pow2"``: the last power of two <=
+      each dim, as the Rust tuner; ``"exact"``; a sorted list; a callable).
+    - ``cache``: a :class:`ranktune.Cache` or path (default
+      ``$RANKTUNE_CACHE``, then ``$TLLM_AUTOTUNER_CACHE_PATH``; none: choices
+      live only in this process). Entries go into this rank's section.
+    - ``warmup``/``samples``: untimed runs and a fixed number of timed ones
+      (default: the Rust tuner's adaptive sampling).
+    - ``timer``: a callable ``timer(run) -> seconds`` that times one call of
+      ``run()`` (e.g. with CUDA events); ``sync``: called before and after
+      each wall-clock-timed run (e.g. ``torch.cuda.synchronize``).
+    - ``strategy``: ``None``/``"independent"`` (each rank tunes its own
+      buckets).
+    """
+    return Tuned(op, candidates, key, buckets, cache, strategy, warmup, samples, timer, sync, tolerance)
+
+
+def _save_pending() -> None:
+    with _lock:
+        todo = list(_pending)
+        _pending.clear()
+    by_cache: Dict[str, Tuple[Any, List[Dict[str, Any]]]] = {}
+    for t in todo:
+        new = t._take_new()
+        if t._cache is None or not new:
+            continue
+        key = os.fspath(t._cache.path)
+        by_cache.setdefault(key, (t._cache, []))[1].extend(new)
+    for cache, entries in by_cache.values():
+        cache.save(entries)
+
+
+@contextlib.contextmanager
+def tuning() -> Iterator[None]:
+    """Tuning mode: misses are measured; choices are saved on exit (also on
+    an exception, and on SIGTERM)."""
+    global _tuning_depth
+    prev = None
+    main = threading.current_thread() is threading.main_thread()
+    with _lock:
+        _tuning_depth += 1
+        outermost = _tuning_depth == 1
+    if outermost and main:
+        prev = signal.getsignal(signal.SIGTERM)
+
+        def on_term(signum: int, frame: Any) -> None:
+            try:
+                _save_pending()
+            finally:
+                if callable(prev):
+                    prev(signum, frame)
+                elif prev != signal.SIG_IGN:
+                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                    os.kill(os.getpid(), signal.SIGTERM)
+
+        signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        with _lock:
+            _tuning_depth -= 1
+            last = _tuning_depth == 0
+        if outermost and main:
+            signal.signal(signal.SIGTERM, prev if prev is not None else signal.SIG_DFL)
+        if last:
+            _save_pending()

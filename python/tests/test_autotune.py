@@ -1,0 +1,150 @@
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+import ranktune
+from conftest import run_py, wait_ok
+
+
+def make(cache, calls):
+    def slow(n):
+        calls.append("slow")
+        time.sleep(0.002)
+        return n * 2
+
+    def fast(n):
+        calls.append("fast")
+        return n * 2
+
+    return ranktune.autotune("double", {"slow": slow, "fast": fast}, key=lambda n: n, cache=cache)
+
+
+def test_picks_the_faster_candidate_and_a_second_run_measures_nothing(tmp_path):
+    p = tmp_path / "tune.json"
+    calls = []
+    f = make(ranktune.Cache(p), calls)
+    with ranktune.tuning():
+        assert f(100) == 200
+    assert f.measured == 1
+    calls.clear()
+    assert f(120) == 240  # same pow2 bucket (64)
+    assert calls == ["fast"]
+    (e,) = ranktune.Cache(p).entries()
+    assert (e["op"], e["runner"], e["bucket"], e["rank"]) == ("double", "fast", [[64]], 0)
+    assert {c["runner"] for c in e["candidates"]} == {"slow", "fast"}
+    # A second process: loads the choice, measures nothing, even in tuning mode.
+    proc = run_py(
+        """
+        import sys, time, ranktune
+        calls = []
+        def slow(n): calls.append("slow"); time.sleep(0.002); return n
+        def fast(n): calls.append("fast"); return n
+        f = ranktune.autotune("double", {"slow": slow, "fast": fast}, key=lambda n: n, cache=sys.argv[1])
+        with ranktune.tuning():
+            f(70)
+        print(f.measured, calls)
+        """,
+        p,
+    )
+    (out,) = wait_ok([proc])
+    assert out.strip() == "0 ['fast']"
+
+
+def test_miss_outside_tuning_runs_the_fallback_and_warns_once(tmp_path):
+    calls = []
+    f = make(ranktune.Cache(tmp_path / "t.json"), calls)
+    with pytest.warns(RuntimeWarning, match="no tuned choice for double bucket \\[8\\]"):
+        f(9)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        f(10)  # same bucket: no second warning
+    assert calls == ["slow", "slow"] and f.measured == 0
+
+
+def test_exception_inside_tuning_still_saves(tmp_path):
+    p = tmp_path / "t.json"
+    f = make(ranktune.Cache(p), [])
+    with pytest.raises(KeyError):
+        with ranktune.tuning():
+            f(4)
+            raise KeyError("boom")
+    assert [e["runner"] for e in ranktune.Cache(p).entries()] == ["fast"]
+
+
+def test_failing_candidate_is_isolated_and_tactics_are_tuned(tmp_path):
+    def broken(n):
+        raise ValueError("no kernel for this shape")
+
+    def tiled(n, tactic):
+        time.sleep(0.001 * tactic)
+        return n + tactic
+
+    p = tmp_path / "t.json"
+    f = ranktune.autotune("op", {"broken": broken, "tiled": (tiled, [3, 0, 2])}, key=lambda n: n,
+                          cache=p, warmup=1, samples=3)
+    with ranktune.tuning():
+        assert f(5) == 5  # tactic 0 is fastest
+    (e,) = ranktune.Cache(p).entries()
+    assert (e["runner"], e["tactic"]) == ("tiled", 0)
+    errs = [c for c in e["candidates"] if "error" in c]
+    assert errs and "ValueError: no kernel for this shape" in errs[0]["error"]
+
+
+def test_user_timer_decides(tmp_path):
+    # Both run equally fast on the wall clock; the user's timer says "b" is faster.
+    times = {"a": 0.004, "b": 0.001}
+    current = {}
+
+    def a(n):
+        current["t"] = times["a"]
+
+    def b(n):
+        current["t"] = times["b"]
+
+    def user_timer(run):
+        run()
+        return current["t"]
+
+    f = ranktune.autotune("t", {"a": a, "b": b}, key=lambda n: n, timer=user_timer)
+    with ranktune.tuning():
+        f(1)
+    assert f._choices[(1,)].__name__ == "b"
+
+
+def test_python_choices_are_readable_by_the_cli(tmp_path, cli):
+    p = tmp_path / "t.json"
+    f = make(ranktune.Cache(p), [])
+    with ranktune.tuning():
+        f(3)
+    shown = json.loads(subprocess.run([cli, "cache", "show", "--json", str(p)], check=True,
+                                      capture_output=True, text=True).stdout)
+    assert [(e["op"], e["runner"]) for e in shown["entries"]] == [("double", "fast")]
+    check = subprocess.run([cli, "cache", "check", str(p)], capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout
+
+
+def test_sigterm_inside_tuning_saves_then_dies_by_the_signal(tmp_path):
+    p = tmp_path / "t.json"
+    proc = run_py(
+        """
+        import sys, time, ranktune
+        f = ranktune.autotune("op", {"a": lambda n: n, "b": lambda n: n}, key=lambda n: n, cache=sys.argv[1])
+        with ranktune.tuning():
+            f(4)
+            print("tuned", flush=True)
+            while True:
+                time.sleep(0.01)
+        """,
+        p,
+    )
+    assert proc.stdout.readline().strip() == "tuned"
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGTERM
+    assert [e["op"] for e in ranktune.Cache(p).entries()] == ["op"]
