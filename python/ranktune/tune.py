@@ -30,6 +30,9 @@ from ranktune import _ranktune
 
 __all__ = ["autotune", "tuning", "is_tuning", "Tuned"]
 
+# Raw keys remembered for the hit path before it is cleared.
+_HOT_MAX = 65536
+
 _state = threading.local()
 _lock = threading.Lock()
 _tuning_depth = 0
@@ -78,8 +81,8 @@ def _dims(k: Any) -> Tuple[int, ...]:
 
 
 class Tuned:
-    """A tuned function made by :func:`autotune`. Call it with the
-    candidates' arguments."""
+    """The state of one tuned op (``autotune(...).tuner``): its candidates,
+    choices per bucket, and what it measured."""
 
     def __init__(
         self,
@@ -134,16 +137,52 @@ class Tuned:
             repr([(n, i, repr(t)) for n, i, t, _ in self._cands]).encode()
         ).hexdigest()[:16]
         self._choices: Dict[Tuple[int, ...], Callable[..., Any]] = {}
+        # Raw key value -> chosen callable, for hits (never holds a miss).
+        self._hot: Dict[Any, Callable[..., Any]] = {}
         self._warned: set = set()
         self._new: Dict[Tuple[int, ...], Dict[str, Any]] = {}
         self._loaded = False
         self.measured = 0  # buckets measured by this object (for tests and logs)
 
     # -- hot path ---------------------------------------------------------
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        b = self._bucket(_dims(self._key(*args, **kwargs)))
+    def _make_entry(self) -> Callable[..., Any]:
+        """The function users call. A hit is one call of ``key``, one look-up
+        of its raw value in ``_hot`` (filled on the first hit of each raw
+        key) and the call; everything else goes through ``_slow``."""
+        key = self._key
+        hot_get = self._hot.get
+        slow = self._slow
+
+        def tuned(*args: Any, **kwargs: Any) -> Any:
+            if kwargs:
+                k = key(*args, **kwargs)
+                fn = hot_get(k)
+                if fn is not None:
+                    return fn(*args, **kwargs)
+                return slow(k, args, kwargs)
+            # Positional calls: no keyword dict is passed on (about 30% less).
+            k = key(*args)
+            fn = hot_get(k)
+            if fn is not None:
+                return fn(*args)
+            return slow(k, args, kwargs)
+
+        tuned.tuner = self  # type: ignore[attr-defined]
+        tuned.__name__ = self.op
+        tuned.__qualname__ = self.op
+        tuned.__doc__ = f"The tuned op {self.op!r} (ranktune.autotune)."
+        return tuned
+
+    def _slow(self, k: Any, args: Any, kwargs: Any) -> Any:
+        b = self._bucket(_dims(k))
         fn = self._choices.get(b)
         if fn is not None:
+            if len(self._hot) >= _HOT_MAX:
+                self._hot.clear()
+            try:
+                self._hot[k] = fn
+            except TypeError:  # an unhashable key: works, just not memoized
+                pass
             return fn(*args, **kwargs)
         return self._miss(b, args, kwargs)
 
@@ -272,8 +311,9 @@ def autotune(
     sync: Optional[Callable[[], Any]] = None,
     samples: Optional[int] = None,
     tolerance: float = _ranktune.DEFAULT_TIE_TOLERANCE,
-) -> Tuned:
-    """A callable that runs the best of ``candidates`` for its arguments.
+) -> Callable[..., Any]:
+    """A function that runs the best of ``candidates`` for its arguments
+    (its ``tuner`` attribute is the :class:`Tuned` state).
 
     - ``candidates``: name -> callable, or name -> ``(callable, [tactics])``
       (the callable is called with ``tactic=<value>``); the first is the
@@ -292,7 +332,8 @@ def autotune(
     - ``strategy``: ``None``/``"independent"`` (each rank tunes its own
       buckets).
     """
-    return Tuned(op, candidates, key, buckets, cache, strategy, warmup, samples, timer, sync, tolerance)
+    t = Tuned(op, candidates, key, buckets, cache, strategy, warmup, samples, timer, sync, tolerance)
+    return t._make_entry()
 
 
 def _save_pending() -> None:

@@ -29,7 +29,7 @@ def test_picks_the_faster_candidate_and_a_second_run_measures_nothing(tmp_path):
     f = make(ranktune.Cache(p), calls)
     with ranktune.tuning():
         assert f(100) == 200
-    assert f.measured == 1
+    assert f.tuner.measured == 1
     calls.clear()
     assert f(120) == 240  # same pow2 bucket (64)
     assert calls == ["fast"]
@@ -46,7 +46,7 @@ def test_picks_the_faster_candidate_and_a_second_run_measures_nothing(tmp_path):
         f = ranktune.autotune("double", {"slow": slow, "fast": fast}, key=lambda n: n, cache=sys.argv[1])
         with ranktune.tuning():
             f(70)
-        print(f.measured, calls)
+        print(f.tuner.measured, calls)
         """,
         p,
     )
@@ -64,7 +64,7 @@ def test_miss_outside_tuning_runs_the_fallback_and_warns_once(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         f(10)  # same bucket: no second warning
-    assert calls == ["slow", "slow"] and f.measured == 0
+    assert calls == ["slow", "slow"] and f.tuner.measured == 0
 
 
 def test_exception_inside_tuning_still_saves(tmp_path):
@@ -114,7 +114,7 @@ def test_user_timer_decides(tmp_path):
     f = ranktune.autotune("t", {"a": a, "b": b}, key=lambda n: n, timer=user_timer)
     with ranktune.tuning():
         f(1)
-    assert f._choices[(1,)].__name__ == "b"
+    assert f.tuner._choices[(1,)].__name__ == "b"
 
 
 def test_python_choices_are_readable_by_the_cli(tmp_path, cli):
