@@ -189,8 +189,8 @@ fn writer_killed_at_random_points_never_corrupts_or_loses_returned_saves() {
         let mut returned: Vec<u64> = Vec::new();
         while (returned.len() as u64) < want {
             match lines.wait_for(|l| saved(l).is_some(), Duration::from_secs(60)) {
-                Some(line) => returned.extend(saved(&line)),
-                None => panic!("round {round}: the writer made no progress"),
+                Ok(line) => returned.extend(saved(&line)),
+                Err(_) => panic!("round {round}: the writer made no progress"),
             }
         }
         std::thread::sleep(Duration::from_micros(rand(20_000)));

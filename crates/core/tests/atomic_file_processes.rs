@@ -97,6 +97,7 @@ fn processes_publishing_at_once_and_a_killed_writer_leave_a_complete_file() {
     let lines = LineReader::read(hang.0.stdout.take().unwrap());
     let temp = lines
         .wait_for(|l| l.starts_with("TEMP "), LIMIT)
+        .ok()
         .and_then(|l| l.strip_prefix("TEMP ").map(PathBuf::from))
         .expect("the hanging writer names its temp file");
     assert!(temp.exists(), "{}", temp.display());

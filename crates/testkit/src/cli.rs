@@ -329,7 +329,7 @@ mod tests {
 
         let running = sh("echo one >&2; echo two >&2").spawn();
         let limit = Duration::from_secs(60);
-        assert_eq!(running.stderr().wait_for(|l| l == "two", limit).as_deref(), Some("two"));
+        assert_eq!(running.stderr().wait_for(|l| l == "two", limit).as_deref(), Ok("two"));
         assert_eq!(running.wait().stderr_text(), "one\ntwo\n");
         assert!(Cli::new("/nonexistent/program").try_run().is_err());
     }

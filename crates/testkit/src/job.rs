@@ -24,10 +24,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-/// Launcher and rank variables a rank must not inherit from the test's own
-/// environment (a test run under a launcher, or with `RANKTUNE_*` set),
-/// since they would override the rank and job the parent gives it.
+/// Launcher and rank variables a process started by a test must not inherit
+/// from the test's own environment (a test run under a launcher, or with
+/// `RANKTUNE_*` set): they would override the rank, world and job the test
+/// gives it, or make a single process think it is one rank of a job.
 pub const LAUNCHER_VARS: &[&str] = &[
+    "RANK",
+    "WORLD_SIZE",
     "RANKTUNE_RANK",
     "RANKTUNE_WORLD_SIZE",
     "RANKTUNE_LOCAL_RANK",

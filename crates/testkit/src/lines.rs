@@ -7,7 +7,7 @@
 //! line, or drops output (every byte is kept for [`LineReader::finish`]).
 
 use std::io::{BufRead, BufReader, Read};
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -41,25 +41,31 @@ impl LineReader {
         LineReader { rx, reader }
     }
 
-    /// The next line not yet taken, waiting at most `limit` for it. `None`:
-    /// none came in time, or the pipe ended.
-    pub fn next_within(&self, limit: Duration) -> Option<String> {
-        self.rx.recv_timeout(limit).ok()
+    /// The next line not yet taken, waiting at most `limit` for it.
+    ///
+    /// # Errors
+    /// `Timeout` when none came in time; `Disconnected` when the pipe ended
+    /// (the child exited or closed it) with no line left.
+    pub fn next_within(&self, limit: Duration) -> Result<String, RecvTimeoutError> {
+        self.rx.recv_timeout(limit)
     }
 
     /// Takes lines until one satisfies `wanted`, and returns it, waiting at
-    /// most `limit` in all. `None`: no such line came in time, or the pipe
-    /// ended first (the child exited or closed it).
+    /// most `limit` in all.
+    ///
+    /// # Errors
+    /// `Timeout` when no such line came in time; `Disconnected` when the
+    /// pipe ended first (the child exited or closed it).
     pub fn wait_for(
         &self,
         mut wanted: impl FnMut(&str) -> bool,
         limit: Duration,
-    ) -> Option<String> {
+    ) -> Result<String, RecvTimeoutError> {
         let deadline = Instant::now() + limit;
         loop {
             let line = self.next_within(deadline.saturating_duration_since(Instant::now()))?;
             if wanted(&line) {
-                return Some(line);
+                return Ok(line);
             }
         }
     }
@@ -88,14 +94,20 @@ mod tests {
         let text = b"one\r\nsaved 1\nsaved 2\n\xff tail".to_vec();
         let lines = LineReader::read(Cursor::new(text.clone()));
         let limit = Duration::from_secs(60);
-        assert_eq!(lines.next_within(limit).as_deref(), Some("one"));
-        assert_eq!(lines.wait_for(|l| l.starts_with("saved"), limit).as_deref(), Some("saved 1"));
+        assert_eq!(lines.next_within(limit).as_deref(), Ok("one"));
+        assert_eq!(lines.wait_for(|l| l.starts_with("saved"), limit).as_deref(), Ok("saved 1"));
         assert_eq!(lines.finish(), text);
 
         let lines = LineReader::read(Cursor::new(text));
-        assert_eq!(lines.wait_for(|l| l == "never", limit), None, "the pipe ended first");
+        let never = lines.wait_for(|l| l == "never", limit);
+        assert_eq!(never, Err(RecvTimeoutError::Disconnected), "the pipe ended first");
         let lines = LineReader::read(Cursor::new(b"a\nb".to_vec()));
-        assert_eq!(lines.next_within(limit).as_deref(), Some("a"));
+        assert_eq!(lines.next_within(limit).as_deref(), Ok("a"));
         assert_eq!(lines.rest(), ["b"]);
+
+        let (_keep, pipe) = std::os::unix::net::UnixStream::pair().unwrap();
+        let silent = LineReader::read(pipe);
+        let short = Duration::from_millis(10);
+        assert_eq!(silent.next_within(short), Err(RecvTimeoutError::Timeout));
     }
 }

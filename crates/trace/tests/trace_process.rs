@@ -154,7 +154,7 @@ fn sigterm_and_sigint_leave_a_valid_file_and_still_kill() {
             .unwrap();
         let lines = LineReader::read(child.stdout.take().unwrap());
         let ready = lines.wait_for(|l| l.trim() == "CHILD-READY", Duration::from_secs(120));
-        assert!(ready.is_some(), "child never got ready");
+        assert!(ready.is_ok(), "child never got ready");
         std::thread::sleep(Duration::from_millis(50)); // let it record a few iterations
         let sent = signal(&child, sig);
         assert!(sent.is_ok(), "{sent:?}");
