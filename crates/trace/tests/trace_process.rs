@@ -6,9 +6,9 @@
 mod trace_support;
 
 use ranktune_core::rank::{RankInfo, RankOverrides};
+use ranktune_testkit::{child_test, signal, Cli, LineReader};
 use ranktune_trace as trace;
 use ranktune_trace::{TraceConfig, TraceSession};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -66,9 +66,8 @@ fn child() {
 }
 
 fn child_cmd(role: &str, trace: &Path, rank: u32, world: u32) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["child", "--exact", "--nocapture", "--test-threads=1"])
-        .env(ROLE, role)
+    let mut cmd = child_test("child", false);
+    cmd.env(ROLE, role)
         .env("RANKTUNE_TRACE", trace)
         .env("RANKTUNE_RANK", rank.to_string())
         .env("RANKTUNE_WORLD_SIZE", world.to_string())
@@ -128,7 +127,7 @@ fn panic_in_a_profiled_region_leaves_a_valid_file() {
     let dir = tempfile::tempdir().unwrap();
     for (role, in_flight) in [("panic-hook", 0), ("panic-unwind", 1)] {
         let trace = dir.path().join(format!("{role}.json"));
-        let out = child_cmd(role, &trace, 1, 2).output().unwrap();
+        let out = Cli::from(child_cmd(role, &trace, 1, 2)).run();
         assert!(!out.status.success(), "the child panicked");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("boom inside a profiled region"), "{stderr}");
@@ -153,13 +152,12 @@ fn sigterm_and_sigint_leave_a_valid_file_and_still_kill() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        assert!(lines.any(|l| l.unwrap().trim() == "CHILD-READY"), "child never got ready");
-        // Let it record a few iterations.
-        std::thread::sleep(Duration::from_millis(50));
-        // SAFETY: kill has no memory-safety preconditions.
-        let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
-        assert_eq!(rc, 0);
+        let lines = LineReader::read(child.stdout.take().unwrap());
+        let ready = lines.wait_for(|l| l.trim() == "CHILD-READY", Duration::from_secs(120));
+        assert!(ready.is_ok(), "child never got ready");
+        std::thread::sleep(Duration::from_millis(50)); // let it record a few iterations
+        let sent = signal(&child, sig);
+        assert!(sent.is_ok(), "{sent:?}");
         let status = child.wait().unwrap();
         assert_eq!(
             status.signal(),

@@ -14,14 +14,6 @@ fn clock() -> Arc<AtomicU64> {
     Arc::new(AtomicU64::new(0))
 }
 
-/// Fallback is slow; `fast` tactic 1 wins on large buckets, tactic 0 on small.
-fn two_runners(c: &Arc<AtomicU64>) -> Op<Rows> {
-    op_with(vec![
-        Scripted::new("simple", vec![cost(1000, 100)], c),
-        Scripted::new("fast", vec![cost(200, 50), cost(5000, 10)], c),
-    ])
-}
-
 #[test]
 fn miss_outside_tuning_returns_fallback_then_tuning_stores_best() {
     let c = clock();
