@@ -6,6 +6,7 @@
 //! backend ([`FileStore`]); [`identity`] says which machine measured an entry
 //! and when an entry is stale. The tuner never touches files itself.
 
+mod codec;
 pub mod compare;
 pub mod document;
 pub mod entry;
@@ -18,6 +19,9 @@ pub mod store;
 mod time;
 pub mod trtllm;
 
+pub use codec::{
+    cache_to_bytes, parse_cache, ParseError, Parsed, FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME,
+};
 pub use document::{CacheData, Metadata};
 pub use entry::{Candidate, Entry, EntryKey, Identity, Section, Stats};
 pub use error::CacheError;
