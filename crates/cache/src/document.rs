@@ -45,19 +45,45 @@ pub struct CacheData<E = Entry> {
 }
 
 /// The parts of a cache file this build reads but does not model, kept so
-/// that a rewrite loses nothing.
+/// that a rewrite loses nothing: a file of a newer minor version keeps
+/// every field it had through our rewrites, and is never written with a
+/// lower version than it had.
+///
+/// Values are compact JSON text; this module never looks inside them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct Extras {
+    /// The minor format version of the file read (0 for a new document);
+    /// the codec writes the higher of this and its own.
+    pub minor: u32,
+    /// Unknown top-level fields, by name.
+    pub top: Fields,
+    /// Unknown fields of the `metadata` block, by name.
+    pub metadata: Fields,
+    /// Unknown fields of identities in `metadata.environments`, by digest.
+    pub environments: BTreeMap<String, Fields>,
     /// Entries whose key could not be read at all, kept verbatim (compact
     /// JSON) by section. Only the file store's text documents have them.
     pub unkeyed: BTreeMap<Section, BTreeSet<Box<str>>>,
 }
 
+/// Unknown fields of one JSON object: name → compact JSON value.
+pub(crate) type Fields = BTreeMap<String, Box<str>>;
+
 impl Extras {
-    /// Applies `src` over `self`, removing nothing. True when anything
+    /// Applies `src` over `self`: the higher version, and field by field
+    /// `src`'s values over ours; nothing is removed. True when anything
     /// changed.
     fn apply(&mut self, src: Extras) -> bool {
         let mut changed = false;
+        if src.minor > self.minor {
+            self.minor = src.minor;
+            changed = true;
+        }
+        changed |= apply_fields(&mut self.top, src.top);
+        changed |= apply_fields(&mut self.metadata, src.metadata);
+        for (digest, fields) in src.environments {
+            changed |= apply_fields(self.environments.entry(digest).or_default(), fields);
+        }
         for (section, texts) in src.unkeyed {
             let slot = self.unkeyed.entry(section).or_default();
             for text in texts {
@@ -66,6 +92,17 @@ impl Extras {
         }
         changed
     }
+}
+
+fn apply_fields(dst: &mut Fields, src: Fields) -> bool {
+    let mut changed = false;
+    for (name, value) in src {
+        if dst.get(&name) != Some(&value) {
+            dst.insert(name, value);
+            changed = true;
+        }
+    }
+    changed
 }
 
 impl<E> Default for CacheData<E> {
@@ -166,5 +203,21 @@ mod tests {
         assert_eq!(dst.get(Section::Rank(0), &key("a")), Some(&1));
         assert_eq!(dst.get(Section::Rank(0), &key("b")), Some(&3));
         assert_eq!(dst.get(Section::Shared, &key("c")), Some(&4));
+    }
+
+    #[test]
+    fn extras_keep_the_higher_version_and_every_field() {
+        let mut dst: CacheData<u32> = CacheData::default();
+        dst.extras.minor = 7;
+        dst.extras.top.insert("a".into(), "1".into());
+        dst.extras.environments.entry("d".into()).or_default().insert("x".into(), "1".into());
+        let mut src: CacheData<u32> = CacheData::default();
+        src.extras.top.insert("b".into(), "2".into());
+        src.extras.environments.entry("d".into()).or_default().insert("y".into(), "2".into());
+        assert!(dst.apply(src));
+        assert_eq!(dst.extras.minor, 7);
+        assert_eq!(dst.extras.top.len(), 2);
+        assert_eq!(dst.extras.environments["d"].len(), 2);
+        assert!(!dst.apply(CacheData::default()), "a document of an older version changes nothing");
     }
 }

@@ -31,11 +31,18 @@
 //! Each section is an array of entries sorted by key, **one entry per line**,
 //! so a changed decision is a one-line diff. Sections appear as `shared`,
 //! then ranks in numeric order; empty sections are left out.
+//!
+//! A file of a newer minor version (`1.x`) reads like ours; what it added is
+//! kept in the document's extras and written back: its version (we never
+//! write a lower one than we read), unknown fields of the top level (after
+//! `metadata`), of `metadata` (after `environments`) and of identities
+//! (after their known fields), each sorted by name; entries' unknown fields
+//! stay in their text wherever the document holds entries as text.
 
 mod scan;
 mod top;
 
-use crate::document::{CacheData, Metadata};
+use crate::document::{CacheData, Extras, Fields, Metadata};
 use crate::entry::{Candidate, Entry, EntryKey, Section};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -259,6 +266,17 @@ fn push_json<T: Serialize>(out: &mut Vec<u8>, value: &T) {
     let _ = serde_json::to_writer(&mut *out, value);
 }
 
+/// Appends `"name":<sep>value` for each field, each after `before`.
+fn push_fields(out: &mut Vec<u8>, fields: &Fields, before: &str, sep: &str) {
+    for (name, value) in fields {
+        out.extend_from_slice(before.as_bytes());
+        out.extend_from_slice(json_str(name).as_bytes());
+        out.push(b':');
+        out.extend_from_slice(sep.as_bytes());
+        out.extend_from_slice(value.as_bytes());
+    }
+}
+
 /// The canonical writer: the header, then entries section by section, one
 /// per line; a section is opened by its first entry, so empty ones are
 /// left out.
@@ -268,13 +286,14 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(capacity: usize, m: &Metadata) -> Writer {
+    fn new(capacity: usize, m: &Metadata, extras: &Extras) -> Writer {
         let mut out = Vec::with_capacity(capacity);
         out.extend_from_slice(b"{\n");
         out.extend_from_slice(format!("  \"format\": {},\n", json_str(FORMAT_NAME)).as_bytes());
-        out.extend_from_slice(
-            format!("  \"version\": \"{FORMAT_MAJOR}.{FORMAT_MINOR}\",\n").as_bytes(),
-        );
+        // Never lower than the version read. (FORMAT_MINOR is 0 today.)
+        #[allow(clippy::unnecessary_min_or_max)]
+        let minor = FORMAT_MINOR.max(extras.minor);
+        out.extend_from_slice(format!("  \"version\": \"{FORMAT_MAJOR}.{minor}\",\n").as_bytes());
         out.extend_from_slice(b"  \"metadata\": {\n");
         out.extend_from_slice(
             format!("    \"lib_version\": {},\n", json_str(&m.lib_version)).as_bytes(),
@@ -288,11 +307,20 @@ impl Writer {
             out.extend_from_slice(json_str(digest).as_bytes());
             out.extend_from_slice(b": ");
             push_json(&mut out, id);
+            if let Some(fields) = extras.environments.get(digest).filter(|f| !f.is_empty()) {
+                // Reopen the identity's object for its unknown fields.
+                out.pop();
+                push_fields(&mut out, fields, ",", "");
+                out.push(b'}');
+            }
         }
         if !m.environments.is_empty() {
             out.extend_from_slice(b"\n    ");
         }
-        out.extend_from_slice(b"}\n  }");
+        out.extend_from_slice(b"}");
+        push_fields(&mut out, &extras.metadata, ",\n    ", " ");
+        out.extend_from_slice(b"\n  }");
+        push_fields(&mut out, &extras.top, ",\n  ", " ");
         Writer { out, open: None }
     }
 
@@ -331,7 +359,7 @@ pub(crate) fn write<E: Stored>(doc: &CacheData<E>) -> Vec<u8> {
     let unkeyed = &doc.extras.unkeyed;
     let size: usize = doc.iter().map(|(_, _, e)| e.size_hint() + 6).sum::<usize>()
         + unkeyed.values().flatten().map(|t| t.len() + 6).sum::<usize>();
-    let mut w = Writer::new(1024 + size, &doc.metadata);
+    let mut w = Writer::new(1024 + size, &doc.metadata, &doc.extras);
     let sections: BTreeSet<Section> = doc.sections.keys().chain(unkeyed.keys()).copied().collect();
     for section in sections {
         for (key, entry) in doc.sections.get(&section).into_iter().flatten() {
@@ -436,7 +464,11 @@ fn parse_entry(section: &str, index: usize, raw: &RawValue) -> Result<(EntryKey,
 pub(crate) fn read<E: Stored>(bytes: &[u8], strict: bool) -> Result<Parsed<E>, ParseError> {
     let Some(top) = top::parse_top(bytes)? else { return Ok(Parsed::default()) };
     let mut parsed = Parsed {
-        data: CacheData { metadata: top.metadata, ..CacheData::default() },
+        data: CacheData {
+            metadata: top.metadata,
+            sections: Default::default(),
+            extras: top.extras,
+        },
         warnings: top.warnings,
         bad_entries: top.bad_entries,
     };
@@ -591,5 +623,25 @@ mod tests {
         let strict = read::<EntryText>(text, true).unwrap();
         assert_eq!((strict.data.stored_len(), strict.bad_entries), (0, 2));
         assert!(strict.warnings.iter().all(|w| w.contains(" dropped:")), "{:?}", strict.warnings);
+    }
+
+    #[test]
+    fn a_newer_minor_version_keeps_its_version_and_unknown_fields() {
+        let text = br#"{"format": "ranktune-cache", "version": "1.7", "zeta": [1, {"a": 2}],
+            "metadata": {"host": "h", "site": "x", "environments": {"e": {"lib_version": "1",
+            "device_kind": "cpu", "device_name": "n", "capability": "c", "cores": 2, "numa": 4}}},
+            "alpha": true,
+            "rank_0": [{"op":"a","runner":"b","fingerprint":"c","bucket":[],"runner_index":0,
+            "tactic":1,"time_us":1.0,"checksum":"c","env":"e","created_unix":1,"new":{"x":1}}]}"#;
+        let want = "{\n  \"format\": \"ranktune-cache\",\n  \"version\": \"1.7\",\n  \"metadata\": {\n    \"lib_version\": \"\",\n    \"host\": \"h\",\n    \"created_unix\": 0,\n    \"updated_unix\": 0,\n    \"environments\": {\n      \"e\": {\"lib_version\":\"1\",\"device_kind\":\"cpu\",\"device_name\":\"n\",\"capability\":\"c\",\"cores\":2,\"numa\":4}\n    },\n    \"site\": \"x\"\n  },\n  \"alpha\": true,\n  \"zeta\": [1,{\"a\":2}],\n  \"rank_0\": [\n    {\"op\":\"a\",\"runner\":\"b\",\"fingerprint\":\"c\",\"bucket\":[],\"runner_index\":0,\"tactic\":1,\"time_us\":1.0,\"checksum\":\"c\",\"env\":\"e\",\"created_unix\":1,\"new\":{\"x\":1}}\n  ]\n}\n";
+        let doc = read::<EntryText>(text, false).unwrap();
+        assert!(doc.warnings.is_empty(), "{:?}", doc.warnings);
+        let out = String::from_utf8(write(&doc.data)).unwrap();
+        assert_eq!(out, want);
+        let again = read::<EntryText>(out.as_bytes(), false).unwrap();
+        assert_eq!(String::from_utf8(write(&again.data)).unwrap(), want, "a fixed point");
+        let typed = parse_cache(text).unwrap();
+        assert_eq!(typed.data.len(), 1);
+        assert!(String::from_utf8(cache_to_bytes(&typed.data)).unwrap().starts_with(&want[..120]));
     }
 }

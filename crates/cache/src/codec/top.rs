@@ -2,12 +2,15 @@
 //! `format` and `version` checked, `metadata` parsed, each section's
 //! entries left as raw JSON for the codec to read one by one.
 //!
-//! This module owns which files are refused ([`ParseError`]) and the
+//! This module owns which files are refused ([`ParseError`]), the
 //! warnings about the document's shape (duplicate fields and sections,
-//! sections that are not arrays). It never reads an entry.
+//! sections that are not arrays), and what a newer minor version added
+//! outside the entries (its version and unknown fields, kept in [`Extras`]
+//! for the next rewrite). It never reads an entry.
 
+use super::scan::compact;
 use super::{ParseError, FORMAT_MAJOR, FORMAT_NAME};
-use crate::document::Metadata;
+use crate::document::{Extras, Fields, Metadata};
 use crate::entry::{Identity, Section};
 use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer};
@@ -128,7 +131,26 @@ fn parse_version(v: &RawValue) -> Result<(u32, u32), ParseError> {
     })
 }
 
-fn parse_metadata(raw: &RawValue, warnings: &mut Vec<String>) -> Metadata {
+/// The fields of the JSON object `raw` not named in `known`, compacted
+/// (empty when `raw` is not an object).
+fn unknown_fields(raw: &RawValue, known: &[&str]) -> Fields {
+    let all: BTreeMap<&str, &RawValue> = serde_json::from_str(raw.get()).unwrap_or_default();
+    all.into_iter()
+        .filter(|(name, _)| !known.contains(name))
+        .map(|(name, value)| (name.to_string(), compact(value.get())))
+        .collect()
+}
+
+const METADATA_FIELDS: &[&str] =
+    &["lib_version", "host", "created_unix", "updated_unix", "environments"];
+const IDENTITY_FIELDS: &[&str] =
+    &["lib_version", "device_kind", "device_name", "capability", "cores"];
+
+/// The `metadata` block, with its and its identities' unknown fields put
+/// into `extras`.
+fn parse_metadata(raw: &RawValue, warnings: &mut Vec<String>, extras: &mut Extras) -> Metadata {
+    extras.metadata.clear();
+    extras.environments.clear();
     let m: MetadataIn = match serde_json::from_str(raw.get()) {
         Ok(m) => m,
         Err(e) => {
@@ -136,10 +158,15 @@ fn parse_metadata(raw: &RawValue, warnings: &mut Vec<String>) -> Metadata {
             return Metadata::default();
         }
     };
+    extras.metadata = unknown_fields(raw, METADATA_FIELDS);
     let mut environments = BTreeMap::new();
     for (digest, raw_id) in m.environments {
         match serde_json::from_str::<Identity>(raw_id.get()) {
             Ok(id) => {
+                let unknown = unknown_fields(&raw_id, IDENTITY_FIELDS);
+                if !unknown.is_empty() {
+                    extras.environments.insert(digest.clone(), unknown);
+                }
                 environments.insert(digest, id);
             }
             Err(e) => warnings.push(format!("metadata.environments[{digest}] ignored: {e}")),
@@ -164,6 +191,8 @@ pub(super) struct Top<'a> {
     pub warnings: Vec<String>,
     /// Sections skipped as malformed.
     pub bad_entries: usize,
+    /// The version read and the unknown fields outside the sections.
+    pub extras: Extras,
 }
 
 /// Splits a document into its top-level parts; `None` for a blank input
@@ -188,6 +217,7 @@ pub(super) fn parse_top(bytes: &[u8]) -> Result<Option<Top<'_>>, ParseError> {
         sections: Vec::new(),
         warnings: Vec::new(),
         bad_entries: 0,
+        extras: Extras::default(),
     };
     let mut seen_format = false;
     let mut seen_version = false;
@@ -229,16 +259,20 @@ pub(super) fn parse_top(bytes: &[u8]) -> Result<Option<Top<'_>>, ParseError> {
                     out.warnings.push("duplicate \"version\" field".into());
                 }
                 seen_version = true;
+                out.extras.minor = minor;
             }
             "metadata" => {
                 if seen_metadata {
                     out.warnings.push("duplicate \"metadata\" block; the last one is used".into());
                 }
                 seen_metadata = true;
-                out.metadata = parse_metadata(value, &mut out.warnings);
+                out.metadata = parse_metadata(value, &mut out.warnings, &mut out.extras);
             }
-            // A newer minor version may add top-level fields: ignore them.
-            other => tracing::debug!("ignoring unknown top-level field {other:?}"),
+            // A newer minor version may add top-level fields: keep them.
+            other => {
+                tracing::debug!("keeping unknown top-level field {other:?}");
+                out.extras.top.insert(other.to_string(), compact(value.get()));
+            }
         }
     }
     let mut seen_sections = std::collections::BTreeSet::new();

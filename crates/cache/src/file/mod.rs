@@ -533,7 +533,7 @@ impl FileStore {
         if invalid.is_empty() && !needs_current {
             return (Cow::Borrowed(update), warnings);
         }
-        let mut out = CacheData::default();
+        let mut out = CacheData { extras: update.extras.clone(), ..CacheData::default() };
         out.metadata.environments = update.metadata.environments.clone();
         if needs_current {
             out.metadata.environments.insert(current_digest.clone(), current.clone());
