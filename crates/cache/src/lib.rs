@@ -27,8 +27,8 @@ pub use entry::{Candidate, Entry, EntryKey, Identity, Section, Stats};
 pub use error::CacheError;
 pub use file::{
     lock_timeout_from_env, max_file_bytes, read_cache_bytes, read_cache_file, write_cache_file,
-    write_file_atomic, FileStore, Resolver, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_FILE_BYTES,
-    LOCK_TIMEOUT_ENV, MAX_FILE_BYTES_ENV,
+    FileStore, Resolver, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_FILE_BYTES, LOCK_TIMEOUT_ENV,
+    MAX_FILE_BYTES_ENV,
 };
 pub use identity::is_stale;
 pub use store::{Loaded, RemovePredicate, SaveReport, Store};

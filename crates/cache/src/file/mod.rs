@@ -755,15 +755,6 @@ pub fn write_cache_file(path: &Path, data: &CacheData) -> Result<(), CacheError>
     write::write_atomic(path, &codec::cache_to_bytes(data))
 }
 
-/// Writes `bytes` (any format, e.g. an export) as the whole file at `path`
-/// with the store's one atomic writer: an exclusive, no-follow temp file in
-/// the same directory, the old file's permissions (or 0666 less the umask),
-/// fsync, rename, fsync of the directory; refuses to replace anything but a
-/// regular file or a symlink (never a device or FIFO).
-pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
-    write::write_atomic(path, bytes)
-}
-
 /// Reads and parses a whole cache file without side effects; the same as
 /// [`FileStore::inspect`] but ignoring any spool.
 pub fn read_cache_file(path: &Path) -> Result<Parsed, CacheError> {
