@@ -15,6 +15,7 @@ pub mod file;
 pub mod identity;
 pub mod memory;
 pub mod merge;
+mod source;
 pub mod store;
 mod time;
 pub mod trtllm;
@@ -31,4 +32,5 @@ pub use file::{
     MAX_FILE_BYTES_ENV,
 };
 pub use identity::is_stale;
+pub use source::{read_source, Source, SourceError, SourceFormat};
 pub use store::{Loaded, RemovePredicate, SaveReport, Store};

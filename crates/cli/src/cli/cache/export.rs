@@ -5,6 +5,7 @@
 //! directory; never over a device or FIFO), and an existing OUT is only
 //! replaced with --force. The cache itself is only read.
 
+use super::common::open_store;
 use anyhow::{bail, Context, Result};
 use ranktune_cache::trtllm::convert::{export, to_json_text};
 use ranktune_cache::CacheError;
@@ -42,7 +43,7 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
     if args.output.exists() && !args.force {
         bail!("{} exists; pass --force to replace it", args.output.display());
     }
-    let loaded = super::open_store(&args.cache)?
+    let loaded = open_store(&args.cache)?
         .inspect()
         .with_context(|| format!("reading {}", args.cache.display()))?;
     for w in &loaded.warnings {
