@@ -149,7 +149,7 @@ pub fn read_source(path: &Path, format: Option<SourceFormat>) -> Result<Source, 
         });
     }
     let path_buf = || path.to_path_buf();
-    let doc = trtllm::convert::parse_document(&bytes)
+    let doc = trtllm::parse_document(&bytes)
         .map_err(|source| SourceError::NotJson { path: path_buf(), source })?;
     let format = match format {
         Some(f) => f,

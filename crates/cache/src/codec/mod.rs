@@ -1,7 +1,7 @@
 //! The JSON text of a ranktune cache file: the only place it is parsed
 //! and written, to and from the one document model, [`CacheData`].
 //!
-//! [`write`] writes a document in one canonical form (the same content
+//! [`write()`] writes a document in one canonical form (the same content
 //! always gives the same bytes); [`read`] reads one back, skipping bad
 //! entries with a warning that names them. Entries are read and written as
 //! whatever the document holds them as ([`Stored`]): parsed [`Entry`]s, or,

@@ -4,8 +4,7 @@
 //! use this one and never each other.
 
 use anyhow::Context;
-use ranktune_cache::merge::WonBy;
-use ranktune_cache::{read_source, FileStore, Source, SourceFormat};
+use ranktune_cache::{read_source, FileStore, Source, SourceFormat, WonBy};
 use std::path::Path;
 use tracing::warn;
 

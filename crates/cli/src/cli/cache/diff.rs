@@ -4,8 +4,7 @@
 
 use super::common::{load_source, Format};
 use anyhow::Result;
-use ranktune_cache::compare::{diff, CacheDiff, ChangeKind, DiffOptions};
-use ranktune_cache::{Entry, EntryKey};
+use ranktune_cache::{diff, CacheDiff, ChangeKind, DiffOptions, Entry, EntryKey};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -7,7 +7,7 @@
 
 use super::common::open_store;
 use anyhow::{bail, Context, Result};
-use ranktune_cache::trtllm::convert::{export, to_json_text};
+use ranktune_cache::trtllm::{export, to_json_text};
 use ranktune_cache::CacheError;
 use ranktune_core::atomic_file::Publish;
 use std::path::PathBuf;

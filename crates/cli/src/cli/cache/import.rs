@@ -6,8 +6,7 @@
 
 use super::common::{load_source, open_store, won_by_text, Format};
 use anyhow::{Context, Result};
-use ranktune_cache::merge::{merge, place_in_rank};
-use ranktune_cache::{CacheData, Store};
+use ranktune_cache::{merge, place_in_rank, CacheData, Store};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tracing::warn;

@@ -6,7 +6,7 @@
 
 use super::common::{load_source, open_store, won_by_text, Format};
 use anyhow::{Context, Result};
-use ranktune_cache::merge::{merge, new_wins};
+use ranktune_cache::{merge, new_wins};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tracing::warn;
