@@ -400,8 +400,9 @@ impl FileStore {
 
     /// Folds every spool into a new main file, then applies `edit`, under
     /// the lock when `locked` (then the folded spools are deleted). Entries
-    /// stay text ([`EntryText`]); `strict` also drops malformed entries. Returns (entries after, entries the edit changed, warnings);
-    /// warnings are returned, not logged.
+    /// stay text ([`EntryText`]); `strict` also drops malformed entries.
+    /// Returns (entries after, entries the edit changed, warnings); warnings
+    /// are returned, not logged.
     fn fold(
         &self,
         locked: bool,
