@@ -34,6 +34,8 @@ pub struct Metadata {
 /// The cache: metadata and every section's entries.
 ///
 /// `E` is how entries are held; users always use the default, [`Entry`].
+/// A cache read from a file also carries, out of sight, what that file held
+/// beyond this model (a newer version's fields), and writing it keeps them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CacheData<E = Entry> {
     /// The `metadata` block.
