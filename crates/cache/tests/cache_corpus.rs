@@ -241,3 +241,23 @@ fn newer_minor_versions_load_and_their_fields_survive_a_save() {
     assert!(written.contains("\"new_field\":{\"a\":1}"), "{written}");
     assert_eq!(store.load().unwrap().data.len(), 2);
 }
+
+#[test]
+fn a_newer_minor_version_is_never_written_lower_and_keeps_every_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let text = doc("1.7", &[GOOD])
+        .replace("\"metadata\": {}", "\"metadata\": {\"site\": [1]}, \"extra_top\": true");
+    std::fs::write(&path, text).unwrap();
+    let store = FileStore::new(&path);
+    store.save(&one_update()).unwrap();
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert!(written.contains("\"version\": \"1.7\""), "{written}");
+    assert!(written.contains("\"extra_top\": true"), "{written}");
+    assert!(written.contains("\"site\": [1]"), "{written}");
+    // Removing entries rewrites the file the same way.
+    store.remove_where(&|_, k, _| k.op == "softmax").unwrap();
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert!(written.contains("\"version\": \"1.7\"") && written.contains("\"extra_top\""));
+    assert_eq!(store.load().unwrap().data.len(), 1);
+}

@@ -1,7 +1,7 @@
 //! End-to-end tests of `ranktune cache import|export|merge|diff`, running the
 //! real binary, including many concurrent imports into one cache.
 
-use ranktune_cache::trtllm::{import_bytes, key::format_key};
+use ranktune_cache::trtllm::{format_key, import_bytes};
 use ranktune_cache::{CacheData, EntryKey, FileStore, Section, Store};
 use ranktune_testkit::{Cli, Output};
 use serde_json::{json, Map, Value};

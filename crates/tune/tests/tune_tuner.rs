@@ -3,7 +3,7 @@
 
 mod tune_support;
 
-use ranktune_cache::memory::MemoryStore;
+use ranktune_cache::MemoryStore;
 use ranktune_cache::{CacheData, Section, Store};
 use ranktune_tune::*;
 use std::sync::atomic::AtomicU64;

@@ -3,7 +3,7 @@
 //! bad entries, stale entries, ranks that chose different tactics for the
 //! same op and bucket. Read-only.
 
-use super::show::{bucket_text, tactic_text};
+use super::common::{bucket_text, is_empty_file, open_store, tactic_text};
 use ranktune_cache::{is_stale, CacheData, CacheError, Identity, Section};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -76,9 +76,9 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if std::fs::symlink_metadata(path).is_err() {
         anyhow::bail!("{} does not exist", path.display());
     }
-    match super::open_store(path)?.inspect() {
+    match open_store(path)?.inspect() {
         Ok(loaded) => {
-            if super::is_empty_file(path) {
+            if is_empty_file(path) {
                 println!(
                     "empty file \u{2014} {} holds no cache at all (0 bytes or only blanks); the tuner \
                      reads it as an empty cache. Delete it, or let `ranktune tune` write it",
