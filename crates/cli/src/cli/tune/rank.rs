@@ -188,7 +188,9 @@ fn tune_op<I: TuneInputs>(
                 row_from_entry(rank, op.name(), &bucket, &runner, tactic, entry.as_ref())
             }
         };
-        progress.step(&format!("{} {}", op.name(), shape_label(&bucket)));
+        let what = format!("{} {}", op.name(), shape_label(&bucket));
+        tracing::debug!("rank {rank}: {what} done ({:?})", choice.source);
+        progress.step(&what);
         rows.push(row);
         // One bucket is one iteration of the trace (a no-op without one).
         ranktune_trace::step();
