@@ -59,9 +59,12 @@ pub(super) fn launch(
                 }
                 _ => writeln!(
                     err,
-                    "ranktune: {name}: stopped {n} ranks; each saved what it had tuned to {} \
-                     (and wrote its trace)",
-                    cache.display()
+                    "ranktune: {name}: stopped {n} ranks; each saved what it had tuned to {}{}",
+                    cache.display(),
+                    args.trace.as_ref().map_or(String::new(), |t| format!(
+                        " and wrote its trace ({})",
+                        t.display()
+                    ))
                 ),
             };
             return Ok(Launched::Stopped(sig));
