@@ -74,6 +74,26 @@ fn child() {
             std::thread::sleep(Duration::from_secs(5));
             std::process::exit(4);
         }
+        "stop-panic" => {
+            // Another thread panics the moment stop()'s export has its temp
+            // file: the panic hook's export must not replace the file.
+            for i in 0..150_000u64 {
+                drop(trace::span("big", "test").with_arg("i", i));
+            }
+            let dir = session.path().parent().unwrap().to_path_buf();
+            let watcher = std::thread::spawn(move || loop {
+                let names = ranktune_testkit::file_names(&dir);
+                if names.iter().any(|n| n.starts_with(".panic_0.json.tmp")) {
+                    panic!("boom during stop");
+                }
+                if names.iter().any(|n| n == "panic_0.json") {
+                    return; // the export was faster than this poll
+                }
+            });
+            session.stop().unwrap();
+            let panicked = watcher.join().is_err();
+            println!("PANICKED={panicked}");
+        }
         other => panic!("unknown role {other}"),
     }
 }
@@ -230,4 +250,23 @@ fn sigterm_during_stop_keeps_the_complete_trace() {
         assert_eq!(left, vec!["race_0.json".to_string()], "round {round}: no temp file");
     }
     assert!(caught >= 10, "the signal met an export in only {caught} of 20 rounds");
+}
+
+/// A panic on another thread while `stop()` exports: the panic hook waits
+/// for that export and writes nothing over the complete file.
+#[test]
+fn panic_during_stop_keeps_the_complete_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut caught = 0;
+    for round in 0..5 {
+        let sub = dir.path().join(format!("r{round}"));
+        std::fs::create_dir(&sub).unwrap();
+        let out = Cli::from(child_cmd("stop-panic", &sub.join("panic.json"), 0, 1)).run();
+        assert!(out.status.success(), "{out}");
+        caught += usize::from(out.stdout_text().contains("PANICKED=true"));
+        let doc = check_trace(&sub.join("panic_0.json"), 0, 1);
+        assert_eq!(named(&doc, "big").len(), 150_000, "round {round}: the complete trace");
+        assert_eq!(ranktune_testkit::file_names(&sub), ["panic_0.json"], "round {round}");
+    }
+    assert!(caught >= 3, "the panic met an export in only {caught} of 5 rounds");
 }

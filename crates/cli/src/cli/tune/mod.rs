@@ -161,6 +161,11 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
     } else {
         table::print_table(&report);
     }
+    // A signal that came after the last bucket: the work is complete and
+    // reported, and the exit status still says the signal came.
+    if let Some(sig) = sys::stop_signal(&stop) {
+        return Ok(signal_exit(sig));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
