@@ -321,6 +321,22 @@ impl Launcher {
             }
         }
         observer.finished();
+        if stopping.is_none() {
+            // The stop came as the last stderr closed.
+            let sig = self.stop_signal();
+            if sig != 0 {
+                ranks.iter().for_each(|r| r.signal(sig));
+                stopping = Some((sig, Instant::now() + self.grace));
+            }
+        }
+        if let Some((_, deadline)) = stopping.filter(|_| !killed) {
+            // Every rank closed its stderr; one may still be running (it
+            // closed it early): the grace period bounds this wait too.
+            while Instant::now() < deadline && !ranks.iter_mut().all(Rank::has_exited) {
+                std::thread::sleep(STOP_POLL);
+            }
+            ranks.iter_mut().for_each(Rank::kill);
+        }
 
         let mut results = Vec::new();
         let mut failures = Vec::new();
@@ -494,6 +510,23 @@ mod tests {
         assert_eq!(unclean.iter().map(|f| f.rank).collect::<Vec<_>>(), [1], "{err}");
         assert_eq!(err.interrupted_by(), Some(15));
         assert!(err.to_string().starts_with("stopped by signal 15; 1 ranks did not"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_stopped_rank_that_closed_its_stderr_is_still_bounded_by_the_grace() {
+        let rank = "exec 2>&-; trap '' TERM; while :; do sleep 0.02; done";
+        let flag = Arc::new(AtomicUsize::new(15));
+        let started = Instant::now();
+        let err = Launcher::new("sh")
+            .args(["-c", rank])
+            .stop_on(flag)
+            .stop_grace(Duration::from_millis(300))
+            .run::<serde_json::Value>(1, &mut ())
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+        let LaunchError::Interrupted { signal: 15, unclean, .. } = &err else { panic!("{err}") };
+        assert_eq!(unclean.len(), 1, "{err}");
     }
 
     #[test]

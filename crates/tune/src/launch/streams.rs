@@ -77,7 +77,14 @@ impl Rank {
         let _ = super::sys::send_signal(self.proc.id(), sig);
     }
 
-    /// Kills the process (SIGKILL) without reaping it.
+    /// Whether the process has exited (reaping it; [`Rank::wait`] still
+    /// returns its status).
+    pub(super) fn has_exited(&mut self) -> bool {
+        !matches!(self.proc.try_wait(), Ok(None))
+    }
+
+    /// Kills the process (SIGKILL) without reaping it; nothing for one that
+    /// has been reaped.
     pub(super) fn kill(&mut self) {
         let _ = self.proc.kill();
     }
