@@ -515,14 +515,22 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn a_stopped_rank_that_closed_its_stderr_is_still_bounded_by_the_grace() {
-        let rank = "exec 2>&-; trap '' TERM; while :; do sleep 0.02; done";
-        let flag = Arc::new(AtomicUsize::new(15));
+        // It ignores SIGTERM before it says a line (which sets the flag),
+        // then closes its stderr.
+        struct StopOnLine(Arc<AtomicUsize>);
+        impl LaunchObserver for StopOnLine {
+            fn line(&mut self, _rank: u32, _line: &str) {
+                self.0.store(15, Ordering::SeqCst);
+            }
+        }
+        let rank = "trap '' TERM; echo ready >&2; exec 2>&-; while :; do sleep 0.02; done";
+        let flag = Arc::new(AtomicUsize::new(0));
         let started = Instant::now();
         let err = Launcher::new("sh")
             .args(["-c", rank])
-            .stop_on(flag)
+            .stop_on(Arc::clone(&flag))
             .stop_grace(Duration::from_millis(300))
-            .run::<serde_json::Value>(1, &mut ())
+            .run::<serde_json::Value>(1, &mut StopOnLine(flag))
             .unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
         let LaunchError::Interrupted { signal: 15, unclean, .. } = &err else { panic!("{err}") };
