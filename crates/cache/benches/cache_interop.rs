@@ -5,8 +5,7 @@
 //! `cargo bench --bench cache_interop -- --warm-up-time 1 --measurement-time 3`
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use ranktune_cache::trtllm::convert::{export, import_bytes, to_json_text};
-use ranktune_cache::trtllm::key::format_key;
+use ranktune_cache::trtllm::{export, format_key, import_bytes, to_json_text};
 use ranktune_cache::EntryKey;
 use serde_json::{json, Map, Value};
 

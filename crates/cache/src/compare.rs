@@ -2,7 +2,7 @@
 //! choice, with a different time, or otherwise re-measured.
 //!
 //! Pure comparison of two [`CacheData`]; no I/O, no opinions about which side
-//! is right (that is [`merge`](super::merge)'s job).
+//! is right (that is [`merge()`](fn@crate::merge)'s job).
 
 use super::{CacheData, Entry, EntryKey, Section};
 use serde::Serialize;
@@ -97,7 +97,7 @@ impl Default for DiffOptions {
 /// Compares two caches.
 ///
 /// ```
-/// use ranktune_cache::{compare::{diff, DiffOptions}, CacheData};
+/// use ranktune_cache::{diff, CacheData, DiffOptions};
 /// let d = diff(&CacheData::default(), &CacheData::default(), DiffOptions::default());
 /// assert!(d.is_empty());
 /// ```

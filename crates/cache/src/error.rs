@@ -10,7 +10,12 @@ pub(crate) fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Erro
 }
 
 /// Why a cache operation failed.
+///
+/// A failed publish of `ranktune_core::atomic_file` converts into one
+/// (`CacheError::from`), in the store's words: whoever writes a file next to
+/// caches (an export, say) reports failures the way the store does.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CacheError {
     /// An I/O operation failed. The OS error is the [`source`] (not part of
     /// this message, so that a report that walks the chain, like anyhow's

@@ -1,32 +1,84 @@
-//! The tuning cache: entries in memory and the stores that keep them.
+//! The tuning cache: tuning decisions in memory and the stores that keep
+//! them, shared by every rank of a job.
 //!
-//! [`entry`] is the data model shared by everything that reads or writes
-//! tuning decisions; [`document`] holds a whole cache in memory; [`store`]
-//! is the interface backends implement; [`file`] is the JSON file
-//! backend ([`FileStore`]); [`identity`] says which machine measured an entry
-//! and when an entry is stale; [`check`] lists a loaded cache's problems.
-//! The tuner never touches files itself.
+//! ```
+//! use ranktune_cache::{CacheData, Entry, EntryKey, FileStore, Section, Store};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let store = FileStore::new(dir.path().join("tune.json"));
+//! let key = EntryKey {
+//!     op: "gemm".into(),
+//!     runner: "blocked".into(),
+//!     fingerprint: "f0".into(),
+//!     bucket: vec![vec![64, 64]],
+//! };
+//! let entry = Entry {
+//!     runner_index: 0,
+//!     tactic: serde_json::json!({"tile": 64}),
+//!     time_us: 12.5,
+//!     candidates: vec![],
+//!     checksum: "c".into(),
+//!     env: "e".into(),
+//!     created_unix: 0,
+//! };
+//! let mut update = CacheData::default();
+//! update.insert(Section::Rank(0), key.clone(), entry.clone());
+//! store.save(&update)?; // merges into whatever the file holds
+//!
+//! let loaded = store.load()?;
+//! assert_eq!(loaded.data.get(Section::Rank(0), &key), Some(&entry));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! What is here:
+//!
+//! - the data model: [`Entry`] (a decision and its evidence) under an
+//!   [`EntryKey`] in a [`Section`] (`shared` or one rank's), measured under
+//!   an [`Identity`]; [`CacheData`] is a whole cache (the one document
+//!   model), [`is_stale`] the staleness rule;
+//! - [`Store`], the interface backends implement (`save` merges, `load`
+//!   never fails on bad content), with [`FileStore`] (the crash-safe JSON
+//!   file that many processes save into at once) and [`MemoryStore`];
+//! - the file format: [`parse_cache`] and [`cache_to_bytes`] (one canonical
+//!   byte form), [`read_cache_file`], [`write_cache_file`];
+//! - tools over caches: [`merge()`] (the documented conflict rule),
+//!   [`place_in_rank`], [`diff`], and [`read_source`], which reads a cache
+//!   of any known format, detecting which; [`check::problems`], the
+//!   problems `ranktune cache check` reports;
+//! - [`trtllm`]: TensorRT-LLM's autotuner cache files, both ways.
+//!
+//! The tuner never touches files itself; everything that reads or writes a
+//! cache file goes through this crate.
 
 pub mod check;
-pub mod compare;
-pub mod document;
-pub mod entry;
-pub mod error;
-pub mod file;
-pub mod identity;
-pub mod memory;
-pub mod merge;
-pub mod store;
+mod codec;
+mod compare;
+mod document;
+mod entry;
+mod error;
+mod file;
+mod identity;
+mod memory;
+mod merge;
+mod source;
+mod store;
 mod time;
 pub mod trtllm;
 
+pub use codec::{
+    cache_to_bytes, parse_cache, ParseError, Parsed, FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME,
+};
+pub use compare::{diff, CacheDiff, Change, ChangeKind, DiffOptions, OneSided};
 pub use document::{CacheData, Metadata};
 pub use entry::{Candidate, Entry, EntryKey, Identity, Section, Stats};
 pub use error::CacheError;
 pub use file::{
     lock_timeout_from_env, max_file_bytes, read_cache_bytes, read_cache_file, write_cache_file,
-    write_file_atomic, FileStore, Resolver, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_FILE_BYTES,
-    LOCK_TIMEOUT_ENV, MAX_FILE_BYTES_ENV,
+    FileStore, Resolver, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_FILE_BYTES, LOCK_TIMEOUT_ENV,
+    MAX_FILE_BYTES_ENV,
 };
 pub use identity::is_stale;
+pub use memory::MemoryStore;
+pub use merge::{merge, new_wins, place_in_rank, Conflict, Merged, PlaceError, WonBy};
+pub use source::{read_source, Source, SourceError, SourceFormat};
 pub use store::{Loaded, RemovePredicate, SaveReport, Store};

@@ -43,12 +43,7 @@ impl Store for MemoryStore {
 
     fn save(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
         let mut data = self.data.lock().unwrap_or_else(|p| p.into_inner());
-        for (section, key, entry) in update.iter() {
-            data.insert(section, key.clone(), entry.clone());
-        }
-        for (digest, id) in &update.metadata.environments {
-            data.metadata.environments.insert(digest.clone(), id.clone());
-        }
+        data.apply(update.clone());
         if !update.metadata.lib_version.is_empty() {
             data.metadata.lib_version = update.metadata.lib_version.clone();
         }

@@ -56,7 +56,7 @@ pub struct Merged {
 /// Combines caches by the rule in the module docs.
 ///
 /// ```
-/// use ranktune_cache::{merge::merge, CacheData};
+/// use ranktune_cache::{merge, CacheData};
 /// let m = merge(&[CacheData::default(), CacheData::default()]);
 /// assert!(m.data.is_empty() && m.conflicts.is_empty());
 /// ```
@@ -110,7 +110,7 @@ pub fn merge(inputs: &[CacheData]) -> Merged {
 /// stored at that moment.
 ///
 /// ```
-/// # use ranktune_cache::{merge::new_wins, Entry};
+/// # use ranktune_cache::{new_wins, Entry};
 /// let e = |t: u64| Entry { runner_index: 0, tactic: 0.into(), time_us: 1.0,
 ///     candidates: vec![], checksum: "c".into(), env: "e".into(), created_unix: t };
 /// assert!(new_wins(&e(1), &e(2)) && !new_wins(&e(2), &e(1)) && !new_wins(&e(1), &e(1)));
@@ -151,6 +151,7 @@ fn merge_metadata(inputs: &[CacheData]) -> super::Metadata {
 
 /// Why [`place_in_rank`] could not place a cache.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlaceError {
     /// The requested source rank is absent.
     #[error("there is no rank_{wanted} section (sections: {present}); pick one of them")]

@@ -2,7 +2,7 @@
 //! panic; nothing is silently overwritten or lost.
 
 use ranktune_cache::{CacheData, CacheError, Entry, EntryKey, FileStore, Section, Store};
-use std::path::Path;
+use ranktune_testkit::file_names;
 
 const GOOD: &str = r#"{"op":"gemm","runner":"blocked","fingerprint":"f0","bucket":[[64,64]],"runner_index":0,"tactic":3,"time_us":12.5,"checksum":"c","env":"e","created_unix":1}"#;
 
@@ -34,15 +34,6 @@ fn one_update() -> CacheData {
         },
     );
     d
-}
-
-fn files(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
 }
 
 #[test]
@@ -96,7 +87,7 @@ fn a_save_over_a_damaged_file_sets_it_aside_too() {
     let store = FileStore::new(&path);
     let report = store.save(&one_update()).unwrap();
     assert!(report.warnings.iter().any(|w| w.contains("corrupt-")), "{:?}", report.warnings);
-    let names = files(dir.path());
+    let names = file_names(dir.path());
     assert!(names.iter().any(|n| n.starts_with("c.json.corrupt-")), "{names:?}");
     assert_eq!(store.load().unwrap().data.len(), 1);
 }
@@ -148,9 +139,9 @@ fn files_this_version_must_not_touch_are_refused_and_left_alone() {
         let err = store.save(&one_update()).unwrap_err();
         assert!(err.to_string().contains(needle), "{name}: {err}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "{name}: file was changed");
-        assert!(!files(dir.path()).iter().any(|n| n.contains("corrupt")), "{name}");
+        assert!(!file_names(dir.path()).iter().any(|n| n.contains("corrupt")), "{name}");
         assert!(
-            files(&dir.path().join("c.json.spool")).is_empty(),
+            file_names(&dir.path().join("c.json.spool")).is_empty(),
             "{name}: a refused save lingers"
         );
     }
@@ -249,4 +240,24 @@ fn newer_minor_versions_load_and_their_fields_survive_a_save() {
     let written = std::fs::read_to_string(&path).unwrap();
     assert!(written.contains("\"new_field\":{\"a\":1}"), "{written}");
     assert_eq!(store.load().unwrap().data.len(), 2);
+}
+
+#[test]
+fn a_newer_minor_version_is_never_written_lower_and_keeps_every_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let text = doc("1.7", &[GOOD])
+        .replace("\"metadata\": {}", "\"metadata\": {\"site\": [1]}, \"extra_top\": true");
+    std::fs::write(&path, text).unwrap();
+    let store = FileStore::new(&path);
+    store.save(&one_update()).unwrap();
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert!(written.contains("\"version\": \"1.7\""), "{written}");
+    assert!(written.contains("\"extra_top\": true"), "{written}");
+    assert!(written.contains("\"site\": [1]"), "{written}");
+    // Removing entries rewrites the file the same way.
+    store.remove_where(&|_, k, _| k.op == "softmax").unwrap();
+    let written = std::fs::read_to_string(&path).unwrap();
+    assert!(written.contains("\"version\": \"1.7\"") && written.contains("\"extra_top\""));
+    assert_eq!(store.load().unwrap().data.len(), 1);
 }

@@ -2,8 +2,8 @@
 //! output, permissions, temp files, identities, lock timeout.
 
 use ranktune_cache::{CacheData, CacheError, Entry, EntryKey, FileStore, Identity, Section, Store};
+use ranktune_testkit::file_names;
 use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
 use std::time::Duration;
 
 fn key(op: &str, n: u64) -> EntryKey {
@@ -35,15 +35,6 @@ fn update(section: Section, items: &[(EntryKey, Entry)]) -> CacheData {
     d
 }
 
-fn list(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn save_merges_and_never_drops() {
     let dir = tempfile::tempdir().unwrap();
@@ -66,8 +57,8 @@ fn save_merges_and_never_drops() {
     assert_eq!(d.get(Section::Rank(0), &key("gemm", 2)).unwrap().tactic, 3);
     assert_eq!(d.get(Section::Shared, &key("softmax", 1)).unwrap().tactic, 4);
     // Only the cache, its lock and the (empty) spool remain.
-    assert_eq!(list(dir.path()), ["c.json", "c.json.lock", "c.json.spool"]);
-    assert!(list(&dir.path().join("c.json.spool")).is_empty());
+    assert_eq!(file_names(dir.path()), ["c.json", "c.json.lock", "c.json.spool"]);
+    assert!(file_names(&dir.path().join("c.json.spool")).is_empty());
 }
 
 #[test]
@@ -204,7 +195,7 @@ fn stale_temp_files_are_ignored_and_removed() {
     assert_eq!(loaded.data.len(), 1);
     assert!(loaded.warnings.is_empty());
     store.save(&update(Section::Rank(0), &[(key("gemm", 2), entry(1, 1.0, "e"))])).unwrap();
-    assert_eq!(list(dir.path()), ["c.json", "c.json.lock", "c.json.spool"]);
+    assert_eq!(file_names(dir.path()), ["c.json", "c.json.lock", "c.json.spool"]);
     assert_eq!(store.load().unwrap().data.len(), 2);
 }
 
@@ -228,13 +219,13 @@ fn unfolded_spools_are_read_and_without_locking_nothing_is_lost() {
         assert!(r2.warnings.iter().any(|w| w.contains("cannot lock")), "{:?}", r2.warnings);
     }
     // Spools are kept without a lock, and readers see every save.
-    assert_eq!(list(&dir.path().join("c.json.spool")).len(), 3);
+    assert_eq!(file_names(&dir.path().join("c.json.spool")).len(), 3);
     assert_eq!(store.load().unwrap().data.len(), 3);
     // A locked save later folds them and cleans up.
     FileStore::new(&path)
         .save(&update(Section::Rank(9), &[(key("x", 1), entry(1, 1.0, "e"))]))
         .unwrap();
-    assert!(list(&dir.path().join("c.json.spool")).is_empty());
+    assert!(file_names(&dir.path().join("c.json.spool")).is_empty());
     assert_eq!(FileStore::new(&path).load().unwrap().data.len(), 4);
 }
 

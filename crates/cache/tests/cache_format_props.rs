@@ -2,9 +2,9 @@
 //! one canonical byte form, and through a FileStore save and load.
 
 use proptest::prelude::*;
-use ranktune_cache::file::format::{parse, to_bytes};
 use ranktune_cache::{
-    CacheData, Candidate, Entry, EntryKey, FileStore, Identity, Section, Stats, Store,
+    cache_to_bytes, parse_cache, CacheData, Candidate, Entry, EntryKey, FileStore, Identity,
+    Section, Stats, Store,
 };
 
 fn text() -> impl Strategy<Value = String> {
@@ -144,11 +144,11 @@ proptest! {
 
     #[test]
     fn serialization_round_trips_in_one_canonical_form(data in cache()) {
-        let bytes = to_bytes(&data);
-        let back = parse(&bytes).unwrap();
+        let bytes = cache_to_bytes(&data);
+        let back = parse_cache(&bytes).unwrap();
         prop_assert!(back.warnings.is_empty(), "{:?}", back.warnings);
         prop_assert_eq!(&back.data, &data);
-        prop_assert_eq!(to_bytes(&back.data), bytes);
+        prop_assert_eq!(cache_to_bytes(&back.data), bytes);
     }
 }
 

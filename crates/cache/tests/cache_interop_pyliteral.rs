@@ -3,8 +3,7 @@
 
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
-use ranktune_cache::trtllm::pyliteral::{parse, repr_float, PyValue};
-use ranktune_cache::trtllm::tactic::{json_to_py, py_to_json};
+use ranktune_cache::trtllm::{json_to_py, parse_literal as parse, py_to_json, repr_float, PyValue};
 use std::io::Write;
 use std::process::{Command, Stdio};
 

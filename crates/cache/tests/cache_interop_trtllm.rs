@@ -1,8 +1,9 @@
 //! Importing and exporting TensorRT-LLM cache files, on fixtures written the
 //! way the reference writes them (`tests/fixtures/trtllm/make_fixtures.py`).
 
-use ranktune_cache::trtllm::convert::{self, ConvertError, IMPORTED_CHECKSUM};
-use ranktune_cache::trtllm::{export, import_bytes, key::parse_key};
+use ranktune_cache::trtllm::{
+    export, import_bytes, parse_key, to_json_text, ConvertError, IMPORTED_CHECKSUM,
+};
 use ranktune_cache::{EntryKey, Section};
 use serde_json::{json, Value};
 use std::io::Write;
@@ -167,7 +168,7 @@ fn export_of_import_reproduces_the_reference_file() {
         // And Python agrees the values are equal.
         python_equivalent(&original, doc);
         // A second trip changes nothing at all.
-        let again = export(&import_bytes(convert::to_json_text(doc).as_bytes()).unwrap().data);
+        let again = export(&import_bytes(to_json_text(doc).as_bytes()).unwrap().data);
         assert_eq!(&again.doc, doc);
     }
 }

@@ -6,9 +6,9 @@
 //! the variable is unset.
 
 use ranktune_cache::{read_cache_file, CacheData, Entry, EntryKey, FileStore, Section, Store};
-use std::io::{BufRead, BufReader};
+use ranktune_testkit::{child_test, child_var_parsed, file_names, kill, LineReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 const CHILD_ENV: &str = "RANKTUNE_TEST_CHILD";
@@ -46,32 +46,29 @@ fn batch(rank: u32, round: u64, save: u64, n: u64) -> CacheData {
 }
 
 fn spawn_child(mode: &str, cache: &Path, extra: &[(&str, String)]) -> Child {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "child", "--nocapture", "--test-threads=1", "-q"])
-        .env(CHILD_ENV, mode)
-        .env("CHILD_CACHE", cache)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
-    for (k, v) in extra {
-        cmd.env(k, v);
-    }
-    cmd.spawn().unwrap()
+    let mut cmd = child_test("child", false);
+    cmd.env(CHILD_ENV, mode).env("CHILD_CACHE", cache).envs(extra.iter().map(|(k, v)| (k, v)));
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap()
+}
+
+/// The save a crashing child announced on `line`, if it is such a line.
+fn saved(line: &str) -> Option<u64> {
+    line.strip_prefix("saved ").map(|i| i.parse().unwrap())
 }
 
 /// Child entry point (a no-op in a normal test run).
 #[test]
 fn child() {
     let Ok(mode) = std::env::var(CHILD_ENV) else { return };
-    let cache = PathBuf::from(std::env::var("CHILD_CACHE").unwrap());
+    let cache: PathBuf = child_var_parsed("CHILD_CACHE");
     let store = FileStore::new(&cache).with_lock_timeout(Duration::from_secs(120));
-    let var = |k: &str| std::env::var(k).unwrap().parse::<u64>().unwrap();
+    let var = child_var_parsed::<u64>;
     match mode.as_str() {
         "burst" => {
             let (rank, round, saves, n) =
                 (var("RANK") as u32, var("ROUND"), var("SAVES"), var("N"));
             // Start together: wait for the go file.
-            let go = PathBuf::from(std::env::var("GO").unwrap());
+            let go: PathBuf = child_var_parsed("GO");
             let deadline = Instant::now() + Duration::from_secs(60);
             while !go.exists() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(1));
@@ -149,9 +146,8 @@ fn many_processes_saving_at_once_lose_nothing() {
         assert!(spools.is_empty(), "spool not empty after round {round}");
         assert_eq!(FileStore::new(&cache).load().unwrap().data, main.data);
     }
-    let leftovers: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+    let leftovers: Vec<String> = file_names(dir.path())
+        .into_iter()
         .filter(|n| n.contains(".tmp") || n.contains("corrupt"))
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
@@ -187,32 +183,20 @@ fn writer_killed_at_random_points_never_corrupts_or_loses_returned_saves() {
     const ROUNDS: usize = 20;
     for round in 0..ROUNDS {
         let mut child = spawn_child("crash", &cache, &[]);
-        let stdout = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if let Some(i) = line.strip_prefix("saved ") {
-                    let _ = tx.send(i.parse::<u64>().unwrap());
-                }
-            }
-        });
+        let lines = LineReader::read(child.stdout.take().unwrap());
         // Let it complete a few saves, then kill it at a random moment.
         let want = 1 + rand(2);
         let mut returned: Vec<u64> = Vec::new();
         while (returned.len() as u64) < want {
-            match rx.recv_timeout(Duration::from_secs(60)) {
-                Ok(i) => returned.push(i),
+            match lines.wait_for(|l| saved(l).is_some(), Duration::from_secs(60)) {
+                Ok(line) => returned.extend(saved(&line)),
                 Err(_) => panic!("round {round}: the writer made no progress"),
             }
         }
         std::thread::sleep(Duration::from_micros(rand(20_000)));
-        // SAFETY: signalling our own child by pid.
-        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
-        let status = child.wait().unwrap();
+        let status = kill(&mut child).unwrap();
         kills_mid_run += usize::from(status.code().is_none());
-        reader.join().unwrap();
-        returned.extend(rx.try_iter());
+        returned.extend(lines.rest().iter().filter_map(|l| saved(l)));
         // The main file always parses on its own.
         let main = read_cache_file(&cache).unwrap_or_else(|e| panic!("round {round}: {e}"));
         assert!(main.warnings.is_empty(), "{:?}", main.warnings);
@@ -244,9 +228,6 @@ fn writer_killed_at_random_points_never_corrupts_or_loses_returned_saves() {
     assert_eq!(kills_mid_run, ROUNDS, "every child must have died by the signal");
     assert!(confirmed >= ROUNDS);
     // Nothing is left that a reader could mistake for the cache.
-    let names: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let names = file_names(dir.path());
     assert!(names.iter().all(|n| !n.contains("corrupt")), "{names:?}");
 }

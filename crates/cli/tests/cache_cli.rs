@@ -1,25 +1,14 @@
 //! `ranktune cache show|check|prune` as users run them.
 
 use ranktune_cache::{CacheData, Entry, EntryKey, FileStore, Identity, Section, Store};
+use ranktune_testkit::{Cli, Output};
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::process::{Command, Output};
 
+/// ranktune without the variables that would change what it does here.
 fn ranktune(args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ranktune"));
-    cmd.args(args).env_remove("RANKTUNE_LOG").env_remove("RANKTUNE_LOCK_TIMEOUT");
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    let cli = Cli::new(env!("CARGO_BIN_EXE_ranktune"));
+    cli.env_remove(["RANKTUNE_LOG", "RANKTUNE_LOCK_TIMEOUT"]).args(args).envs(envs.to_vec()).run()
 }
 
 fn key(op: &str, m: u64) -> EntryKey {
@@ -70,8 +59,8 @@ fn show_prints_a_table_and_json() {
     sample(&path);
     let p = path.to_str().unwrap();
     let out = ranktune(&["cache", "show", p], &[]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let text = stdout(&out);
+    assert!(out.status.success(), "{}", out.stderr_text());
+    let text = out.stdout_text();
     assert!(text.starts_with("SECTION"), "{text}");
     assert_eq!(
         text.lines().filter(|l| l.starts_with("rank_") || l.starts_with("shared")).count(),
@@ -81,7 +70,7 @@ fn show_prints_a_table_and_json() {
     assert!(text.contains("6 entries in 4 section(s), 1 stale"), "{text}");
 
     let out = ranktune(&["cache", "show", p, "--json"], &[]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.status.success(), "{}", out.stderr_text());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let entries = v["entries"].as_array().unwrap();
     assert_eq!(entries.len(), 6);
@@ -108,8 +97,8 @@ fn check_reports_one_line_per_problem() {
     let (_, other) = sample(&path);
     let p = path.to_str().unwrap();
     let out = ranktune(&["cache", "check", p], &[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
-    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(1), "{}", out.stdout_text());
+    let text = out.stdout_text();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
     assert!(
@@ -123,21 +112,21 @@ fn check_reports_one_line_per_problem() {
     let mut damaged = std::fs::read_to_string(&path).unwrap();
     damaged = damaged.replacen("\"time_us\":15.0", "\"time_us\":-15.0", 1);
     std::fs::write(&path, &damaged).unwrap();
-    let text = stdout(&ranktune(&["cache", "check", p], &[]));
+    let text = ranktune(&["cache", "check", p], &[]).stdout_text();
     assert!(text.lines().any(|l| l.contains("bad entry") && l.contains("time_us")), "{text}");
     std::fs::write(&path, b"{\"rank_0\": [").unwrap();
     let out = ranktune(&["cache", "check", p], &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
-        stdout(&out).starts_with("unusable:") && stdout(&out).contains("does not parse"),
+        out.stdout_text().starts_with("unusable:") && out.stdout_text().contains("does not parse"),
         "{}",
-        stdout(&out)
+        out.stdout_text()
     );
     assert_eq!(std::fs::read(&path).unwrap(), b"{\"rank_0\": [");
 
     let out = ranktune(&["cache", "check", dir.path().join("nope.json").to_str().unwrap()], &[]);
     assert_eq!(out.status.code(), Some(2), "a missing file is an error, as for show");
-    assert!(stderr(&out).contains("does not exist"), "{}", stderr(&out));
+    assert!(out.stderr_text().contains("does not exist"), "{}", out.stderr_text());
 }
 
 #[test]
@@ -150,8 +139,12 @@ fn check_passes_a_healthy_cache() {
     d.insert(Section::Rank(1), key("gemm", 64), entry(3, &here));
     FileStore::new(&path).save(&d).unwrap();
     let out = ranktune(&["cache", "check", path.to_str().unwrap()], &[]);
-    assert!(out.status.success(), "{}", stdout(&out));
-    assert!(stdout(&out).contains("healthy (2 entries in 2 section(s))"), "{}", stdout(&out));
+    assert!(out.status.success(), "{}", out.stdout_text());
+    assert!(
+        out.stdout_text().contains("healthy (2 entries in 2 section(s))"),
+        "{}",
+        out.stdout_text()
+    );
 }
 
 #[test]
@@ -161,22 +154,22 @@ fn prune_removes_stale_entries_through_the_locked_path() {
     let (here, other) = sample(&path);
     let p = path.to_str().unwrap();
     let out = ranktune(&["cache", "prune", p, "--env", &other], &[]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("removed 5 stale entries"), "{}", stdout(&out));
+    assert!(out.status.success(), "{}", out.stderr_text());
+    assert!(out.stdout_text().contains("removed 5 stale entries"), "{}", out.stdout_text());
     let left = FileStore::new(&path).load().unwrap().data;
     assert_eq!(left.len(), 1);
     assert!(left.iter().all(|(_, _, e)| e.env == other));
 
     sample(&path);
     let out = ranktune(&["cache", "prune", p], &[]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.status.success(), "{}", out.stderr_text());
     let left = FileStore::new(&path).load().unwrap().data;
-    assert_eq!(left.len(), 5, "{}", stdout(&out));
+    assert_eq!(left.len(), 5, "{}", out.stdout_text());
     assert!(left.iter().all(|(_, _, e)| e.env == here));
 
     let out = ranktune(&["cache", "prune", p, "--env", "not-hex!"], &[]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("--env"), "{}", stderr(&out));
+    assert!(out.stderr_text().contains("--env"), "{}", out.stderr_text());
 }
 
 #[test]
@@ -192,7 +185,7 @@ fn a_held_lock_is_announced_once_then_times_out_naming_the_path() {
     let out =
         ranktune(&["cache", "prune", path.to_str().unwrap()], &[("RANKTUNE_LOCK_TIMEOUT", "1.5")]);
     assert_eq!(out.status.code(), Some(2));
-    let err = stderr(&out);
+    let err = out.stderr_text();
     assert_eq!(
         err.lines().filter(|l| l.contains("WARN") && l.contains("waiting for lock on")).count(),
         1,
@@ -207,5 +200,5 @@ fn a_held_lock_is_announced_once_then_times_out_naming_the_path() {
     let out =
         ranktune(&["cache", "prune", path.to_str().unwrap()], &[("RANKTUNE_LOCK_TIMEOUT", "soon")]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("RANKTUNE_LOCK_TIMEOUT"), "{}", stderr(&out));
+    assert!(out.stderr_text().contains("RANKTUNE_LOCK_TIMEOUT"), "{}", out.stderr_text());
 }

@@ -1,30 +1,18 @@
 //! End-to-end tests of `ranktune cache import|export|merge|diff`, running the
 //! real binary, including many concurrent imports into one cache.
 
-use ranktune_cache::trtllm::{import_bytes, key::format_key};
+use ranktune_cache::trtllm::{format_key, import_bytes};
 use ranktune_cache::{CacheData, EntryKey, FileStore, Section, Store};
+use ranktune_testkit::{Cli, Output};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cache/tests/fixtures/trtllm").join(name)
 }
 
 fn ranktune(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ranktune"));
-    for a in args {
-        cmd.arg(a);
-    }
-    cmd.env_remove("RANKTUNE_LOG");
-    cmd.output().expect("run ranktune")
-}
-
-fn text(out: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    Cli::new(env!("CARGO_BIN_EXE_ranktune")).args(args).env_remove(["RANKTUNE_LOG"]).run()
 }
 
 fn load(path: &Path) -> CacheData {
@@ -43,7 +31,7 @@ fn import_then_export_reproduces_the_reference_file() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache.json");
     let out = ranktune(&[&"cache", &"import", &cache, &fixture("multi_rank.json")]);
-    let (stdout, stderr) = text(&out);
+    let (stdout, stderr) = (out.stdout_text(), out.stderr_text());
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("read 51 entries"), "{stdout}");
     assert!(stdout.contains("imported 51 entries"), "{stdout}");
@@ -52,7 +40,7 @@ fn import_then_export_reproduces_the_reference_file() {
 
     let exported = dir.path().join("out.json");
     let out = ranktune(&[&"cache", &"export", &cache, &"-o", &exported, &"--format", &"trtllm"]);
-    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(out.status.success(), "{out}");
     let again = import_bytes(&std::fs::read(&exported).unwrap()).unwrap();
     assert!(again.warnings.is_empty());
     assert_eq!(entries(&again.data), entries(&original));
@@ -70,9 +58,9 @@ fn import_then_export_reproduces_the_reference_file() {
     // An existing OUT is only replaced with --force.
     let out = ranktune(&[&"cache", &"export", &cache, &"-o", &exported]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out).1.contains("--force"));
+    assert!(out.stderr_text().contains("--force"));
     let out = ranktune(&[&"cache", &"export", &cache, &"-o", &exported, &"--force"]);
-    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(out.status.success(), "{out}");
 }
 
 #[test]
@@ -80,7 +68,7 @@ fn bad_entries_warn_by_name_and_not_json_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache.json");
     let out = ranktune(&[&"cache", &"import", &cache, &fixture("bad_tactic.json")]);
-    let (stdout, stderr) = text(&out);
+    let (stdout, stderr) = (out.stdout_text(), out.stderr_text());
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("4 bad entries skipped"), "{stdout}");
     assert!(stderr.contains("<Tactic object at 0x7f3a>"), "{stderr}");
@@ -91,7 +79,7 @@ fn bad_entries_warn_by_name_and_not_json_changes_nothing() {
     for bad in ["truncated.json", "make_fixtures.py"] {
         let out =
             ranktune(&[&"cache", &"import", &cache, &fixture("old_no_shared.json"), &fixture(bad)]);
-        let (_, stderr) = text(&out);
+        let stderr = out.stderr_text();
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains(bad) && stderr.contains("not valid JSON"), "{stderr}");
         assert_eq!(std::fs::read(&cache).unwrap(), before, "nothing written after a bad source");
@@ -100,7 +88,7 @@ fn bad_entries_warn_by_name_and_not_json_changes_nothing() {
     let odd = dir.path().join("odd.json");
     std::fs::write(&odd, r#"{"hello": 1}"#).unwrap();
     let out = ranktune(&[&"cache", &"import", &cache, &odd]);
-    assert!(text(&out).1.contains("--format"), "{:?}", text(&out));
+    assert!(out.stderr_text().contains("--format"), "{out}");
     assert_eq!(std::fs::read(&cache).unwrap(), before);
 }
 
@@ -111,10 +99,10 @@ fn rank_placement() {
     let src = fixture("old_no_shared.json");
     let out = ranktune(&[&"cache", &"import", &cache, &src, &"--rank", &"5"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out).1.contains("rank_0, rank_1"), "{:?}", text(&out));
+    assert!(out.stderr_text().contains("rank_0, rank_1"), "{out}");
     assert!(!cache.exists());
     let out = ranktune(&[&"cache", &"import", &cache, &src, &"--rank", &"5", &"--from-rank", &"1"]);
-    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(out.status.success(), "{out}");
     let data = load(&cache);
     assert_eq!(data.sections.keys().copied().collect::<Vec<_>>(), [Section::Rank(5)]);
     assert_eq!(data.len(), 12);
@@ -152,20 +140,17 @@ fn concurrent_imports_lose_nothing() {
     for r in 0..PROCS {
         let src = dir.path().join(format!("src{r}.json"));
         single_rank_file(&src, &format!("op{r}"), ENTRIES, &format!("({r}, 'x')"), 1.7e9);
-        let child = Command::new(env!("CARGO_BIN_EXE_ranktune"))
+        let child = Cli::new(env!("CARGO_BIN_EXE_ranktune"))
             .args(["cache", "import"])
             .arg(&cache)
             .arg(&src)
             .args(["--rank", &r.to_string()])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
+            .spawn();
         children.push(child);
     }
     for child in children {
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{:?}", text(&out));
+        let out = child.wait();
+        assert!(out.status.success(), "{out}");
     }
     let data = load(&cache);
     assert_eq!(data.len(), (PROCS as usize) * ENTRIES as usize);
@@ -190,7 +175,7 @@ fn merge_reports_conflicts_and_diff_shows_them() {
 
     // diff: two different choices, one removed; exit 1.
     let out = ranktune(&[&"cache", &"diff", &a, &b]);
-    let (stdout, stderr) = text(&out);
+    let (stdout, stderr) = (out.stdout_text(), out.stderr_text());
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
     assert!(stdout.contains("0 added, 1 removed, 2 different choice, 0 time change"), "{stdout}");
     assert_eq!(stdout.lines().filter(|l| l.starts_with("choice")).count(), 2, "{stdout}");
@@ -200,12 +185,12 @@ fn merge_reports_conflicts_and_diff_shows_them() {
     assert_eq!(v["changed"][0]["kind"], "choice");
     // A trtllm file diffs against a ranktune cache with the same content.
     let out = ranktune(&[&"cache", &"diff", &old_src, &a]);
-    assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{out}");
 
     // merge: the newer entries win, each conflict is reported.
     let merged = dir.path().join("merged.json");
     let out = ranktune(&[&"cache", &"merge", &"-o", &merged, &a, &b]);
-    let (stdout, stderr) = text(&out);
+    let (stdout, stderr) = (out.stdout_text(), out.stderr_text());
     assert!(out.status.success(), "{stdout}{stderr}");
     assert_eq!(stdout.lines().filter(|l| l.starts_with("conflict ")).count(), 2, "{stdout}");
     assert!(stdout.contains("[newer]"), "{stdout}");
@@ -216,7 +201,7 @@ fn merge_reports_conflicts_and_diff_shows_them() {
 
     // merge --json, and into an existing OUT (which takes part as the first input).
     let out = ranktune(&[&"cache", &"merge", &"-o", &merged, &old_src, &"--json"]);
-    assert!(out.status.success(), "{:?}", text(&out));
+    assert!(out.status.success(), "{out}");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["conflicts"].as_array().unwrap().len(), 2);
     assert_eq!(v["conflicts"][0]["won_by"], "newer");

@@ -6,11 +6,11 @@
 use ranktune_cache::{
     write_cache_file, CacheData, Entry, EntryKey, FileStore, Identity, Section, Store,
 };
+use ranktune_testkit::{Cli, Running};
 use std::fs::File;
-use std::io::{BufRead, BufReader};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 fn key(op: &str) -> EntryKey {
@@ -59,48 +59,31 @@ fn hold_lock(cache: &Path) -> Held {
 }
 
 /// Starts ranktune and returns once it says it is waiting for the lock
-/// (so it has done its unlocked read), with the rest of its stderr.
-fn start_waiting(args: &[&str]) -> (Child, std::thread::JoinHandle<String>) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ranktune"))
+/// (so it has done its unlocked read).
+fn start_waiting(args: &[&str]) -> Running {
+    let running = Cli::new(env!("CARGO_BIN_EXE_ranktune"))
         .args(args)
-        .env_remove("RANKTUNE_LOG")
-        .env_remove("RANKTUNE_LOCK_TIMEOUT")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let reader = std::thread::spawn(move || {
-        let mut all = String::new();
-        let mut line = String::new();
-        while err.read_line(&mut line).unwrap_or(0) > 0 {
-            if line.contains("waiting for lock on") {
-                let _ = tx.send(());
-            }
-            all.push_str(&line);
-            line.clear();
-        }
-        all
-    });
-    let start = Instant::now();
-    while rx.recv_timeout(Duration::from_millis(100)).is_err() {
-        if let Some(status) = child.try_wait().unwrap() {
+        .env_remove(["RANKTUNE_LOG", "RANKTUNE_LOCK_TIMEOUT"])
+        .spawn();
+    let waiting = |l: &str| l.contains("waiting for lock on");
+    match running.stderr().wait_for(waiting, Duration::from_secs(120)) {
+        Ok(_) => running,
+        Err(RecvTimeoutError::Disconnected) => {
+            let out = running.wait();
             panic!(
-                "ranktune {args:?} ended ({status}) without waiting for the lock: {}",
-                reader.join().unwrap()
+                "ranktune {args:?} ended ({}) without waiting for the lock: {}",
+                out.status,
+                out.stderr_text()
             );
         }
-        assert!(start.elapsed() < Duration::from_secs(120), "ranktune {args:?} never waited");
+        Err(RecvTimeoutError::Timeout) => panic!("ranktune {args:?} never waited"),
     }
-    (child, reader)
 }
 
-fn finish(child: Child, reader: std::thread::JoinHandle<String>) -> (i32, String, String) {
-    let out = child.wait_with_output().unwrap();
-    let err = reader.join().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), err)
+/// Its exit code, stdout and all of its stderr, once it has finished.
+fn finish(running: Running) -> (i32, String, String) {
+    let out = running.wait();
+    (out.status.code().unwrap_or(-1), out.stdout_text(), out.stderr_text())
 }
 
 #[test]
@@ -113,14 +96,14 @@ fn prune_keeps_an_entry_refreshed_while_it_waited() {
     FileStore::new(&path).save(&data).unwrap();
 
     let held = hold_lock(&path);
-    let (child, reader) = start_waiting(&["cache", "prune", path.to_str().unwrap()]);
+    let running = start_waiting(&["cache", "prune", path.to_str().unwrap()]);
     // A rank re-tunes gemm on this machine and its save completes (as a
     // fold by another lock holder would leave it) while prune waits.
     let mut now = FileStore::new(&path).inspect().unwrap().data;
     now.insert(Section::Rank(0), key("gemm"), entry(7, &here, 200));
     write_cache_file(&path, &now).unwrap();
     drop(held);
-    let (code, out, err) = finish(child, reader);
+    let (code, out, err) = finish(running);
     assert_eq!(code, 0, "{out}{err}");
 
     let after = FileStore::new(&path).load().unwrap().data;
@@ -139,7 +122,7 @@ fn merge_output_keeps_a_newer_entry_saved_while_it_waited() {
     write_cache_file(&in_path, &one("gemm", entry(2, "e", 150))).unwrap();
 
     let held = hold_lock(&out_path);
-    let (child, reader) = start_waiting(&[
+    let running = start_waiting(&[
         "cache",
         "merge",
         "-o",
@@ -149,7 +132,7 @@ fn merge_output_keeps_a_newer_entry_saved_while_it_waited() {
     // A rank saves a newer decision into OUT while merge waits.
     write_cache_file(&out_path, &one("gemm", entry(3, "e", 200))).unwrap();
     drop(held);
-    let (code, out, err) = finish(child, reader);
+    let (code, out, err) = finish(running);
     assert_eq!(code, 0, "{out}{err}");
     let after = FileStore::new(&out_path).load().unwrap().data;
     let gemm = after.get(Section::Rank(0), &key("gemm")).unwrap();

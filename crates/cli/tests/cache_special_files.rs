@@ -3,43 +3,23 @@
 //! never allocate the file's size, never hang, and never replace them.
 
 use ranktune_cache::{CacheData, FileStore, Store};
+use ranktune_testkit::{within, Cli, Output};
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+/// Nothing here may hang: each step fails the test after this instead.
+const DEADLINE: Duration = Duration::from_secs(60);
 
 /// Runs ranktune with `args`, failing the test (instead of hanging) if it
 /// has not finished after a generous deadline.
 fn ranktune(args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ranktune"));
-    cmd.args(args)
-        .env_remove("RANKTUNE_LOG")
-        .env_remove("RANKTUNE_LOCK_TIMEOUT")
-        .env_remove("RANKTUNE_CACHE_MAX_BYTES")
-        .env_remove("RANKTUNE_TRACE")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("ranktune {args:?} hung");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
+    let scrub =
+        ["RANKTUNE_LOG", "RANKTUNE_LOCK_TIMEOUT", "RANKTUNE_CACHE_MAX_BYTES", "RANKTUNE_TRACE"];
+    let cli = Cli::new(env!("CARGO_BIN_EXE_ranktune")).env_remove(scrub).limit(DEADLINE);
+    cli.args(args).envs(envs.to_vec()).run()
 }
 
 fn mkfifo(path: &Path) {
@@ -68,7 +48,7 @@ fn a_huge_sparse_file_is_refused_by_name_and_left_alone() {
         vec!["tune", "--quick", "--ops", "softmax", "--cache", p],
     ] {
         let out = ranktune(&args, &[]);
-        let err = stderr(&out);
+        let err = out.stderr_text();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(p) && err.contains("limit"), "{args:?}: {err}");
         assert!(!err.contains("memory allocation"), "{args:?}: {err}");
@@ -88,12 +68,12 @@ fn the_size_limit_can_be_raised_or_lowered() {
     std::fs::write(&path, b"{}").unwrap();
     let p = path.to_str().unwrap();
     let out = ranktune(&["cache", "show", p], &[("RANKTUNE_CACHE_MAX_BYTES", "1")]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("RANKTUNE_CACHE_MAX_BYTES"), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr_text());
+    assert!(out.stderr_text().contains("RANKTUNE_CACHE_MAX_BYTES"), "{}", out.stderr_text());
     let out = ranktune(&["cache", "show", p], &[("RANKTUNE_CACHE_MAX_BYTES", "lots")]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr_text());
     let out = ranktune(&["cache", "show", p], &[("RANKTUNE_CACHE_MAX_BYTES", "2")]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(out.status.success(), "{}", out.stderr_text());
 }
 
 #[test]
@@ -113,7 +93,7 @@ fn a_fifo_is_refused_without_hanging_and_stays_a_fifo() {
         vec!["tune", "--quick", "--ops", "softmax", "--cache", p],
     ] {
         let out = ranktune(&args, &[]);
-        let err = stderr(&out);
+        let err = out.stderr_text();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains("FIFO") && err.contains(p), "{args:?}: {err}");
     }
@@ -134,7 +114,7 @@ fn a_device_is_never_replaced() {
     }
     let p = path.to_str().unwrap();
     let out = ranktune(&["tune", "--quick", "--ops", "softmax", "--cache", p], &[]);
-    let err = stderr(&out);
+    let err = out.stderr_text();
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("character device") && err.contains(p), "{err}");
     assert!(std::fs::symlink_metadata(&path).unwrap().file_type().is_char_device());
@@ -142,7 +122,7 @@ fn a_device_is_never_replaced() {
     let src = dir.path().join("src.json");
     std::fs::write(&src, b"{}").unwrap();
     let out = ranktune(&["cache", "export", src.to_str().unwrap(), "-o", p, "--force"], &[]);
-    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr_text());
     assert!(std::fs::symlink_metadata(&path).unwrap().file_type().is_char_device());
 }
 
@@ -153,23 +133,23 @@ fn an_empty_file_is_called_empty_by_every_command() {
     std::fs::write(&empty, b"").unwrap();
     let e = empty.to_str().unwrap();
     let out = ranktune(&["cache", "check", e], &[]);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = out.stdout_text();
     assert_eq!(out.status.code(), Some(1), "{text}");
     assert!(text.starts_with("empty file"), "{text}");
     let out = ranktune(&["cache", "show", e], &[]);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = out.stdout_text();
     assert!(out.status.success() && text.contains("empty cache") && !text.contains('?'), "{text}");
     let into = dir.path().join("into.json");
     let out = ranktune(&["cache", "import", into.to_str().unwrap(), e], &[]);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{}", stderr(&out));
+    let text = out.stdout_text();
+    assert!(out.status.success(), "{}", out.stderr_text());
     assert!(text.contains("(empty)") && !text.contains("trtllm"), "{text}");
     // A missing file: the same error and exit code for show and check.
     let missing = dir.path().join("missing.json");
     for cmd in ["show", "check"] {
         let out = ranktune(&["cache", cmd, missing.to_str().unwrap()], &[]);
         assert_eq!(out.status.code(), Some(2), "{cmd}");
-        assert!(stderr(&out).contains("does not exist"), "{cmd}: {}", stderr(&out));
+        assert!(out.stderr_text().contains("does not exist"), "{cmd}: {}", out.stderr_text());
     }
 }
 
@@ -204,12 +184,12 @@ fn store_warnings_are_printed_once() {
     // The tuner's load (the session logs what the store returns) ...
     let out =
         ranktune(&["tune", "--quick", "--ops", "softmax", "--max-tokens", "2", "--cache", c], &[]);
-    let err = stderr(&out);
+    let err = out.stderr_text();
     assert!(out.status.success(), "{err}");
     assert_eq!(err.matches("bad entry rank_0[0]").count(), 1, "{err}");
     // ... and prune, which drops it.
     let out = ranktune(&["cache", "prune", c], &[]);
-    let err = stderr(&out);
+    let err = out.stderr_text();
     assert!(out.status.success(), "{err}");
     assert_eq!(err.matches("bad entry rank_0[0]").count(), 1, "{err}");
 }
@@ -230,7 +210,11 @@ fn a_malformed_lock_timeout_is_an_error_for_every_cache_command() {
     ] {
         let out = ranktune(&args, &[("RANKTUNE_LOCK_TIMEOUT", "abc")]);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert!(stderr(&out).contains("RANKTUNE_LOCK_TIMEOUT"), "{args:?}: {}", stderr(&out));
+        assert!(
+            out.stderr_text().contains("RANKTUNE_LOCK_TIMEOUT"),
+            "{args:?}: {}",
+            out.stderr_text()
+        );
     }
     assert!(!into.exists());
 }
@@ -239,69 +223,51 @@ fn a_malformed_lock_timeout_is_an_error_for_every_cache_command() {
 fn prune_refuses_an_unknown_environment_and_can_dry_run() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tune.json");
-    let mut data = CacheData::default();
-    data.insert(
-        ranktune_cache::Section::Rank(0),
-        ranktune_cache::EntryKey {
-            op: "gemm".into(),
-            runner: "r".into(),
-            fingerprint: "f".into(),
-            bucket: vec![vec![1]],
-        },
-        ranktune_cache::Entry {
-            runner_index: 0,
-            tactic: serde_json::json!(1),
-            time_us: 1.0,
-            candidates: vec![],
-            checksum: "c".into(),
-            env: "0123456789abcdef".into(),
-            created_unix: 1,
-        },
-    );
+    let data = one_entry_in("0123456789abcdef", 1, 1);
     FileStore::new(&path).save(&data).unwrap();
     let before = std::fs::read(&path).unwrap();
     let p = path.to_str().unwrap();
     let out = ranktune(&["cache", "prune", p, "--env", "deadbeef"], &[]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("Known environments"), "{}", stderr(&out));
+    assert!(out.stderr_text().contains("Known environments"), "{}", out.stderr_text());
     let out = ranktune(&["cache", "prune", p, "--dry-run"], &[]);
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let text = out.stdout_text();
     assert!(out.status.success() && text.contains("would remove 1"), "{text}");
     assert_eq!(std::fs::read(&path).unwrap(), before, "nothing changed");
 }
 
+/// The key of gemm bucket `n`.
+fn gemm_key(n: u64) -> ranktune_cache::EntryKey {
+    ranktune_cache::EntryKey {
+        op: "gemm".into(),
+        runner: "r".into(),
+        fingerprint: "f".into(),
+        bucket: vec![vec![n]],
+    }
+}
+
 /// One entry of gemm bucket `n` for rank 0.
 fn one_entry(n: u64, tactic: i64) -> CacheData {
+    one_entry_in("e", n, tactic)
+}
+
+/// One entry of gemm bucket `n` for rank 0, measured in environment `env`.
+fn one_entry_in(env: &str, n: u64, tactic: i64) -> CacheData {
     let mut update = CacheData::default();
     update.insert(
         ranktune_cache::Section::Rank(0),
-        ranktune_cache::EntryKey {
-            op: "gemm".into(),
-            runner: "r".into(),
-            fingerprint: "f".into(),
-            bucket: vec![vec![n]],
-        },
+        gemm_key(n),
         ranktune_cache::Entry {
             runner_index: 0,
             tactic: serde_json::json!(tactic),
             time_us: 1.0,
             candidates: vec![],
             checksum: "c".into(),
-            env: "e".into(),
+            env: env.into(),
             created_unix: 1,
         },
     );
     update
-}
-
-/// Runs `f` on a thread and fails the test (instead of hanging) if it has
-/// not finished after a generous deadline.
-fn within_deadline<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    rx.recv_timeout(Duration::from_secs(60)).expect("hung on something in the spool")
 }
 
 #[test]
@@ -329,22 +295,17 @@ fn things_put_in_the_spool_are_skipped_and_left_alone() {
     let have_device = mknod_null(&device);
 
     let c = cache.clone();
-    let (saves, loaded, inspected) = within_deadline(move || {
-        let saves: Vec<_> =
-            (2..5).map(|n| FileStore::new(&c).save(&one_entry(n, n as i64)).unwrap()).collect();
-        (saves, FileStore::new(&c).load().unwrap(), FileStore::new(&c).inspect().unwrap())
-    });
+    let (saves, loaded, inspected) =
+        within(DEADLINE, "saving beside odd spool entries", move || {
+            let saves: Vec<_> =
+                (2..5).map(|n| FileStore::new(&c).save(&one_entry(n, n as i64)).unwrap()).collect();
+            (saves, FileStore::new(&c).load().unwrap(), FileStore::new(&c).inspect().unwrap())
+        });
     // Every save went in, nothing came from the link.
     for l in [&loaded, &inspected] {
         assert_eq!(l.data.len(), 4, "{:?}", l.warnings);
         for n in 1..5 {
-            let key = ranktune_cache::EntryKey {
-                op: "gemm".into(),
-                runner: "r".into(),
-                fingerprint: "f".into(),
-                bucket: vec![vec![n]],
-            };
-            let e = l.data.get(ranktune_cache::Section::Rank(0), &key).unwrap();
+            let e = l.data.get(ranktune_cache::Section::Rank(0), &gemm_key(n)).unwrap();
             assert_eq!(e.tactic, serde_json::json!(n));
         }
     }
@@ -372,7 +333,7 @@ fn things_put_in_the_spool_are_skipped_and_left_alone() {
     // The CLI reads such a cache too, without hanging, and says it once.
     let c = cache.to_str().unwrap();
     let out = ranktune(&["cache", "show", c], &[]);
-    let err = stderr(&out);
+    let err = out.stderr_text();
     assert!(out.status.success(), "{err}");
     assert_eq!(err.matches(&*fifo.display().to_string()).count(), 1, "{err}");
 }

@@ -1,26 +1,24 @@
 //! End to end: `ranktune tune --ranks 4 --quick --trace DIR/`, then
 //! `ranktune trace merge` and `ranktune trace summary` on DIR.
 
+use ranktune_testkit::{Cli, Output};
 use std::path::Path;
-use std::process::Command;
 
-fn ranktune(dir: &Path, args: &[&str]) -> std::process::Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_ranktune"))
+/// Runs ranktune in `dir`, without the tracing variables of the test's own
+/// environment, and fails the test unless it succeeds.
+fn ranktune(dir: &Path, args: &[&str]) -> Output {
+    let scrub = [
+        "RANKTUNE_TRACE",
+        "TLLM_TORCH_PROFILE_TRACE",
+        "RANKTUNE_PROFILE_ITERS",
+        "TLLM_PROFILE_START_STOP",
+    ];
+    Cli::new(env!("CARGO_BIN_EXE_ranktune"))
         .args(args)
         .current_dir(dir)
-        .env_remove("RANKTUNE_TRACE")
-        .env_remove("TLLM_TORCH_PROFILE_TRACE")
-        .env_remove("RANKTUNE_PROFILE_ITERS")
-        .env_remove("TLLM_PROFILE_START_STOP")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "ranktune {args:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+        .env_remove(scrub)
+        .run()
+        .expect_success()
 }
 
 #[test]

@@ -2,37 +2,20 @@
 //! processes, real kernels and one cache file.
 
 use ranktune_cache::{CacheData, FileStore, Section, Store};
+use ranktune_testkit::{Cli, Output, LAUNCHER_VARS};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 /// Small enough to keep the suite fast: buckets 1..16 of every op.
 const SMALL: [&str; 3] = ["--quick", "--max-tokens", "16"];
 
+/// Runs ranktune in `dir` as a user would outside any launcher, with `env`.
 fn ranktune(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ranktune"));
-    cmd.current_dir(dir).args(args);
-    for v in [
-        "RANK",
-        "WORLD_SIZE",
-        "LOCAL_RANK",
-        "RANKTUNE_RANK",
-        "RANKTUNE_WORLD_SIZE",
-        "RANKTUNE_CACHE",
-        "RANKTUNE_STRATEGY",
-        "RANKTUNE_STRATEGY_TIMEOUT",
-        "RANKTUNE_JOB_ID",
-        "RANKTUNE_COLLECTIVE",
-        "RANKTUNE_TEST_DIE_AT",
-    ] {
-        cmd.env_remove(v);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
+    let scrub = ["RANKTUNE_CACHE", "RANKTUNE_STRATEGY_TIMEOUT", "RANKTUNE_TEST_DIE_AT"];
+    let cli = Cli::new(env!("CARGO_BIN_EXE_ranktune")).current_dir(dir).args(args);
+    cli.env_remove(LAUNCHER_VARS).env_remove(scrub).envs(env.to_vec()).run()
 }
 
 fn tune(dir: &Path, cache: &Path, strategy: &str, ranks: &str, extra: &[&str]) -> Output {
@@ -41,12 +24,6 @@ fn tune(dir: &Path, cache: &Path, strategy: &str, ranks: &str, extra: &[&str]) -
     args.extend(SMALL);
     args.extend(extra);
     ranktune(dir, &args, &[])
-}
-
-fn json(out: &Output) -> Value {
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 /// Per rank: (op, bucket) → (runner, tactic, source, section).
@@ -98,7 +75,7 @@ fn every_collective_strategy_gives_one_shared_choice_per_bucket() {
     let dir = tempfile::tempdir().unwrap();
     for strategy in ["broadcast", "merge", "parallel"] {
         let cache = dir.path().join(format!("{strategy}.json"));
-        let report = json(&tune(dir.path(), &cache, strategy, "4", &[]));
+        let report = tune(dir.path(), &cache, strategy, "4", &[]).json();
         let per_rank = rows(&report);
         assert_eq!(per_rank.len(), 4);
         assert_eq!(per_rank[0].len(), 15, "5 buckets × 3 ops: {report}");
@@ -117,7 +94,7 @@ fn every_collective_strategy_gives_one_shared_choice_per_bucket() {
         assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
 
         // The next run agrees on the hits and measures nothing.
-        let again = json(&tune(dir.path(), &cache, strategy, "4", &[]));
+        let again = tune(dir.path(), &cache, strategy, "4", &[]).json();
         assert_eq!((again["tuned"].as_u64(), again["hits"].as_u64()), (Some(0), Some(60)));
     }
 }
@@ -128,9 +105,9 @@ fn mixed_hits_and_misses_across_ranks_end_with_one_choice() {
     let cache = dir.path().join("cache.json");
     // Ranks 0 and 1 tune independently first: they have hits in their own
     // sections, ranks 2 and 3 have nothing.
-    json(&tune(dir.path(), &cache, "independent", "2", &["--ops", "softmax,rmsnorm"]));
+    tune(dir.path(), &cache, "independent", "2", &["--ops", "softmax,rmsnorm"]).json();
     let start = Instant::now();
-    let report = json(&tune(dir.path(), &cache, "merge", "4", &["--ops", "softmax,rmsnorm"]));
+    let report = tune(dir.path(), &cache, "merge", "4", &["--ops", "softmax,rmsnorm"]).json();
     assert!(start.elapsed() < Duration::from_secs(120));
     let per_rank = rows(&report);
     for r in &per_rank {
@@ -184,20 +161,18 @@ fn two_jobs_sharing_a_cache_directory_do_not_mix() {
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a.json"), dir.path().join("b.json"));
     let spawn = |cache: &Path, ops: &str| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ranktune"));
-        cmd.current_dir(dir.path())
+        Cli::new(env!("CARGO_BIN_EXE_ranktune"))
+            .current_dir(dir.path())
             .args(["tune", "--json", "--ranks", "2", "--strategy", "parallel", "--ops", ops])
             .args(["--cache", cache.to_str().unwrap()])
             .args(SMALL)
-            .env_remove("RANKTUNE_JOB_ID")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        cmd.spawn().unwrap()
+            .env_remove(["RANKTUNE_JOB_ID"])
+            .spawn()
     };
     let (ja, jb) = (spawn(&a, "softmax"), spawn(&b, "rmsnorm"));
-    let (oa, ob) = (ja.wait_with_output().unwrap(), jb.wait_with_output().unwrap());
+    let (oa, ob) = (ja.wait(), jb.wait());
     for (out, op) in [(&oa, "softmax"), (&ob, "rmsnorm")] {
-        let report = json(out);
+        let report = out.json();
         for r in rows(&report) {
             assert_eq!(r.len(), 5);
             assert!(r.keys().all(|k| k.starts_with(op)), "{r:?}");
@@ -210,7 +185,7 @@ fn two_jobs_sharing_a_cache_directory_do_not_mix() {
 fn cache_check_reports_ranks_that_chose_differently() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache.json");
-    json(&tune(dir.path(), &cache, "independent", "2", &["--ops", "rmsnorm"]));
+    tune(dir.path(), &cache, "independent", "2", &["--ops", "rmsnorm"]).json();
     // Make rank 1 disagree with rank 0 on one bucket, as noisy ranks do.
     let mut data = load(&cache);
     let r1 = data.sections.get_mut(&Section::Rank(1)).unwrap();

@@ -3,10 +3,10 @@
 //! valid JSON. Also: truncated array and object files, files that are not
 //! traces, and random corruption (property test).
 use proptest::prelude::*;
+use ranktune_testkit::Cli;
 use ranktune_trace_analyze::{SkipReason, TraceReader};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const GOOD: &str = r#"{"ph":"X","name":"good","pid":1,"tid":1,"ts":10.5,"dur":2}"#;
 
@@ -38,14 +38,12 @@ fn read_all(path: &Path) -> (u64, TraceReader) {
 }
 
 fn merge_cli(inputs: &[&Path], out: &Path) -> (bool, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_ranktune"))
-        .args(["trace", "merge"])
-        .args(inputs)
-        .arg("-o")
-        .arg(out)
-        .output()
-        .unwrap();
-    (o.status.success(), String::from_utf8_lossy(&o.stderr).into_owned())
+    let o = ranktune().args(["trace", "merge"]).args(inputs).arg("-o").arg(out).run();
+    (o.status.success(), o.stderr_text())
+}
+
+fn ranktune() -> Cli {
+    Cli::new(env!("CARGO_BIN_EXE_ranktune"))
 }
 
 #[test]
@@ -168,11 +166,7 @@ fn truncated_array_file_is_read_to_its_last_whole_event() {
     let doc: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(doc["traceEvents"].as_array().unwrap().len(), 5 + 2);
     // Summary works on it.
-    let o = Command::new(env!("CARGO_BIN_EXE_ranktune"))
-        .args(["trace", "summary", "--json"])
-        .arg(&p)
-        .output()
-        .unwrap();
+    let o = ranktune().args(["trace", "summary", "--json"]).arg(&p).run();
     assert!(o.status.success());
     let doc: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(doc["ranks"][0]["steps"], 5);
@@ -290,12 +284,11 @@ fn absurd_clock_bases_are_warned_about_not_overflowed() {
         );
         for align in [false, true] {
             let out = tmp.path().join(format!("m{i}{align}.json"));
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_ranktune"));
-            cmd.args(["trace", "merge"]).arg(&a).arg(&b).arg("-o").arg(&out);
+            let mut cmd = ranktune().args(["trace", "merge"]).arg(&a).arg(&b).arg("-o").arg(&out);
             if align {
-                cmd.args(["--align", "first-step"]);
+                cmd = cmd.args(["--align", "first-step"]);
             }
-            let o = cmd.output().unwrap();
+            let o = cmd.run();
             let stderr = String::from_utf8_lossy(&o.stderr);
             assert!(o.status.success(), "base {base}: {stderr}");
             assert!(stderr.contains("baseTimeNanoseconds"), "base {base} warns: {stderr}");

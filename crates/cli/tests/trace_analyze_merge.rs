@@ -2,14 +2,14 @@
 //! with no pid collisions, names and sort order by rank, thread names kept,
 //! flows kept per rank, absolute and first-step clocks, gzip in and out,
 //! rank detection and its errors.
+use ranktune_testkit::Cli;
 use ranktune_trace_analyze::{self as analyze, Align, JobSpec, MergeOptions, Shape};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
-use std::process::Command;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ranktune"))
+fn bin() -> Cli {
+    Cli::new(env!("CARGO_BIN_EXE_ranktune"))
 }
 
 fn load(path: &Path) -> Value {
@@ -59,7 +59,7 @@ fn kineto_ranks_get_their_own_process_groups() {
     let dir = tempfile::tempdir().unwrap();
     let files = kineto_job(dir.path(), 0);
     let out = dir.path().join("merged.json");
-    let o = bin().args(["trace", "merge"]).arg(dir.path()).arg("-o").arg(&out).output().unwrap();
+    let o = bin().args(["trace", "merge"]).arg(dir.path()).arg("-o").arg(&out).run();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let doc = load(&out);
     let ranks = pid_ranks(&doc);
@@ -182,8 +182,7 @@ fn ranktune_traces_and_gzip_inputs() {
         .arg(&files[2])
         .arg("-o")
         .arg(&out)
-        .output()
-        .unwrap();
+        .run();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let doc = load(&out);
     let ranks = pid_ranks(&doc);
@@ -207,12 +206,7 @@ fn rank_conflict_is_a_clear_error() {
     // A copy of rank 1's file under another name claims rank 1 again.
     let copy = dir.path().join("other.pt.trace.json");
     std::fs::copy(&files[1], &copy).unwrap();
-    let o = bin()
-        .args(["trace", "merge"])
-        .arg(dir.path())
-        .args(["-o", "/dev/null/never"])
-        .output()
-        .unwrap();
+    let o = bin().args(["trace", "merge"]).arg(dir.path()).args(["-o", "/dev/null/never"]).run();
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("rank 1 is claimed by two files"), "{err}");
@@ -226,8 +220,7 @@ fn rank_conflict_is_a_clear_error() {
         .arg(format!("{}=7", copy.display()))
         .arg("-o")
         .arg(&out)
-        .output()
-        .unwrap();
+        .run();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let ranks = pid_ranks(&load(&out));
     assert_eq!(ranks.values().copied().collect::<BTreeSet<_>>(), [0, 1, 7].into());
@@ -242,7 +235,7 @@ fn files_without_a_rank_need_rank_flags() {
     std::fs::write(&a, ev).unwrap();
     std::fs::write(&b, ev).unwrap();
     let out = dir.path().join("m.json");
-    let o = bin().args(["trace", "merge"]).arg(&a).arg(&b).arg("-o").arg(&out).output().unwrap();
+    let o = bin().args(["trace", "merge"]).arg(&a).arg(&b).arg("-o").arg(&out).run();
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("cannot tell the rank") && err.contains("--rank"), "{err}");
@@ -256,13 +249,12 @@ fn files_without_a_rank_need_rank_flags() {
         .arg(format!("{}=1", b.display()))
         .arg("-o")
         .arg(&out)
-        .output()
-        .unwrap();
+        .run();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let doc = load(&out);
     assert_eq!(pid_ranks(&doc).len(), 2);
     // The output may not overwrite an input.
-    let o = bin().args(["trace", "merge"]).arg(&a).arg("-o").arg(&a).output().unwrap();
+    let o = bin().args(["trace", "merge"]).arg(&a).arg("-o").arg(&a).run();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("also an input"));
 }

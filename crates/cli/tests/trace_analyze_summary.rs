@@ -2,9 +2,9 @@
 //! synchronized job with all-reduce (where its steps are NOT the longest)
 //! and in one without collectives; single rank; no step markers; JSON schema;
 //! the HTML report.
+use ranktune_testkit::Cli;
 use ranktune_trace_analyze::{self as analyze, JobSpec, Method, Shape, SummaryOptions};
 use serde_json::Value;
-use std::process::Command;
 
 fn job(spec: &JobSpec) -> (tempfile::TempDir, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
@@ -144,12 +144,11 @@ fn cli_json_schema_text_and_html() {
     };
     let (dir, _) = job(&spec);
     let html = dir.path().join("report.html");
-    let out = Command::new(env!("CARGO_BIN_EXE_ranktune"))
+    let out = Cli::new(env!("CARGO_BIN_EXE_ranktune"))
         .args(["trace", "summary", "--json", "--html"])
         .arg(&html)
         .arg(format!("{}/*.pt.trace.json", dir.path().display()))
-        .output()
-        .unwrap();
+        .run();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     let ranks = doc["ranks"].as_array().unwrap();
@@ -172,11 +171,8 @@ fn cli_json_schema_text_and_html() {
     assert!(!page.contains("<script"));
 
     // Text: the verdict is the first line.
-    let out = Command::new(env!("CARGO_BIN_EXE_ranktune"))
-        .args(["trace", "summary"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let out =
+        Cli::new(env!("CARGO_BIN_EXE_ranktune")).args(["trace", "summary"]).arg(dir.path()).run();
     assert!(out.status.success());
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.lines().next().unwrap().starts_with("Straggler: rank 3 "), "{text}");
@@ -186,11 +182,10 @@ fn cli_json_schema_text_and_html() {
 fn cli_json_straggler_null_for_single_rank() {
     let spec = JobSpec { ranks: 1, shape: Shape::Ranktune, ..JobSpec::default() };
     let (dir, files) = job(&spec);
-    let out = Command::new(env!("CARGO_BIN_EXE_ranktune"))
+    let out = Cli::new(env!("CARGO_BIN_EXE_ranktune"))
         .args(["trace", "summary", "--json"])
         .arg(&files[0])
-        .output()
-        .unwrap();
+        .run();
     assert!(out.status.success());
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(doc["straggler"].is_null());

@@ -2,32 +2,13 @@
 //! one cache file, twice; one rank under a launcher's environment; a failing
 //! rank reported by name.
 
+use ranktune_testkit::{Cli, Output, LAUNCHER_VARS};
 use std::path::Path;
-use std::process::{Command, Output};
 
+/// Runs ranktune in `dir` as a user would outside any launcher, with `env`.
 fn ranktune(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ranktune"));
-    cmd.current_dir(dir).args(args);
-    for v in [
-        "RANK",
-        "WORLD_SIZE",
-        "LOCAL_RANK",
-        "RANKTUNE_RANK",
-        "RANKTUNE_WORLD_SIZE",
-        "RANKTUNE_CACHE",
-    ] {
-        cmd.env_remove(v);
-    }
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.output().unwrap()
-}
-
-fn json(out: &Output) -> serde_json::Value {
-    assert!(out.status.success(), "stderr: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+    let cli = Cli::new(env!("CARGO_BIN_EXE_ranktune")).current_dir(dir).args(args);
+    cli.env_remove(LAUNCHER_VARS).env_remove(["RANKTUNE_CACHE"]).envs(env.to_vec()).run()
 }
 
 #[test]
@@ -35,11 +16,12 @@ fn four_ranks_twice_into_one_file() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache.json");
     let cache_s = cache.to_str().unwrap();
-    let first = json(&ranktune(
+    let first = ranktune(
         dir.path(),
         &["tune", "--ranks", "4", "--quick", "--json", "--cache", cache_s],
         &[],
-    ));
+    )
+    .json();
     let tuned = first["tuned"].as_u64().unwrap();
     assert!(tuned >= 4 * 3, "{first}");
     assert_eq!(first["misses"].as_u64(), Some(tuned));
@@ -67,11 +49,12 @@ fn four_ranks_twice_into_one_file() {
         assert_eq!(n as u64, tuned / 4, "rank {rank}'s entries");
     }
 
-    let second = json(&ranktune(
+    let second = ranktune(
         dir.path(),
         &["tune", "--ranks", "4", "--quick", "--json", "--cache", cache_s],
         &[],
-    ));
+    )
+    .json();
     assert_eq!(second["tuned"].as_u64(), Some(0), "{second}");
     assert_eq!(second["misses"].as_u64(), Some(0));
     assert_eq!(second["hits"].as_u64(), Some(tuned));
@@ -89,11 +72,12 @@ fn four_ranks_twice_into_one_file() {
 #[test]
 fn one_rank_from_the_launchers_environment_and_default_cache() {
     let dir = tempfile::tempdir().unwrap();
-    let out = json(&ranktune(
+    let out = ranktune(
         dir.path(),
         &["tune", "--quick", "--ops", "rmsnorm", "--max-tokens", "4", "--json"],
         &[("RANK", "1"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "1")],
-    ));
+    )
+    .json();
     assert_eq!(out["ranks"][0]["rank"].as_u64(), Some(1));
     assert_eq!(out["world_size"].as_u64(), Some(2));
     assert_eq!(out["tuned"].as_u64(), Some(3)); // buckets 1, 2, 4
@@ -101,11 +85,12 @@ fn one_rank_from_the_launchers_environment_and_default_cache() {
 
     // RANKTUNE_CACHE names another file.
     let other = dir.path().join("other.json");
-    json(&ranktune(
+    ranktune(
         dir.path(),
         &["tune", "--quick", "--ops", "rmsnorm", "--max-tokens", "2", "--json"],
         &[("RANKTUNE_CACHE", other.to_str().unwrap())],
-    ));
+    )
+    .json();
     assert!(other.exists());
 }
 

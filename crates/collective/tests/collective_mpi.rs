@@ -10,13 +10,12 @@
 //! blocking the suite.
 #![cfg(feature = "mpi")]
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ranktune_collective as collective;
 use ranktune_collective::CollectiveError;
 use ranktune_core::rank::{RankInfo, RankOverrides};
+use ranktune_testkit::{child_test_args, test_binary, Cli};
 
 /// Success paths on a loaded 2-core machine: generous.
 const LONG: Duration = Duration::from_secs(60);
@@ -30,53 +29,24 @@ const RANKS: u32 = 4;
 
 #[test]
 fn four_ranks_under_mpirun() {
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new("mpirun")
+    let out = Cli::new("mpirun")
         .args(["--allow-run-as-root", "--oversubscribe", "-n", &RANKS.to_string()])
-        .arg(&exe)
-        .args(["--exact", "mpi_rank_child", "--ignored", "--nocapture", "--test-threads", "1"])
+        .arg(test_binary())
+        .args(child_test_args("mpi_rank_child", true))
         .env("RANKTUNE_MPI_TEST_CHILD", "1")
-        .env_remove("RANKTUNE_COLLECTIVE")
+        .env_remove(["RANKTUNE_COLLECTIVE"])
         // Containers often forbid the cross-process memory copy (ptrace) Open
         // MPI's shared-memory transport uses for large messages; copy through
         // shared buffers instead, which works everywhere.
         .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+        // A hang fails the test (the job is killed first) with what it printed.
+        .limit(JOB_LIMIT)
+        .try_run()
         .unwrap_or_else(|e| panic!("cannot run mpirun ({e}); install Open MPI (openmpi-bin)"));
-    // Read both pipes on threads so a chatty child never blocks on a full pipe.
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).unwrap();
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).unwrap();
-        s
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if start.elapsed() > JOB_LIMIT {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let (out, err) = (out.join().unwrap(), err.join().unwrap());
-    let report = format!("--- stdout\n{out}\n--- stderr\n{err}");
-    let status = status.unwrap_or_else(|| panic!("mpirun job hung past {JOB_LIMIT:?}\n{report}"));
-    assert!(status.success(), "mpirun failed: {status}\n{report}");
+    assert!(out.status.success(), "mpirun failed: {out}");
+    let stdout = out.stdout_text();
     for r in 0..RANKS {
-        assert!(out.contains(&format!("mpi rank {r} ok")), "rank {r} did not finish\n{report}");
+        assert!(stdout.contains(&format!("mpi rank {r} ok")), "rank {r} did not finish\n{out}");
     }
 }
 

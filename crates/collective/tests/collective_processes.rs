@@ -10,12 +10,12 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ranktune_collective as collective;
 use ranktune_collective::{Collective, CollectiveError};
 use ranktune_core::rank::{RankInfo, RankOverrides};
+use ranktune_testkit::{await_kill, child_var, child_var_parsed, write_result, JobSpec, RankJob};
 use serde_json::{json, Value};
 
 /// Success paths on a loaded 2-core machine: generous.
@@ -26,10 +26,6 @@ const SHORT: Duration = Duration::from_secs(3);
 const JOB_LIMIT: Duration = Duration::from_secs(120);
 
 // ---------------------------------------------------------------- child side
-
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_default()
-}
 
 /// What one call returned, as JSON.
 fn outcome<T>(r: Result<T, CollectiveError>, show: impl FnOnce(T) -> Value) -> Value {
@@ -69,7 +65,7 @@ fn label(job: &str, salt: &str, what: &str) -> String {
 /// `rounds` all_gather/broadcast/barrier rounds, then one 1 MiB all_gather.
 fn rounds(c: &mut dyn Collective, calls: &mut Vec<Value>, rounds: u32) {
     let (r, w) = (c.rank(), c.world_size());
-    let (job, salt) = (env("RANKTUNE_JOB_ID"), env("RANKTUNE_TEST_SALT"));
+    let (job, salt) = (child_var("RANKTUNE_JOB_ID"), child_var("RANKTUNE_TEST_SALT"));
     for i in 0..rounds {
         let padding = ".".repeat(((r + 1) * (i + 1) * 37) as usize);
         let data = format!("{}#{padding}", label(&job, &salt, &format!("r{r} i{i}")));
@@ -86,22 +82,16 @@ fn rounds(c: &mut dyn Collective, calls: &mut Vec<Value>, rounds: u32) {
     calls.push(outcome(c.all_gather("big", big.as_bytes(), LONG), show));
 }
 
-fn write_result(out: &Path, rank: u32, calls: Vec<Value>) {
-    let tmp = out.join(format!(".rank{rank}.tmp"));
-    fs::write(&tmp, serde_json::to_vec(&json!({ "rank": rank, "calls": calls })).unwrap()).unwrap();
-    fs::rename(tmp, out.join(format!("rank{rank}.json"))).unwrap();
-}
-
 #[test]
 #[ignore = "child process of the other tests; selected by RANKTUNE_TEST_SCENARIO"]
 fn collective_child() {
-    let scenario = env("RANKTUNE_TEST_SCENARIO");
+    let scenario = child_var("RANKTUNE_TEST_SCENARIO");
     if scenario.is_empty() {
         return;
     }
     let info = RankInfo::detect(&RankOverrides::default()).unwrap();
-    let dir = PathBuf::from(env("RANKTUNE_TEST_DIR"));
-    let out = PathBuf::from(env("RANKTUNE_TEST_OUT"));
+    let dir = PathBuf::from(child_var("RANKTUNE_TEST_DIR"));
+    let out = PathBuf::from(child_var("RANKTUNE_TEST_OUT"));
     let mut c = collective::from_env(&info, &dir).unwrap();
     let r = info.rank;
     let mut calls = Vec::new();
@@ -111,14 +101,13 @@ fn collective_child() {
             // Everyone completes some rounds; then one rank exits early and
             // one is killed by the parent while the others wait for them.
             rounds(c.as_mut(), &mut calls, 2);
-            let exit_rank: u32 = env("RANKTUNE_TEST_EXIT_RANK").parse().unwrap();
-            let kill_rank: u32 = env("RANKTUNE_TEST_KILL_RANK").parse().unwrap();
+            let exit_rank: u32 = child_var_parsed("RANKTUNE_TEST_EXIT_RANK");
+            let kill_rank: u32 = child_var_parsed("RANKTUNE_TEST_KILL_RANK");
             if r == exit_rank {
                 std::process::exit(0);
             }
             if r == kill_rank {
-                fs::write(out.join(format!("kill-me-{r}")), b"").unwrap();
-                std::thread::sleep(Duration::from_secs(600));
+                await_kill(&out, r);
                 return;
             }
             let start = Instant::now();
@@ -142,46 +131,13 @@ fn collective_child() {
         }
         other => panic!("unknown scenario {other}"),
     }
-    write_result(&out, r, calls);
+    write_result(&out, r, &json!({ "rank": r, "calls": calls }));
 }
 
 // --------------------------------------------------------------- parent side
 
-/// Launcher and rank variables a child must not inherit from the test's environment.
-const SCRUB: &[&str] = &[
-    "RANKTUNE_RANK",
-    "RANKTUNE_WORLD_SIZE",
-    "RANKTUNE_LOCAL_RANK",
-    "RANKTUNE_JOB_ID",
-    "RANKTUNE_COLLECTIVE",
-    "LOCAL_RANK",
-    "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "PMI_RANK",
-    "PMI_SIZE",
-    "MPI_LOCALRANKID",
-    "SLURM_PROCID",
-    "SLURM_NTASKS",
-    "SLURM_LOCALID",
-    "SLURM_JOB_ID",
-    "SLURM_JOBID",
-    "SLURM_STEP_ID",
-    "TORCHELASTIC_RUN_ID",
-    "PMIX_NAMESPACE",
-    "OMPI_MCA_ess_base_jobid",
-    "OMPI_MCA_orte_ess_jobid",
-    "I_MPI_HYDRA_UUID",
-    "PMI_JOBID",
-    "PBS_JOBID",
-    "LSB_JOBID",
-];
-
-struct Job {
-    children: Vec<Option<Child>>,
-    out: PathBuf,
-}
-
+/// Starts `world` ranks of `collective_child` running `scenario`, with
+/// the variables `extra` (see `JobSpec` for the rest of what they are told).
 fn spawn_job(
     scenario: &str,
     world: u32,
@@ -189,95 +145,11 @@ fn spawn_job(
     job_id: &str,
     out: &Path,
     extra: &[(&str, &str)],
-) -> Job {
-    fs::create_dir_all(out).unwrap();
-    let exe = std::env::current_exe().unwrap();
-    let children = (0..world)
-        .map(|rank| {
-            let mut cmd = Command::new(&exe);
-            cmd.args(["collective_child", "--exact", "--ignored", "--nocapture"]);
-            for var in SCRUB {
-                cmd.env_remove(var);
-            }
-            cmd.env("RANK", rank.to_string())
-                .env("WORLD_SIZE", world.to_string())
-                .env("RANKTUNE_JOB_ID", job_id)
-                .env("RANKTUNE_TEST_SCENARIO", scenario)
-                .env("RANKTUNE_TEST_DIR", dir)
-                .env("RANKTUNE_TEST_OUT", out)
-                .stdin(Stdio::null())
-                .stdout(fs::File::create(out.join(format!("rank{rank}.log"))).unwrap())
-                .stderr(fs::File::create(out.join(format!("rank{rank}.err"))).unwrap());
-            for (k, v) in extra {
-                cmd.env(k, v);
-            }
-            Some(cmd.spawn().unwrap())
-        })
-        .collect();
-    Job { children, out: out.to_path_buf() }
-}
-
-impl Job {
-    /// Waits for every child; kills all and fails if the job outlives `JOB_LIMIT`.
-    fn wait(&mut self) {
-        let start = Instant::now();
-        loop {
-            let mut running = 0;
-            for child in self.children.iter_mut().flatten() {
-                if child.try_wait().unwrap().is_none() {
-                    running += 1;
-                }
-            }
-            if running == 0 {
-                return;
-            }
-            if start.elapsed() > JOB_LIMIT {
-                self.kill_all();
-                panic!("job in {} hung: {running} rank(s) still running", self.out.display());
-            }
-            self.poll_kill_requests();
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// A child that wrote `kill-me-<rank>` is killed with SIGKILL.
-    fn poll_kill_requests(&mut self) {
-        for (rank, slot) in self.children.iter_mut().enumerate() {
-            let marker = self.out.join(format!("kill-me-{rank}"));
-            if marker.exists() {
-                if let Some(mut child) = slot.take() {
-                    child.kill().unwrap();
-                    child.wait().unwrap();
-                }
-                fs::remove_file(marker).unwrap();
-            }
-        }
-    }
-
-    fn kill_all(&mut self) {
-        for child in self.children.iter_mut().flatten() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Each rank's recorded calls (`None` for a rank that wrote nothing).
-    fn results(&self) -> Vec<Option<Vec<Value>>> {
-        (0..self.children.len())
-            .map(|r| {
-                let text = fs::read(self.out.join(format!("rank{r}.json"))).ok()?;
-                let v: Value = serde_json::from_slice(&text).unwrap();
-                Some(v["calls"].as_array().unwrap().clone())
-            })
-            .collect()
-    }
-
-    fn stderr(&self) -> String {
-        (0..self.children.len())
-            .map(|r| fs::read_to_string(self.out.join(format!("rank{r}.err"))).unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
+) -> RankJob {
+    let mut vars = vec![("RANKTUNE_TEST_SCENARIO", scenario)];
+    vars.extend_from_slice(extra);
+    let test = "collective_child";
+    JobSpec { test, world, job_id, dir, out, vars: &vars, limit: JOB_LIMIT }.start()
 }
 
 /// The results every rank of a `rounds` job must get.
@@ -338,7 +210,7 @@ fn four_processes_get_identical_results_and_clean_up() {
     );
     job.wait();
     let want = expected_rounds("job-a", "s", 4, 8);
-    for (rank, got) in job.results().into_iter().enumerate() {
+    for (rank, got) in job.results("calls").into_iter().enumerate() {
         let got = got.unwrap_or_else(|| panic!("rank {rank} wrote no result:\n{}", job.stderr()));
         assert_eq!(got, want, "rank {rank}");
     }
@@ -354,7 +226,7 @@ fn killed_and_exited_ranks_make_survivors_time_out_naming_them() {
     let extra = [("RANKTUNE_TEST_EXIT_RANK", "2"), ("RANKTUNE_TEST_KILL_RANK", "3")];
     let mut job = spawn_job("die", 4, tmp.path(), "job-die", &tmp.path().join("out"), &extra);
     job.wait();
-    let results = job.results();
+    let results = job.results("calls");
     assert!(results[2].is_none() && results[3].is_none(), "ranks 2 and 3 never finish");
     for rank in [0, 1] {
         let calls =
@@ -381,7 +253,7 @@ fn concurrent_jobs_sharing_a_directory_never_mix() {
     b.wait();
     for (job, id) in [(&a, "job-x"), (&b, "job-y")] {
         let want = expected_rounds(id, "same-salt", 3, 8);
-        for (rank, got) in job.results().into_iter().enumerate() {
+        for (rank, got) in job.results("calls").into_iter().enumerate() {
             assert_eq!(got.unwrap_or_else(|| panic!("{}", job.stderr())), want, "{id} rank {rank}");
         }
     }
@@ -406,7 +278,7 @@ fn a_reused_job_id_ignores_the_leftovers_of_a_dead_run() {
     let mut second = spawn_job("rounds", 3, tmp.path(), "reused", &tmp.path().join("out-2"), &salt);
     second.wait();
     let want = expected_rounds("reused", "new", 3, 8);
-    for (rank, got) in second.results().into_iter().enumerate() {
+    for (rank, got) in second.results("calls").into_iter().enumerate() {
         assert_eq!(got.unwrap_or_else(|| panic!("{}", second.stderr())), want, "rank {rank}");
     }
 }
@@ -416,7 +288,7 @@ fn mismatched_calls_are_errors_on_every_rank_then_work_again() {
     let tmp = tempfile::tempdir().unwrap();
     let mut job = spawn_job("mismatch", 3, tmp.path(), "job-mm", &tmp.path().join("out"), &[]);
     job.wait();
-    for (rank, calls) in job.results().into_iter().enumerate() {
+    for (rank, calls) in job.results("calls").into_iter().enumerate() {
         let calls = calls.unwrap_or_else(|| panic!("rank {rank}: {}", job.stderr()));
         let first = err_of(&calls[0]);
         assert_eq!(first["variant"], "Mismatch", "{first}");

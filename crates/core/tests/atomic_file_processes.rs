@@ -7,14 +7,17 @@
 //! the variable is unset.
 
 use ranktune_core::atomic_file::{is_temp_name, is_temp_of, Publish};
-use std::io::{BufRead, BufReader, Write};
+use ranktune_testkit::{child_test, child_var_parsed, file_names, kill, KillOnDrop, LineReader};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 const CHILD_ENV: &str = "ATOMIC_FILE_CHILD";
 const LEN: usize = 256 << 10;
 const ROUNDS: usize = 30;
+/// How long the children may take to get anywhere: only a hang reaches it.
+const LIMIT: Duration = Duration::from_secs(300);
 
 /// The content writer `id` publishes in round `round`: `LEN` bytes of one
 /// value, so any mix or truncation is visible.
@@ -27,8 +30,7 @@ fn complete(bytes: &[u8]) -> bool {
 }
 
 fn spawn_child(mode: &str, path: &Path, id: usize) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture", "--test-threads=1", "-q"])
+    child_test("child", false)
         .env(CHILD_ENV, mode)
         .env("CHILD_PATH", path)
         .env("CHILD_ID", id.to_string())
@@ -39,23 +41,12 @@ fn spawn_child(mode: &str, path: &Path, id: usize) -> Child {
         .unwrap()
 }
 
-/// Kills the child when the test ends early, so a failure never leaves it
-/// running.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// Entry point of the child processes.
 #[test]
 fn child() {
     let Ok(mode) = std::env::var(CHILD_ENV) else { return };
-    let path = PathBuf::from(std::env::var("CHILD_PATH").unwrap());
-    let id: usize = std::env::var("CHILD_ID").unwrap().parse().unwrap();
+    let path: PathBuf = child_var_parsed("CHILD_PATH");
+    let id: usize = child_var_parsed("CHILD_ID");
     match mode.as_str() {
         "publish" => {
             for r in 0..ROUNDS {
@@ -97,28 +88,27 @@ fn processes_publishing_at_once_and_a_killed_writer_leave_a_complete_file() {
     let path = dir.path().join("shared.bin");
     Publish::new(&path).durable().bytes(&content(99, 0)).unwrap();
 
+    // Kills the hanging writer when the test ends early, so a failure never
+    // leaves it running.
     let mut hang = KillOnDrop(spawn_child("hang", &path, 98));
     let writers: Vec<Child> = (0..4).map(|id| spawn_child("publish", &path, id)).collect();
 
     // The killed writer: wait until it is mid-write, then SIGKILL it.
-    let mut temp = None;
-    for line in BufReader::new(hang.0.stdout.take().unwrap()).lines() {
-        if let Some(p) = line.unwrap().strip_prefix("TEMP ") {
-            temp = Some(PathBuf::from(p));
-            break;
-        }
-    }
-    let temp = temp.expect("the hanging writer names its temp file");
+    let lines = LineReader::read(hang.0.stdout.take().unwrap());
+    let temp = lines
+        .wait_for(|l| l.starts_with("TEMP "), LIMIT)
+        .ok()
+        .and_then(|l| l.strip_prefix("TEMP ").map(PathBuf::from))
+        .expect("the hanging writer names its temp file");
     assert!(temp.exists(), "{}", temp.display());
-    hang.0.kill().unwrap();
-    hang.0.wait().unwrap();
+    kill(&mut hang.0).unwrap();
 
     // Read all along while the others publish: never a partial file.
     let start = Instant::now();
     let mut writers: Vec<Option<Child>> = writers.into_iter().map(Some).collect();
     let mut reads = 0u64;
     while writers.iter().any(Option::is_some) {
-        assert!(start.elapsed() < Duration::from_secs(300), "writers did not finish");
+        assert!(start.elapsed() < LIMIT, "writers did not finish");
         let bytes = std::fs::read(&path).unwrap();
         assert!(complete(&bytes), "a reader saw a partial file ({} bytes)", bytes.len());
         reads += 1;
@@ -134,11 +124,7 @@ fn processes_publishing_at_once_and_a_killed_writer_leave_a_complete_file() {
 
     // Only the target and the killed writer's temp file are left, and the
     // temp file is recognisable as one (so a caller can clean it up).
-    let mut names: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
+    let names = file_names(dir.path());
     let temp_name = temp.file_name().unwrap();
     assert_eq!(names, [temp_name.to_string_lossy().as_ref(), "shared.bin"]);
     assert!(is_temp_of(&path, temp_name) && is_temp_name(temp_name));

@@ -11,12 +11,13 @@ use crate::errors;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use ranktune_cache::merge::place_in_rank;
-use ranktune_cache::trtllm::{self, convert as tconv};
+use ranktune_cache::trtllm::{export as trtllm_export, to_json_text};
 use ranktune_cache::{
-    is_stale, read_cache_bytes, write_file_atomic, CacheData, CacheError, Candidate, Entry,
-    EntryKey, FileStore, Identity, Section, Store,
+    is_stale, place_in_rank, read_cache_bytes, read_source, CacheData, CacheError, Candidate,
+    Entry, EntryKey, FileStore, Identity, Section, SourceError, SourceFormat, Store,
 };
+use ranktune_core::atomic_file::Publish;
+use ranktune_core::error_chain::Chain;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
@@ -117,67 +118,30 @@ fn parse_entry(d: &Value, i: usize, current: &str) -> PyResult<(Section, EntryKe
             .and_then(Value::as_u64)
             .unwrap_or_else(ranktune_core::clock::unix_now),
     };
-    ranktune_cache::file::format::validate_entry(&key, &entry).map_err(bad)?;
+    if key.op.is_empty() || key.runner.is_empty() {
+        return Err(bad("\"op\" and \"runner\" must not be empty".into()));
+    }
+    if !(entry.time_us.is_finite() && entry.time_us >= 0.0) {
+        return Err(bad(format!("time_us is {}, expected a finite time >= 0", entry.time_us)));
+    }
     Ok((section, key, entry))
 }
 
-/// A source file read for `import_file`.
-struct Source {
-    data: CacheData,
-    format: &'static str,
-    skipped: usize,
-    warnings: Vec<String>,
-}
-
-/// Reads a ranktune or TensorRT-LLM cache file (the same detection as
-/// `ranktune cache import`). Runs without the GIL.
-fn load_source(path: &Path, format: &'static str) -> Result<Source, String> {
-    let ctx = |e: &(dyn std::error::Error + 'static)| {
-        format!(
-            "{} cannot be read as a cache: {}",
-            path.display(),
-            ranktune_core::error_chain::Chain(e)
-        )
-    };
-    let bytes = read_cache_bytes(path).map_err(|e| ctx(&e))?;
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Source {
-            data: CacheData::default(),
-            format: "empty",
-            skipped: 0,
-            warnings: vec![format!("{} is an empty file; it adds nothing", path.display())],
-        });
-    }
-    let doc = tconv::parse_document(&bytes).map_err(|e| ctx(&e))?;
-    let format = match format {
-        "auto" if doc.get("format").is_some() => "ranktune",
-        "auto" if trtllm::looks_like_trtllm(&doc) => "trtllm",
-        "auto" => {
-            return Err(format!(
-                "cannot tell the format of {}: it has no \"format\" field (ranktune) and does not \
-                 look like a TensorRT-LLM cache; pass format=\"ranktune\" or format=\"trtllm\"",
-                path.display()
-            ))
-        }
-        f => f,
-    };
-    if format == "trtllm" {
-        let imported = trtllm::import(&doc).map_err(|e| {
-            format!(
-                "{} is not a TensorRT-LLM cache: {}",
-                path.display(),
-                ranktune_core::error_chain::Chain(&e)
-            )
-        })?;
-        let warnings =
-            imported.warnings.iter().map(|w| format!("{}: {w}", path.display())).collect();
-        return Ok(Source { data: imported.data, format, skipped: imported.skipped, warnings });
-    }
-    let loaded = FileStore::from_env(path).and_then(|s| s.inspect()).map_err(|e| {
-        format!("reading {}: {}", path.display(), ranktune_core::error_chain::Chain(&e))
-    })?;
-    let warnings = loaded.warnings.iter().map(|w| format!("{}: {w}", path.display())).collect();
-    Ok(Source { data: loaded.data, format: "ranktune", skipped: loaded.bad_entries, warnings })
+/// Reads a ranktune or TensorRT-LLM cache file with the cache crate's
+/// format detection (the same as `ranktune cache import`). Runs without
+/// the GIL.
+fn load_source(
+    path: &Path,
+    format: Option<SourceFormat>,
+) -> Result<ranktune_cache::Source, String> {
+    read_source(path, format).map_err(|e| match e {
+        SourceError::Undetected { path } => format!(
+            "cannot tell the format of {}: it has no \"format\" field (ranktune) and does not \
+             look like a TensorRT-LLM cache; pass format=\"ranktune\" or format=\"trtllm\"",
+            path.display()
+        ),
+        other => Chain(&other).to_string(),
+    })
 }
 
 #[pymethods]
@@ -317,10 +281,10 @@ impl Cache {
         rank: Option<u32>,
         from_rank: Option<u32>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let format: &'static str = match format {
-            "auto" => "auto",
-            "ranktune" => "ranktune",
-            "trtllm" => "trtllm",
+        let format = match format {
+            "auto" => None,
+            "ranktune" => Some(SourceFormat::Ranktune),
+            "trtllm" => Some(SourceFormat::Trtllm),
             other => {
                 return Err(PyValueError::new_err(format!(
                     "format={other:?}: use \"auto\", \"ranktune\" or \"trtllm\""
@@ -341,7 +305,7 @@ impl Cache {
                             PyErrText::Plain(format!(
                                 "placing {} into rank_{to}: {}",
                                 path.display(),
-                                ranktune_core::error_chain::Chain(&e)
+                                Chain(&e)
                             ))
                         })?;
                 }
@@ -358,7 +322,13 @@ impl Cache {
         warn_all(py, &report.warnings)?;
         let d = PyDict::new(py);
         d.set_item("read", src.data.len())?;
-        d.set_item("format", src.format)?;
+        d.set_item(
+            "format",
+            match (src.empty, src.format) {
+                (false, Some(f)) => f.name(),
+                _ => "empty",
+            },
+        )?;
         d.set_item("skipped", src.skipped)?;
         d.set_item("written", report.written)?;
         d.set_item("total", report.total)?;
@@ -394,16 +364,16 @@ impl Cache {
         let (warnings, written, skipped) = py
             .allow_threads(move || -> Result<_, PyErrText> {
                 let loaded = store.inspect().map_err(PyErrText::Cache)?;
-                let exported = tconv::export(&loaded.data);
-                write_file_atomic(&path, tconv::to_json_text(&exported.doc).as_bytes()).map_err(
-                    |e| {
-                        PyErrText::Plain(format!(
-                            "writing {}: {}",
-                            path.display(),
-                            ranktune_core::error_chain::Chain(&e)
-                        ))
-                    },
-                )?;
+                let exported = trtllm_export(&loaded.data);
+                Publish::new(&path)
+                    .durable()
+                    .keep_permissions()
+                    .regular_target_only()
+                    .bytes(to_json_text(&exported.doc).as_bytes())
+                    .map_err(CacheError::from)
+                    .map_err(|e| {
+                        PyErrText::Plain(format!("writing {}: {}", path.display(), Chain(&e)))
+                    })?;
                 let mut w = loaded.warnings;
                 w.extend(exported.warnings);
                 Ok((w, exported.written, exported.skipped))

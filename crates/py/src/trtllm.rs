@@ -11,7 +11,7 @@
 use crate::{convert, errors};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use ranktune_cache::trtllm::convert as tconv;
+use ranktune_cache::trtllm as tconv;
 use ranktune_cache::{FileStore, Identity, Section, Store};
 use serde_json::Value;
 use std::path::PathBuf;

@@ -1,6 +1,14 @@
 //! The process's active session, as the crash hooks see it: its file, its
 //! header, its recorder, and a lock so that two exports never overlap.
 //!
+//! A session's *final* export happens at most once: the first of `stop()`,
+//! drop and a signal to get the export lock writes the file and marks the
+//! session finished; every export after that (a signal or a panic that was
+//! waiting for the lock, a late checkpoint) writes nothing, so a finished
+//! session's complete file is never replaced by the empty recorder it
+//! leaves behind. Checkpoints before it (`flush()`, the panic hook) are
+//! complete files too, replaced by the later ones.
+//!
 //! `session` sets and clears it; `hooks` looks it up when a panic or a
 //! signal arrives and exports it. Kept apart from both so that neither
 //! depends on the other. This module owns the one `ACTIVE` slot; it never
@@ -18,7 +26,8 @@ pub(crate) struct Core {
     pub(crate) path: PathBuf,
     meta: Meta,
     pub(crate) rec: Arc<Recorder>,
-    export_lock: Mutex<()>,
+    /// The export lock; `true` once the final export has run.
+    export_lock: Mutex<bool>,
 }
 
 static ACTIVE: Mutex<Option<Arc<Core>>> = Mutex::new(None);
@@ -47,16 +56,41 @@ pub(crate) fn active(patience: Duration) -> Option<Arc<Core>> {
 impl Core {
     /// The core of a session writing `rec`'s events to `path`.
     pub(crate) fn new(path: PathBuf, meta: Meta, rec: Arc<Recorder>) -> Core {
-        Core { path, meta, rec, export_lock: Mutex::new(()) }
+        Core { path, meta, rec, export_lock: Mutex::new(false) }
     }
 
-    /// Exports now; waits at most `patience` for a concurrent export.
+    /// Exports now, as a checkpoint; waits at most `patience` for a
+    /// concurrent export. Writes nothing once the session is finished (the
+    /// final file stays as it is).
     pub(crate) fn export(&self, patience: Duration) -> Result<&Path, TraceError> {
+        let finished = self.lock(patience)?;
+        if !*finished {
+            export::export(&self.path, &self.rec, &self.meta)?;
+        }
+        Ok(&self.path)
+    }
+
+    /// The final export: writes the file unless the session is already
+    /// finished, and marks it finished (even when writing fails: what the
+    /// recorder holds afterwards is no longer the session). Waits at most
+    /// `patience` for a concurrent export, so a signal that arrives while
+    /// `stop()` exports waits for that export instead of repeating it.
+    pub(crate) fn finish(&self, patience: Duration) -> Result<&Path, TraceError> {
+        let mut finished = self.lock(patience)?;
+        if *finished {
+            return Ok(&self.path);
+        }
+        *finished = true;
+        export::export(&self.path, &self.rec, &self.meta)?;
+        Ok(&self.path)
+    }
+
+    fn lock(&self, patience: Duration) -> Result<MutexGuard<'_, bool>, TraceError> {
         let deadline = Instant::now() + patience;
-        let _guard = loop {
+        loop {
             match self.export_lock.try_lock() {
-                Ok(g) => break g,
-                Err(TryLockError::Poisoned(p)) => break p.into_inner(),
+                Ok(g) => return Ok(g),
+                Err(TryLockError::Poisoned(p)) => return Ok(p.into_inner()),
                 Err(TryLockError::WouldBlock) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(1));
                 }
@@ -70,8 +104,6 @@ impl Core {
                     })
                 }
             }
-        };
-        export::export(&self.path, &self.rec, &self.meta)?;
-        Ok(&self.path)
+        }
     }
 }

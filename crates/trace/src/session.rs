@@ -3,8 +3,10 @@
 //! from the panic hook and on SIGINT/SIGTERM.
 //!
 //! One session at a time per process. Every export is a complete atomic
-//! replace, so exporting early (panic hook) and again later (drop after the
-//! unwinding) only ever leaves a whole file, the latest one.
+//! replace, so exporting early (panic hook, `flush()`) and again later (drop
+//! after the unwinding) only ever leaves a whole file, the latest one. The
+//! final export (`stop()`, drop or a signal) runs once; nothing is written
+//! after it.
 
 use crate::active::{self, Core};
 use crate::export::Meta;
@@ -105,6 +107,10 @@ impl TraceSession {
     }
 
     /// Stops recording, writes the file and returns its path.
+    ///
+    /// With the signal hook on, a SIGINT/SIGTERM that arrives while this
+    /// writes waits for the file and then ends the process by the signal
+    /// (this call does not return then).
     pub fn stop(mut self) -> Result<PathBuf, TraceError> {
         self.finish()
     }
@@ -112,7 +118,7 @@ impl TraceSession {
     fn finish(&mut self) -> Result<PathBuf, TraceError> {
         self.done = true;
         self.core.rec.deactivate();
-        let result = self.core.export(Duration::from_secs(60)).map(Path::to_path_buf);
+        let result = self.core.finish(Duration::from_secs(60)).map(Path::to_path_buf);
         {
             let mut active = active::slot();
             if active.as_ref().is_some_and(|c| Arc::ptr_eq(c, &self.core)) {
@@ -120,6 +126,9 @@ impl TraceSession {
             }
         }
         self.core.rec.clear();
+        // A SIGINT/SIGTERM that arrived while this export ran waited for it;
+        // now it ends the process (see `hooks`).
+        hooks::end_if_signalled();
         result
     }
 }

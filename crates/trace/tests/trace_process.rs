@@ -6,9 +6,9 @@
 mod trace_support;
 
 use ranktune_core::rank::{RankInfo, RankOverrides};
+use ranktune_testkit::{child_test, signal, Cli, LineReader};
 use ranktune_trace as trace;
 use ranktune_trace::{TraceConfig, TraceSession};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -61,14 +61,46 @@ fn child() {
             }
             std::process::exit(3); // the signal never came
         }
+        "stop-race" => {
+            // A trace big enough that its export takes a while, then stop():
+            // the parent sends SIGTERM while that export is being written.
+            for i in 0..150_000u64 {
+                drop(trace::span("big", "test").with_arg("i", i));
+            }
+            println!("CHILD-STOPPING");
+            session.stop().unwrap();
+            // The program would go on after stop(); the signal that arrived
+            // during the export must still end it.
+            std::thread::sleep(Duration::from_secs(5));
+            std::process::exit(4);
+        }
+        "stop-panic" => {
+            // Another thread panics the moment stop()'s export has its temp
+            // file: the panic hook's export must not replace the file.
+            for i in 0..150_000u64 {
+                drop(trace::span("big", "test").with_arg("i", i));
+            }
+            let dir = session.path().parent().unwrap().to_path_buf();
+            let watcher = std::thread::spawn(move || loop {
+                let names = ranktune_testkit::file_names(&dir);
+                if names.iter().any(|n| n.starts_with(".panic_0.json.tmp")) {
+                    panic!("boom during stop");
+                }
+                if names.iter().any(|n| n == "panic_0.json") {
+                    return; // the export was faster than this poll
+                }
+            });
+            session.stop().unwrap();
+            let panicked = watcher.join().is_err();
+            println!("PANICKED={panicked}");
+        }
         other => panic!("unknown role {other}"),
     }
 }
 
 fn child_cmd(role: &str, trace: &Path, rank: u32, world: u32) -> Command {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["child", "--exact", "--nocapture", "--test-threads=1"])
-        .env(ROLE, role)
+    let mut cmd = child_test("child", false);
+    cmd.env(ROLE, role)
         .env("RANKTUNE_TRACE", trace)
         .env("RANKTUNE_RANK", rank.to_string())
         .env("RANKTUNE_WORLD_SIZE", world.to_string())
@@ -128,7 +160,7 @@ fn panic_in_a_profiled_region_leaves_a_valid_file() {
     let dir = tempfile::tempdir().unwrap();
     for (role, in_flight) in [("panic-hook", 0), ("panic-unwind", 1)] {
         let trace = dir.path().join(format!("{role}.json"));
-        let out = child_cmd(role, &trace, 1, 2).output().unwrap();
+        let out = Cli::from(child_cmd(role, &trace, 1, 2)).run();
         assert!(!out.status.success(), "the child panicked");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("boom inside a profiled region"), "{stderr}");
@@ -153,13 +185,12 @@ fn sigterm_and_sigint_leave_a_valid_file_and_still_kill() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        assert!(lines.any(|l| l.unwrap().trim() == "CHILD-READY"), "child never got ready");
-        // Let it record a few iterations.
-        std::thread::sleep(Duration::from_millis(50));
-        // SAFETY: kill has no memory-safety preconditions.
-        let rc = unsafe { libc::kill(child.id() as libc::pid_t, sig) };
-        assert_eq!(rc, 0);
+        let lines = LineReader::read(child.stdout.take().unwrap());
+        let ready = lines.wait_for(|l| l.trim() == "CHILD-READY", Duration::from_secs(120));
+        assert!(ready.is_ok(), "child never got ready");
+        std::thread::sleep(Duration::from_millis(50)); // let it record a few iterations
+        let sent = signal(&child, sig);
+        assert!(sent.is_ok(), "{sent:?}");
         let status = child.wait().unwrap();
         assert_eq!(
             status.signal(),
@@ -169,4 +200,73 @@ fn sigterm_and_sigint_leave_a_valid_file_and_still_kill() {
         let doc = check_trace(&dir.path().join(format!("{name}_2.json")), 2, 4);
         assert_eq!(named(&doc, "before_signal").len(), 3, "{name}");
     }
+}
+
+/// A SIGTERM that arrives while `stop()` is exporting waits for that export,
+/// writes nothing more (no empty session over the complete file, no temp
+/// file left) and then ends the process by the signal.
+#[cfg(unix)]
+#[test]
+fn sigterm_during_stop_keeps_the_complete_trace() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut caught = 0;
+    for round in 0..20 {
+        let sub = dir.path().join(format!("r{round}"));
+        std::fs::create_dir(&sub).unwrap();
+        let trace = sub.join("race.json");
+        let child = child_cmd("stop-race", &trace, 0, 1)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut child = ranktune_testkit::KillOnDrop(child);
+        let lines = LineReader::read(child.0.stdout.take().unwrap());
+        let ready = lines.wait_for(|l| l.trim() == "CHILD-STOPPING", Duration::from_secs(120));
+        assert!(ready.is_ok(), "round {round}: child never got to stop()");
+        // Send the signal the moment the export's temp file appears.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut saw_temp = false;
+        while Instant::now() < deadline {
+            let temp = std::fs::read_dir(&sub)
+                .unwrap()
+                .any(|e| e.unwrap().file_name().to_string_lossy().starts_with(".race_0.json.tmp"));
+            if temp {
+                saw_temp = true;
+                break;
+            }
+            if sub.join("race_0.json").exists() {
+                break; // the export was faster than this poll
+            }
+        }
+        assert!(signal(&child.0, libc::SIGTERM).is_ok());
+        caught += usize::from(saw_temp);
+        let status = ranktune_testkit::wait_within(&mut child.0, Duration::from_secs(120))
+            .unwrap_or_else(|| panic!("round {round}: child did not end"));
+        assert_eq!(status.signal(), Some(libc::SIGTERM), "round {round}: {status:?}");
+        let doc = check_trace(&sub.join("race_0.json"), 0, 1);
+        assert_eq!(named(&doc, "big").len(), 150_000, "round {round}: the complete trace");
+        let left = ranktune_testkit::file_names(&sub);
+        assert_eq!(left, vec!["race_0.json".to_string()], "round {round}: no temp file");
+    }
+    assert!(caught >= 10, "the signal met an export in only {caught} of 20 rounds");
+}
+
+/// A panic on another thread while `stop()` exports: the panic hook waits
+/// for that export and writes nothing over the complete file.
+#[test]
+fn panic_during_stop_keeps_the_complete_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut caught = 0;
+    for round in 0..5 {
+        let sub = dir.path().join(format!("r{round}"));
+        std::fs::create_dir(&sub).unwrap();
+        let out = Cli::from(child_cmd("stop-panic", &sub.join("panic.json"), 0, 1)).run();
+        assert!(out.status.success(), "{out}");
+        caught += usize::from(out.stdout_text().contains("PANICKED=true"));
+        let doc = check_trace(&sub.join("panic_0.json"), 0, 1);
+        assert_eq!(named(&doc, "big").len(), 150_000, "round {round}: the complete trace");
+        assert_eq!(ranktune_testkit::file_names(&sub), ["panic_0.json"], "round {round}");
+    }
+    assert!(caught >= 3, "the panic met an export in only {caught} of 5 rounds");
 }

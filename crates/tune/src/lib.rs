@@ -71,7 +71,7 @@ pub use key::{BucketKey, MAX_DIMS, MAX_INPUTS};
 pub use launch::{
     describe_status, parse_stderr_line, progress_line, read_result, write_result, JobProgress,
     LaunchError, LaunchObserver, Launcher, ProgressWriter, RankFailure, RankFailureKind,
-    ResultError, StderrLine, LAUNCHER_VARS, PROGRESS_PREFIX, STDERR_TAIL_LINES,
+    ResultError, StderrLine, DEFAULT_STOP_GRACE, LAUNCHER_VARS, PROGRESS_PREFIX, STDERR_TAIL_LINES,
 };
 pub use measure::{measure_all, stats_of, CpuTimer, Sampling, Timer, MIN_SAMPLE_US};
 pub use op::{Op, OpError};

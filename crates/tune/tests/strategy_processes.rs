@@ -9,14 +9,13 @@
 //! choose differently, and writes what it got to `<out>/rank<r>.json`.
 //! A job that outlives its limit is killed and fails the test as a hang.
 
-use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ranktune_cache::Stats;
 use ranktune_collective as collective;
 use ranktune_core::rank::{RankInfo, RankOverrides};
+use ranktune_testkit::{await_kill, child_var, write_result, JobSpec, RankJob};
 use ranktune_tune::strategy::{timeout_from_env, BucketCtx, Coordinator, Measured, Strategy};
 use serde_json::{json, Value};
 
@@ -25,10 +24,6 @@ const CANDS: [(u32, u32); 6] = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2)];
 const BUCKETS: [u64; 4] = [16, 32, 64, 128];
 
 // ---------------------------------------------------------------- child side
-
-fn env(name: &str) -> String {
-    std::env::var(name).unwrap_or_default()
-}
 
 /// Candidates 1, 3 and 4 are near-tied; each rank favours another one by 4%.
 /// The job's salt shifts which candidate is clearly best (for the two-jobs test).
@@ -45,21 +40,21 @@ fn timing(salt: &str, rank: u32, tokens: u64, i: usize) -> f64 {
 #[test]
 #[ignore = "child process of the other tests; selected by RANKTUNE_TEST_OUT"]
 fn strategy_child() {
-    let out = env("RANKTUNE_TEST_OUT");
+    let out = child_var("RANKTUNE_TEST_OUT");
     if out.is_empty() {
         return;
     }
     let out = PathBuf::from(out);
     let info = RankInfo::detect(&RankOverrides::default()).unwrap();
-    let dir = PathBuf::from(env("RANKTUNE_TEST_DIR"));
+    let dir = PathBuf::from(child_var("RANKTUNE_TEST_DIR"));
     let strategy = Strategy::from_env().unwrap().unwrap_or_default();
     let coll = collective::from_env(&info, &dir).unwrap();
     let mut coord = Coordinator::new(coll).with_timeout(timeout_from_env().unwrap());
     let rank = info.rank;
-    let salt = env("RANKTUNE_TEST_SALT");
+    let salt = child_var("RANKTUNE_TEST_SALT");
     let hit_ranks: Vec<u32> =
-        env("RANKTUNE_TEST_HIT_RANKS").split(',').filter_map(|s| s.parse().ok()).collect();
-    let kill: Option<(u32, u64)> = env("RANKTUNE_TEST_KILL")
+        child_var("RANKTUNE_TEST_HIT_RANKS").split(',').filter_map(|s| s.parse().ok()).collect();
+    let kill: Option<(u32, u64)> = child_var("RANKTUNE_TEST_KILL")
         .split_once(':')
         .map(|(r, b)| (r.parse().unwrap(), b.parse().unwrap()));
     let mut buckets = Vec::new();
@@ -77,8 +72,7 @@ fn strategy_child() {
         let mut measure = |pos: &[usize]| -> Vec<Measured> {
             if kill == Some((rank, tokens)) {
                 // Ask the parent for SIGKILL, mid-tuning, and wait for it.
-                fs::write(out.join(format!("kill-me-{rank}")), b"").unwrap();
-                std::thread::sleep(Duration::from_secs(600));
+                await_kill(&out, rank);
             }
             pos.iter()
                 .map(|&i| {
@@ -99,128 +93,16 @@ fn strategy_child() {
             "seconds": start.elapsed().as_secs_f64(),
         }));
     }
-    let tmp = out.join(format!(".rank{rank}.tmp"));
-    fs::write(&tmp, serde_json::to_vec(&json!({ "buckets": buckets })).unwrap()).unwrap();
-    fs::rename(tmp, out.join(format!("rank{rank}.json"))).unwrap();
+    write_result(&out, rank, &json!({ "buckets": buckets }));
 }
 
 // --------------------------------------------------------------- parent side
 
-/// Launcher and rank variables a child must not inherit.
-const SCRUB: &[&str] = &[
-    "RANKTUNE_RANK",
-    "RANKTUNE_WORLD_SIZE",
-    "RANKTUNE_LOCAL_RANK",
-    "RANKTUNE_COLLECTIVE",
-    "RANKTUNE_STRATEGY",
-    "LOCAL_RANK",
-    "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "PMI_RANK",
-    "PMI_SIZE",
-    "SLURM_PROCID",
-    "SLURM_NTASKS",
-    "SLURM_LOCALID",
-    "SLURM_JOB_ID",
-    "SLURM_STEP_ID",
-    "TORCHELASTIC_RUN_ID",
-    "PMIX_NAMESPACE",
-];
-
-struct Job {
-    children: Vec<Option<Child>>,
-    out: PathBuf,
-}
-
-fn spawn_job(world: u32, dir: &Path, job_id: &str, out: &Path, vars: &[(&str, &str)]) -> Job {
-    fs::create_dir_all(out).unwrap();
-    let exe = std::env::current_exe().unwrap();
-    let children = (0..world)
-        .map(|rank| {
-            let mut cmd = Command::new(&exe);
-            cmd.args(["strategy_child", "--exact", "--ignored", "--nocapture"]);
-            for var in SCRUB {
-                cmd.env_remove(var);
-            }
-            cmd.env("RANK", rank.to_string())
-                .env("WORLD_SIZE", world.to_string())
-                .env("RANKTUNE_JOB_ID", job_id)
-                .env("RANKTUNE_TEST_DIR", dir)
-                .env("RANKTUNE_TEST_OUT", out)
-                .stdin(Stdio::null())
-                .stdout(fs::File::create(out.join(format!("rank{rank}.log"))).unwrap())
-                .stderr(fs::File::create(out.join(format!("rank{rank}.err"))).unwrap());
-            for (k, v) in vars {
-                cmd.env(k, v);
-            }
-            Some(cmd.spawn().unwrap())
-        })
-        .collect();
-    Job { children, out: out.to_path_buf() }
-}
-
-impl Job {
-    fn wait(&mut self) {
-        let start = Instant::now();
-        loop {
-            let mut running = 0;
-            for c in self.children.iter_mut().flatten() {
-                if c.try_wait().unwrap().is_none() {
-                    running += 1;
-                }
-            }
-            if running == 0 {
-                return;
-            }
-            if start.elapsed() > JOB_LIMIT {
-                for c in self.children.iter_mut().flatten() {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                }
-                panic!("job in {} hung: {running} rank(s) still running", self.out.display());
-            }
-            for (rank, slot) in self.children.iter_mut().enumerate() {
-                let marker = self.out.join(format!("kill-me-{rank}"));
-                if marker.exists() {
-                    if let Some(mut child) = slot.take() {
-                        child.kill().unwrap();
-                        child.wait().unwrap();
-                    }
-                    fs::remove_file(marker).unwrap();
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Each rank's buckets (`None` for a rank that wrote nothing).
-    fn results(&self) -> Vec<Option<Vec<Value>>> {
-        (0..self.children.len())
-            .map(|r| {
-                let text = fs::read(self.out.join(format!("rank{r}.json"))).ok()?;
-                let v: Value = serde_json::from_slice(&text).unwrap();
-                Some(v["buckets"].as_array().unwrap().clone())
-            })
-            .collect()
-    }
-
-    fn stderr(&self) -> String {
-        (0..self.children.len())
-            .map(|r| fs::read_to_string(self.out.join(format!("rank{r}.err"))).unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    fn all_results(&self) -> Vec<Vec<Value>> {
-        self.results()
-            .into_iter()
-            .enumerate()
-            .map(|(r, b)| {
-                b.unwrap_or_else(|| panic!("rank {r} wrote no result:\n{}", self.stderr()))
-            })
-            .collect()
-    }
+/// Starts `world` ranks of `strategy_child` with the variables `vars` (see
+/// `JobSpec` for the rest of what they are told).
+fn spawn_job(world: u32, dir: &Path, job_id: &str, out: &Path, vars: &[(&str, &str)]) -> RankJob {
+    let test = "strategy_child";
+    JobSpec { test, world, job_id, dir, out, vars, limit: JOB_LIMIT }.start()
 }
 
 /// The fields that must be identical on every rank for a shared bucket.
@@ -236,7 +118,7 @@ fn every_collective_strategy_gives_identical_choices_on_four_processes() {
         let vars = [("RANKTUNE_STRATEGY", strategy), ("RANKTUNE_STRATEGY_TIMEOUT", "60")];
         let mut job = spawn_job(4, tmp.path(), &format!("job-{strategy}"), &out, &vars);
         job.wait();
-        let results = job.all_results();
+        let results = job.all_results("buckets");
         for (b, first) in results[0].iter().enumerate() {
             assert_eq!(first["kind"], "Shared", "{strategy}: {first}");
             assert!(first["winner"].is_array(), "{strategy}: {first}");
@@ -263,7 +145,7 @@ fn every_collective_strategy_gives_identical_choices_on_four_processes() {
     let mut job =
         spawn_job(4, tmp.path(), "job-ind", &out, &[("RANKTUNE_STRATEGY", "independent")]);
     job.wait();
-    let results = job.all_results();
+    let results = job.all_results("buckets");
     assert!(results.iter().any(|r| r[0]["winner"] != results[0][0]["winner"]));
     assert!(results.iter().all(|r| r[0]["kind"] == "Local" && r[0]["fallback"].is_null()));
 }
@@ -278,7 +160,7 @@ fn a_rank_killed_mid_tuning_does_not_hang_the_survivors() {
     ];
     let mut job = spawn_job(4, tmp.path(), "job-kill", &tmp.path().join("out"), &vars);
     job.wait();
-    let results = job.results();
+    let results = job.results("buckets");
     assert!(results[2].is_none(), "rank 2 was killed");
     for rank in [0, 1, 3] {
         let b = results[rank].clone().unwrap_or_else(|| panic!("rank {rank}: {}", job.stderr()));
@@ -310,7 +192,7 @@ fn mixed_hit_and_miss_across_processes_ends_with_one_choice() {
     ];
     let mut job = spawn_job(4, tmp.path(), "job-mixed", &tmp.path().join("out"), &vars);
     job.wait();
-    let results = job.all_results();
+    let results = job.all_results("buckets");
     for (b, first) in results[0].iter().enumerate() {
         assert_eq!(first["kind"], "Shared", "{first}");
         for other in &results {
@@ -325,7 +207,7 @@ fn mixed_hit_and_miss_across_processes_ends_with_one_choice() {
     ];
     let mut job = spawn_job(4, tmp.path(), "job-allhit", &tmp.path().join("out2"), &vars);
     job.wait();
-    for r in job.all_results() {
+    for r in job.all_results("buckets") {
         assert!(r.iter().all(|b| b["kind"] == "Hit" && b["measured_here"] == 0), "{r:?}");
     }
 }
@@ -339,7 +221,7 @@ fn two_concurrent_jobs_in_one_directory_do_not_mix() {
     let mut b = spawn_job(2, tmp.path(), "job-b", &tmp.path().join("out-b"), &b_vars);
     a.wait();
     b.wait();
-    let (ra, rb) = (a.all_results(), b.all_results());
+    let (ra, rb) = (a.all_results("buckets"), b.all_results("buckets"));
     for bucket in 0..BUCKETS.len() {
         for r in 0..2 {
             assert_eq!(ra[r][bucket]["kind"], "Shared");

@@ -4,7 +4,7 @@
 
 mod tune_support;
 
-use ranktune_cache::memory::MemoryStore;
+use ranktune_cache::MemoryStore;
 use ranktune_cache::{CacheData, Entry, EntryKey, Section, Store};
 use ranktune_collective::LocalCollective;
 use ranktune_tune::strategy::{Coordinator, Strategy};

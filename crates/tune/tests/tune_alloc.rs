@@ -41,10 +41,7 @@ fn allocs() -> u64 {
 #[test]
 fn a_hit_allocates_nothing() {
     let c = Arc::new(AtomicU64::new(0));
-    let op = op_with(vec![
-        Scripted::new("simple", vec![cost(1000, 100)], &c),
-        Scripted::new("fast", vec![cost(200, 50), cost(5000, 10)], &c),
-    ]);
+    let op = two_runners(&c);
     let tuner = tuner_for(0, "1", "cpu-a", &c);
     tuner.set_tuning(true);
     for rows in [1, 7, 64, 700] {

@@ -3,8 +3,8 @@
 
 mod tune_support;
 
+use ranktune_testkit::{child_test, Cli};
 use ranktune_tune::*;
-use std::process::Command;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use tune_support::*;
@@ -13,10 +13,7 @@ const CHILD: &str = "RANKTUNE_TEST_KEY_CHILD";
 
 fn describe() -> String {
     let c = Arc::new(AtomicU64::new(0));
-    let op = op_with(vec![
-        Scripted::new("simple", vec![cost(1000, 100)], &c),
-        Scripted::new("fast", vec![cost(200, 50), cost(5000, 10)], &c),
-    ]);
+    let op = two_runners(&c);
     let tuner = tuner_for(0, "1", "cpu-a", &c);
     tuner.set_tuning(true);
     tuner.choose_one(&op, &Rows::new(300, 16));
@@ -41,19 +38,10 @@ fn same_fingerprints_and_keys_in_two_processes() {
         println!("\nDESCRIBE {}", describe());
         return;
     }
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(exe)
-        .args([
-            "--exact",
-            "same_fingerprints_and_keys_in_two_processes",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, "1")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    let test = child_test("same_fingerprints_and_keys_in_two_processes", false);
+    let out = Cli::from(test).env(CHILD, "1").run();
+    assert!(out.status.success(), "{out}");
+    let stdout = out.stdout_text();
     let line = stdout.lines().find_map(|l| l.strip_prefix("DESCRIBE ")).expect("child output");
     assert_eq!(line, describe());
     assert!(line.contains("fp0=") && !line.contains("fp0= "));

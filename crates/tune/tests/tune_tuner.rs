@@ -3,7 +3,7 @@
 
 mod tune_support;
 
-use ranktune_cache::memory::MemoryStore;
+use ranktune_cache::MemoryStore;
 use ranktune_cache::{CacheData, Section, Store};
 use ranktune_tune::*;
 use std::sync::atomic::AtomicU64;
@@ -12,14 +12,6 @@ use tune_support::*;
 
 fn clock() -> Arc<AtomicU64> {
     Arc::new(AtomicU64::new(0))
-}
-
-/// Fallback is slow; `fast` tactic 1 wins on large buckets, tactic 0 on small.
-fn two_runners(c: &Arc<AtomicU64>) -> Op<Rows> {
-    op_with(vec![
-        Scripted::new("simple", vec![cost(1000, 100)], c),
-        Scripted::new("fast", vec![cost(200, 50), cost(5000, 10)], c),
-    ])
 }
 
 #[test]

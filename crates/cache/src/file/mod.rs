@@ -36,8 +36,9 @@
 //!
 //! When 64 ranks save at once, the first lock holder folds everything that
 //! has arrived, and the rest find their spool already folded: one or two
-//! rewrites instead of 64. A fold parses only entry keys and copies entry
-//! text ([`format`]'s raw documents), so it costs about a scan and a copy.
+//! rewrites instead of 64. A fold holds entries as their text and parses
+//! only their keys (the codec's text entries), so it costs about a scan and
+//! a copy.
 //!
 //! Spool files are not fsynced: a save returns only after a rewrite that
 //! includes it was fsynced. A spool lost to a power cut belonged to a save
@@ -67,16 +68,14 @@ mod spool;
 mod sys;
 mod write;
 
-pub mod format;
-
 pub use read::{max_file_bytes, read_cache_bytes, DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV};
 
+use crate::codec::{self, EntryText, ParseError, Parsed, Stored};
 use crate::document::CacheData;
 use crate::entry::{Entry, EntryKey, Identity, Section};
 use crate::error::io;
 use crate::store::{Loaded, RemovePredicate, SaveReport, Store};
 use crate::CacheError;
-use format::{ParseError, Parsed, RawDoc};
 use lock::{Acquired, LockGuard};
 use ranktune_core::atomic_file;
 use spool::SpoolState;
@@ -159,8 +158,8 @@ enum Aside {
     HaveLock,
 }
 
-struct MainFile<T> {
-    doc: T,
+struct MainFile<E> {
+    doc: Parsed<E>,
     /// Where an unparseable file went, and the warning that says so.
     moved_aside: Option<(PathBuf, String)>,
 }
@@ -176,65 +175,13 @@ enum SpoolRead<T> {
     NotAFile(String),
 }
 
-/// How a document is parsed: fully (loads) or as raw entries (folds).
-type ParseFn<T> = dyn Fn(&[u8]) -> Result<T, ParseError>;
-
 /// A change a fold makes under the lock, after every waiting spool was
 /// applied; returns how many entries it changed.
-type Edit<'a> = dyn FnMut(&mut RawDoc) -> Result<usize, CacheError> + 'a;
+type Edit<'a> = dyn FnMut(&mut CacheData<EntryText>) -> Result<usize, CacheError> + 'a;
 
 /// Decides a merge conflict under the lock: `(section, key, stored, new)`,
 /// true to store `new` (see [`FileStore::save_resolving`]).
 pub type Resolver<'a> = dyn Fn(Section, &EntryKey, &Entry, &Entry) -> bool + 'a;
-
-fn raw_len(doc: &RawDoc) -> usize {
-    doc.sections.values().map(|s| s.keyed.len() + s.unkeyed.len()).sum()
-}
-
-/// Applies raw `src` over `dst`; true when anything changed.
-fn merge_raw(dst: &mut RawDoc, src: RawDoc) -> bool {
-    let mut changed = false;
-    for (digest, id) in src.metadata.environments {
-        if dst.metadata.environments.get(&digest) != Some(&id) {
-            dst.metadata.environments.insert(digest, id);
-            changed = true;
-        }
-    }
-    for (section, entries) in src.sections {
-        let slot = dst.sections.entry(section).or_default();
-        for (key, text) in entries.keyed {
-            if slot.keyed.get(&key) != Some(&text) {
-                slot.keyed.insert(key, text);
-                changed = true;
-            }
-        }
-        for text in entries.unkeyed {
-            changed |= slot.unkeyed.insert(text);
-        }
-    }
-    changed
-}
-
-/// Applies `src` over `dst`; true when anything changed.
-fn merge_into(dst: &mut CacheData, src: CacheData) -> bool {
-    let mut changed = false;
-    for (digest, id) in src.metadata.environments {
-        if dst.metadata.environments.get(&digest) != Some(&id) {
-            dst.metadata.environments.insert(digest, id);
-            changed = true;
-        }
-    }
-    for (section, entries) in src.sections {
-        let slot = dst.sections.entry(section).or_default();
-        for (key, entry) in entries {
-            if slot.get(&key) != Some(&entry) {
-                slot.insert(key, entry);
-                changed = true;
-            }
-        }
-    }
-    changed
-}
 
 impl FileStore {
     /// A store for the cache file at `path`, with the lock timeout
@@ -314,16 +261,15 @@ impl FileStore {
         self.resolved().load_with(Aside::Never)
     }
 
-    fn read_main<T: Default>(
-        &self,
-        aside: Aside,
-        parse: &ParseFn<T>,
-    ) -> Result<MainFile<T>, CacheError> {
+    /// Reads the main file, entries held as `E` (`strict`: see
+    /// [`codec::read`]); a file that does not parse is handled as `aside`
+    /// says.
+    fn read_main<E: Stored>(&self, aside: Aside, strict: bool) -> Result<MainFile<E>, CacheError> {
         for _ in 0..5 {
             let Some((bytes, ident)) = read::read_regular(&self.path)? else {
-                return Ok(MainFile { doc: T::default(), moved_aside: None });
+                return Ok(MainFile { doc: Parsed::default(), moved_aside: None });
             };
-            let reason = match parse(&bytes) {
+            let reason = match codec::read(&bytes, strict) {
                 Ok(doc) => return Ok(MainFile { doc, moved_aside: None }),
                 Err(ParseError::Unsupported(reason)) => {
                     return Err(CacheError::Unsupported { path: self.path.clone(), reason })
@@ -360,7 +306,7 @@ impl FileStore {
                 self.path.display(),
                 aside_path.display()
             );
-            return Ok(MainFile { doc: T::default(), moved_aside: Some((aside_path, msg)) });
+            return Ok(MainFile { doc: Parsed::default(), moved_aside: Some((aside_path, msg)) });
         }
         Err(CacheError::Invalid(format!(
             "{} kept changing while it was read; is something else rewriting it?",
@@ -380,12 +326,11 @@ impl FileStore {
         candidate
     }
 
-    fn read_spool<T>(
+    fn read_spool<E: Stored>(
         &self,
         path: &Path,
         set_aside: bool,
-        parse: &ParseFn<T>,
-    ) -> Result<SpoolRead<T>, CacheError> {
+    ) -> Result<SpoolRead<Parsed<E>>, CacheError> {
         let bytes = match read::read_spool_file(path)? {
             read::InSpool::File(bytes) => bytes,
             read::InSpool::Gone => return Ok(SpoolRead::Gone),
@@ -397,7 +342,7 @@ impl FileStore {
                 )))
             }
         };
-        match parse(&bytes) {
+        match codec::read(&bytes, false) {
             Ok(p) => Ok(SpoolRead::Read(p)),
             Err(ParseError::Unsupported(r)) => {
                 Ok(SpoolRead::Unsupported(format!("spool file {} left alone: {r}", path.display())))
@@ -419,7 +364,7 @@ impl FileStore {
         let mut warnings = Vec::new();
         let mut bad_entries = 0;
         for path in spool::list(&self.spool_path())? {
-            match self.read_spool(&path, false, &format::parse)? {
+            match self.read_spool::<Entry>(&path, false)? {
                 SpoolRead::Read(p) => spools.push(p),
                 SpoolRead::Gone => {}
                 SpoolRead::Corrupt(msg)
@@ -427,7 +372,7 @@ impl FileStore {
                 | SpoolRead::NotAFile(msg) => warnings.push(msg),
             }
         }
-        let main = self.read_main(aside, &format::parse)?;
+        let main = self.read_main::<Entry>(aside, false)?;
         let mut data = main.doc.data;
         let mut all = Vec::new();
         let moved_aside = main.moved_aside.map(|(path, msg)| {
@@ -440,7 +385,7 @@ impl FileStore {
         for s in spools {
             all.extend(s.warnings);
             bad_entries += s.bad_entries;
-            merge_into(&mut data, s.data);
+            data.apply(s.data);
         }
         Ok(Loaded { data, warnings: all, bad_entries, moved_aside })
     }
@@ -455,9 +400,9 @@ impl FileStore {
 
     /// Folds every spool into a new main file, then applies `edit`, under
     /// the lock when `locked` (then the folded spools are deleted). Entries
-    /// stay text (see [`format::parse_raw`]); `strict` also drops malformed
-    /// entries. Returns (entries after, entries the edit changed, warnings);
-    /// warnings are returned, not logged.
+    /// stay text ([`EntryText`]); `strict` also drops malformed entries.
+    /// Returns (entries after, entries the edit changed, warnings); warnings
+    /// are returned, not logged.
     fn fold(
         &self,
         locked: bool,
@@ -472,19 +417,19 @@ impl FileStore {
         } else {
             write::remove_stale_temps(&self.path, false, STALE_TEMP_AGE);
         }
-        let main = self.read_main(Aside::HaveLock, &move |b| format::parse_raw(b, strict))?;
+        let main = self.read_main::<EntryText>(Aside::HaveLock, strict)?;
         let t_main = t0.elapsed();
-        let mut doc = main.doc;
+        let Parsed { data: mut doc, warnings: main_warnings, bad_entries } = main.doc;
         let mut warnings: Vec<String> = main.moved_aside.into_iter().map(|(_, m)| m).collect();
-        warnings.extend(doc.warnings.drain(..).map(|w| self.named(w)));
-        let main_entries = raw_len(&doc);
-        let mut changed = strict && doc.bad_entries > 0;
+        warnings.extend(main_warnings.into_iter().map(|w| self.named(w)));
+        let main_entries = doc.stored_len();
+        let mut changed = strict && bad_entries > 0;
         let mut folded = Vec::new();
         for path in spool::list(&spool_dir)? {
-            match self.read_spool(&path, true, &|b| format::parse_raw(b, false))? {
+            match self.read_spool::<EntryText>(&path, true)? {
                 SpoolRead::Read(p) => {
-                    warnings.extend(p.warnings.iter().cloned());
-                    changed |= merge_raw(&mut doc, p);
+                    warnings.extend(p.warnings);
+                    changed |= doc.apply(p.data);
                     folded.push(path);
                 }
                 SpoolRead::Corrupt(msg) => warnings.push(msg),
@@ -498,7 +443,7 @@ impl FileStore {
             Some(edit) => edit(&mut doc)?,
             None => 0,
         };
-        doc.sections.retain(|_, s| !(s.keyed.is_empty() && s.unkeyed.is_empty()));
+        doc.drop_empty_sections();
         changed |= edited > 0;
         if changed {
             let now = crate::time::unix_now();
@@ -509,7 +454,7 @@ impl FileStore {
                 m.created_unix = now;
             }
             m.updated_unix = now;
-            write::write_atomic(&self.path, &format::raw_to_bytes(&doc))?;
+            write::write_atomic(&self.path, &codec::write(&doc))?;
         }
         if locked || has_edit {
             let mut any = false;
@@ -520,7 +465,7 @@ impl FileStore {
                 atomic_file::sync_dir(&spool_dir).map_err(io("fsyncing directory", &spool_dir))?;
             }
         }
-        let total = raw_len(&doc);
+        let total = doc.stored_len();
         tracing::debug!(
             "folded {} spool(s) into {} ({main_entries} entries before, {total} after): \
              read {t_main:?}, spools {:?}, total {:?}",
@@ -578,7 +523,7 @@ impl FileStore {
         let mut invalid = std::collections::BTreeSet::new();
         let mut needs_current = false;
         for (section, key, entry) in update.iter() {
-            if let Err(why) = format::validate_entry(key, entry) {
+            if let Err(why) = codec::validate_entry(key, entry) {
                 warnings.push(format!("not saving entry {section} {key}: {why}"));
                 invalid.insert((section, key.clone()));
             } else if entry.env == *current_digest {
@@ -589,7 +534,7 @@ impl FileStore {
         if invalid.is_empty() && !needs_current {
             return (Cow::Borrowed(update), warnings);
         }
-        let mut out = CacheData::default();
+        let mut out = CacheData { extras: update.extras.clone(), ..CacheData::default() };
         out.metadata.environments = update.metadata.environments.clone();
         if needs_current {
             out.metadata.environments.insert(current_digest.clone(), current.clone());
@@ -633,11 +578,11 @@ impl Store for FileStore {
     /// waiting saves first), and drops malformed entries, naming each in the
     /// report's warnings. `written` in the report is the number removed.
     fn remove(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, CacheError> {
-        self.resolved().edit_resolved(&mut |doc: &mut RawDoc| {
+        self.resolved().edit_resolved(&mut |doc: &mut CacheData<EntryText>| {
             let mut n = 0;
             for (section, key) in keys {
                 if let Some(entries) = doc.sections.get_mut(section) {
-                    n += usize::from(entries.keyed.remove(key).is_some());
+                    n += usize::from(entries.remove(key).is_some());
                 }
             }
             Ok(n)
@@ -650,12 +595,11 @@ impl Store for FileStore {
     /// `cache prune` never removes a fresh entry for being what an older
     /// one was. Also drops malformed entries, like [`Store::remove`].
     fn remove_where(&self, pred: &RemovePredicate<'_>) -> Result<SaveReport, CacheError> {
-        self.resolved().edit_resolved(&mut |doc: &mut RawDoc| {
+        self.resolved().edit_resolved(&mut |doc: &mut CacheData<EntryText>| {
             let mut n = 0;
             for (section, entries) in doc.sections.iter_mut() {
-                entries.keyed.retain(|key, text| {
-                    let drop =
-                        format::entry_from_text(text).is_some_and(|e| pred(*section, key, &e));
+                entries.retain(|key, text| {
+                    let drop = text.entry().is_some_and(|e| pred(*section, key, &e));
                     n += usize::from(drop);
                     !drop
                 });
@@ -675,7 +619,7 @@ impl FileStore {
         if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(io("creating directory", parent))?;
         }
-        let spool_file = spool::write_spool(&self.spool_path(), || format::to_bytes(&update))?;
+        let spool_file = spool::write_spool(&self.spool_path(), || codec::cache_to_bytes(&update))?;
         // Done waiting once the spool file was folded (or set aside, which
         // `settled` turns into an error); any other error is not "done".
         let folded_elsewhere = || {
@@ -785,26 +729,17 @@ impl FileStore {
         let (update, mut warnings) = Self::prepare(update);
         let (locked, _guard) = this.lock_for_edit(&mut warnings)?;
         let mut written = 0;
-        let mut edit = |doc: &mut RawDoc| -> Result<usize, CacheError> {
+        let mut edit = |doc: &mut CacheData<EntryText>| -> Result<usize, CacheError> {
             let mut winners = CacheData::default();
             winners.metadata.environments = update.metadata.environments.clone();
             for (section, key, entry) in update.iter() {
-                let stored = doc
-                    .sections
-                    .get(&section)
-                    .and_then(|s| s.keyed.get(key))
-                    .and_then(|text| format::entry_from_text(text));
+                let stored = doc.get(section, key).and_then(EntryText::entry);
                 if stored.as_ref().is_none_or(|old| take_new(section, key, old, entry)) {
-                    winners.insert(section, key.clone(), entry.clone());
+                    winners.insert(section, key.clone(), EntryText::new(key, entry));
                 }
             }
             written = winners.len();
-            let raw = format::parse_raw(&format::to_bytes(&winners), false).map_err(|e| {
-                CacheError::Invalid(format!(
-                    "internal error: a serialized update does not parse: {e:?}"
-                ))
-            })?;
-            Ok(usize::from(merge_raw(doc, raw)))
+            Ok(usize::from(doc.apply(winners)))
         };
         let (total, _, fold_warnings) = this.fold(locked, false, Some(&mut edit))?;
         warnings.extend(fold_warnings);
@@ -818,23 +753,14 @@ impl FileStore {
 /// To add entries to a cache that others may be writing, use
 /// [`FileStore::save`].
 pub fn write_cache_file(path: &Path, data: &CacheData) -> Result<(), CacheError> {
-    write::write_atomic(path, &format::to_bytes(data))
-}
-
-/// Writes `bytes` (any format, e.g. an export) as the whole file at `path`
-/// with the store's one atomic writer: an exclusive, no-follow temp file in
-/// the same directory, the old file's permissions (or 0666 less the umask),
-/// fsync, rename, fsync of the directory; refuses to replace anything but a
-/// regular file or a symlink (never a device or FIFO).
-pub fn write_file_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
-    write::write_atomic(path, bytes)
+    write::write_atomic(path, &codec::cache_to_bytes(data))
 }
 
 /// Reads and parses a whole cache file without side effects; the same as
 /// [`FileStore::inspect`] but ignoring any spool.
 pub fn read_cache_file(path: &Path) -> Result<Parsed, CacheError> {
     let bytes = read::read_cache_bytes(path)?;
-    format::parse(&bytes).map_err(|e| match e {
+    codec::parse_cache(&bytes).map_err(|e| match e {
         ParseError::Unparseable(reason) => CacheError::Corrupt { path: path.into(), reason },
         ParseError::Unsupported(reason) => CacheError::Unsupported { path: path.into(), reason },
     })

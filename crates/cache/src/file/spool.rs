@@ -10,7 +10,6 @@
 //! that is not a spool file it can read (a directory, a FIFO, a device or a
 //! symlink someone put there is not ours).
 
-use super::write;
 use crate::error::io;
 use crate::CacheError;
 use ranktune_core::atomic_file::{self, Publish, PublishError, Step};
@@ -129,7 +128,7 @@ pub(crate) fn write_spool(
             PublishError::Io { step: Step::Rename, path, source } => {
                 CacheError::Io { action: "renaming spool file to", path, source }
             }
-            e => write::cache_error(e),
+            e => CacheError::from(e),
         })?;
     Ok(fin)
 }

@@ -3,7 +3,8 @@
 //!
 //! This module owns the cache's use of the publish (durable, permissions
 //! kept, never over a device or FIFO), the conversion of its errors into
-//! [`CacheError`], and the rule for which temp files of the cache are stale.
+//! [`CacheError`] (a `From` impl, public), and the rule for which temp files
+//! of the cache are stale.
 //! It must never read a temp file as a cache, and never write the target in
 //! place.
 
@@ -40,29 +41,39 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> 
         .keep_permissions()
         .regular_target_only()
         .bytes(bytes)
-        .map_err(|e| cache_error(e.widen()))
+        .map_err(CacheError::from)
 }
 
 /// The [`CacheError`] for a failed publish: the step's action and path for
 /// an OS error, the store's own messages for a bad target, and the writer's
-/// error as it is.
-pub(crate) fn cache_error(e: PublishError<CacheError>) -> CacheError {
-    match e {
-        PublishError::Io { step, path, source } => {
-            CacheError::Io { action: step.action(), path, source }
-        }
-        PublishError::NoFileName { path } => no_file_name(&path),
-        PublishError::NotReplaceable { path, file_type } => {
-            match super::read::require_regular(&path, file_type) {
-                Err(e) => e,
-                Ok(()) => CacheError::Invalid(format!(
-                    "{} changed while it was replaced; save again",
-                    path.display()
-                )),
+/// error as it is. Lets anyone who publishes a file next to caches (e.g. an
+/// export) report failures in the store's words.
+impl From<PublishError<CacheError>> for CacheError {
+    fn from(e: PublishError<CacheError>) -> CacheError {
+        match e {
+            PublishError::Io { step, path, source } => {
+                CacheError::Io { action: step.action(), path, source }
             }
+            PublishError::NoFileName { path } => no_file_name(&path),
+            PublishError::NotReplaceable { path, file_type } => {
+                match super::read::require_regular(&path, file_type) {
+                    Err(e) => e,
+                    Ok(()) => CacheError::Invalid(format!(
+                        "{} changed while it was replaced; save again",
+                        path.display()
+                    )),
+                }
+            }
+            PublishError::Writer(e) => e,
+            other => CacheError::Invalid(other.to_string()),
         }
-        PublishError::Writer(e) => e,
-        other => CacheError::Invalid(other.to_string()),
+    }
+}
+
+/// See the conversion of `PublishError<CacheError>`.
+impl From<PublishError> for CacheError {
+    fn from(e: PublishError) -> CacheError {
+        CacheError::from(e.widen::<CacheError>())
     }
 }
 

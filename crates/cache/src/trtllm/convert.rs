@@ -30,6 +30,7 @@ pub const LIB_VERSION_PREFIX: &str = "trtllm-";
 
 /// Why a document cannot be imported at all.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConvertError {
     /// The bytes are not UTF-8 text.
     #[error("not UTF-8 text (first bad byte at offset {offset}); a TensorRT-LLM cache is a JSON document")]
@@ -209,7 +210,7 @@ fn import_entry(
         .ok_or_else(|| format!("runner_id {runner_id} is not a small non-negative integer"))?;
     let tactic = match obj.get("tactic").ok_or("no \"tactic\"")? {
         Value::String(repr) => {
-            let py = pyliteral::parse(repr).map_err(|e| format!("tactic {repr:?}: {e}"))?;
+            let py = pyliteral::parse_literal(repr).map_err(|e| format!("tactic {repr:?}: {e}"))?;
             py_to_json(&py)
         }
         // Not a repr string: already data, take it as it is.
@@ -235,7 +236,7 @@ fn import_entry(
 
 /// Builds the environment identity from a reference `metadata` block, and
 /// reads its creation time (0 when absent or unreadable).
-pub fn identity_from_metadata(meta: Option<&Value>, warnings: &mut Vec<String>) -> (Identity, u64) {
+fn identity_from_metadata(meta: Option<&Value>, warnings: &mut Vec<String>) -> (Identity, u64) {
     let meta = meta.and_then(Value::as_object);
     let field = |name: &str| meta.and_then(|m| m.get(name));
     let text = |v: Option<&Value>| match v {
@@ -283,7 +284,7 @@ pub fn identity_from_metadata(meta: Option<&Value>, warnings: &mut Vec<String>) 
 /// Seconds since the epoch from a number (seconds, fractions dropped), a
 /// numeric string, or an ISO 8601 / `YYYY-MM-DD HH:MM:SS` string (UTC unless
 /// it carries an offset).
-pub fn parse_timestamp(v: &Value) -> Option<u64> {
+fn parse_timestamp(v: &Value) -> Option<u64> {
     let secs = match v {
         Value::Number(n) => n.as_f64()?,
         Value::String(s) => match s.trim().parse::<f64>() {
@@ -345,12 +346,12 @@ fn parse_iso8601(s: &str) -> Option<u64> {
 /// Milliseconds to microseconds by moving the decimal point of the shortest
 /// decimal form, so `0.0123` ms becomes exactly `12.3` µs (plain `* 1000.0`
 /// gives `12.299999999999999`) and export gives back the same milliseconds.
-pub fn ms_to_us(ms: f64) -> f64 {
+fn ms_to_us(ms: f64) -> f64 {
     shift_decimal(ms, 3)
 }
 
 /// Microseconds to milliseconds (the inverse of [`ms_to_us`]).
-pub fn us_to_ms(us: f64) -> f64 {
+fn us_to_ms(us: f64) -> f64 {
     shift_decimal(us, -3)
 }
 

@@ -4,17 +4,18 @@
 //! It maps onto [`EntryKey`] as `op`, `runner`, `fingerprint` (the unique-id
 //! repr string, kept verbatim so export reproduces it exactly) and `bucket`
 //! (`opt_shapes`, a tuple of tuples of non-negative ints). Parsing goes
-//! through [`pyliteral`](super::pyliteral): nothing is evaluated.
+//! through [`pyliteral`]: nothing is evaluated.
 
 use super::pyliteral::{self, PyValue};
 use crate::EntryKey;
 
 /// Why a key string is not a reference key.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum KeyError {
     /// Not a Python literal at all.
     #[error("key is not a Python literal: {0}")]
-    Syntax(#[from] pyliteral::ParseError),
+    Syntax(#[from] pyliteral::LiteralError),
     /// A literal, but not `(str, str, str, ((int, ...), ...))`.
     #[error("key is not (op, runner, unique_id, opt_shapes): {0}")]
     Shape(String),
@@ -23,7 +24,7 @@ pub enum KeyError {
 /// Parses one reference key.
 ///
 /// ```
-/// use ranktune_cache::trtllm::key::{format_key, parse_key};
+/// use ranktune_cache::trtllm::{format_key, parse_key};
 /// let text = r#"('trtllm::fp8_gemm', 'FP8GemmRunner', "(1, 'x')", ((8, 4096), (4096,)))"#;
 /// let key = parse_key(text).unwrap();
 /// assert_eq!(key.runner, "FP8GemmRunner");
@@ -32,7 +33,7 @@ pub enum KeyError {
 /// assert_eq!(format_key(&key), text);
 /// ```
 pub fn parse_key(text: &str) -> Result<EntryKey, KeyError> {
-    let items = match pyliteral::parse(text)? {
+    let items = match pyliteral::parse_literal(text)? {
         PyValue::Tuple(items) => items,
         other => {
             return Err(KeyError::Shape(format!("a {} instead of a 4-tuple", other.type_name())))
@@ -114,7 +115,7 @@ mod tests {
         assert_eq!(key.bucket, vec![vec![1, 2048], vec![1, 2048], vec![2048], vec![1]]);
         assert_eq!(format_key(&key), REAL);
         // The fingerprint is itself a Python literal; it parses too.
-        let uid = pyliteral::parse(&key.fingerprint).unwrap();
+        let uid = pyliteral::parse_literal(&key.fingerprint).unwrap();
         assert_eq!(uid.to_string(), key.fingerprint);
     }
 

@@ -8,17 +8,17 @@
 //!
 //! This module must never evaluate anything: there are no names, calls,
 //! operators (other than a sign on a number) or attribute lookups, and
-//! everything else is a [`ParseError`] with the byte offset. Nesting is capped
+//! everything else is a [`LiteralError`] with the byte offset. Nesting is capped
 //! at [`MAX_DEPTH`] so hostile input cannot overflow the stack.
 //!
 //! [`PyValue`]'s `Display` writes what Python's `repr` writes for the same
-//! value, so `parse(v.to_string()) == v` and keys written by Python
+//! value, so `parse_literal(v.to_string()) == v` and keys written by Python
 //! round-trip byte for byte.
 
 use std::fmt::{self, Write as _};
 
 /// Deepest nesting of tuples, lists and dicts accepted.
-pub const MAX_DEPTH: usize = 128;
+pub(crate) const MAX_DEPTH: usize = 128;
 
 /// A Python literal value.
 #[derive(Clone, Debug, PartialEq)]
@@ -90,7 +90,7 @@ impl PyValue {
 /// Why a text is not a supported Python literal.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("not a supported Python literal at byte {offset}: {message}")]
-pub struct ParseError {
+pub struct LiteralError {
     /// Byte offset in the input where the problem was found.
     pub offset: usize,
     /// What was wrong.
@@ -101,13 +101,13 @@ pub struct ParseError {
 /// else after the value is an error.
 ///
 /// ```
-/// use ranktune_cache::trtllm::pyliteral::{parse, PyValue};
-/// let v = parse("((256, 256), (1, 2), 1)").unwrap();
+/// use ranktune_cache::trtllm::{parse_literal, PyValue};
+/// let v = parse_literal("((256, 256), (1, 2), 1)").unwrap();
 /// assert_eq!(v.to_string(), "((256, 256), (1, 2), 1)");
-/// assert_eq!(parse("(2048,)").unwrap(), PyValue::Tuple(vec![PyValue::int(2048)]));
-/// assert!(parse("__import__('os')").is_err());
+/// assert_eq!(parse_literal("(2048,)").unwrap(), PyValue::Tuple(vec![PyValue::int(2048)]));
+/// assert!(parse_literal("__import__('os')").is_err());
 /// ```
-pub fn parse(text: &str) -> Result<PyValue, ParseError> {
+pub fn parse_literal(text: &str) -> Result<PyValue, LiteralError> {
     let mut p = Parser { s: text, pos: 0 };
     p.skip_ws();
     let v = p.value(0)?;
@@ -124,8 +124,8 @@ struct Parser<'a> {
 }
 
 impl Parser<'_> {
-    fn err(&self, message: impl Into<String>) -> ParseError {
-        ParseError { offset: self.pos, message: message.into() }
+    fn err(&self, message: impl Into<String>) -> LiteralError {
+        LiteralError { offset: self.pos, message: message.into() }
     }
 
     fn rest(&self) -> &str {
@@ -151,7 +151,7 @@ impl Parser<'_> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<PyValue, ParseError> {
+    fn value(&mut self, depth: usize) -> Result<PyValue, LiteralError> {
         if depth > MAX_DEPTH {
             return Err(self.err(format!("nested deeper than {MAX_DEPTH} levels")));
         }
@@ -172,7 +172,7 @@ impl Parser<'_> {
     }
 
     /// `(` seen: a tuple, or a parenthesised value.
-    fn paren(&mut self, depth: usize) -> Result<PyValue, ParseError> {
+    fn paren(&mut self, depth: usize) -> Result<PyValue, LiteralError> {
         self.pos += 1;
         let (mut items, trailing_comma) = self.items(')', depth)?;
         if items.len() == 1 && !trailing_comma {
@@ -183,7 +183,7 @@ impl Parser<'_> {
 
     /// Comma-separated values up to `close` (consumed). Returns the items and
     /// whether the last one was followed by a comma.
-    fn items(&mut self, close: char, depth: usize) -> Result<(Vec<PyValue>, bool), ParseError> {
+    fn items(&mut self, close: char, depth: usize) -> Result<(Vec<PyValue>, bool), LiteralError> {
         let mut items = Vec::new();
         let mut trailing = false;
         loop {
@@ -200,7 +200,7 @@ impl Parser<'_> {
         }
     }
 
-    fn dict(&mut self, depth: usize) -> Result<PyValue, ParseError> {
+    fn dict(&mut self, depth: usize) -> Result<PyValue, LiteralError> {
         self.pos += 1;
         let mut pairs = Vec::new();
         let mut trailing = false;
@@ -228,7 +228,7 @@ impl Parser<'_> {
         }
     }
 
-    fn word(&mut self) -> Result<PyValue, ParseError> {
+    fn word(&mut self) -> Result<PyValue, LiteralError> {
         let start = self.pos;
         let len = self
             .rest()
@@ -256,7 +256,7 @@ impl Parser<'_> {
         Ok(v)
     }
 
-    fn number(&mut self) -> Result<PyValue, ParseError> {
+    fn number(&mut self) -> Result<PyValue, LiteralError> {
         let start = self.pos;
         let mut negative = false;
         if self.eat('-') {
@@ -269,7 +269,7 @@ impl Parser<'_> {
             let v = self.word()?;
             return match v {
                 PyValue::Float(f) => Ok(PyValue::Float(if negative { -f } else { f })),
-                _ => Err(ParseError {
+                _ => Err(LiteralError {
                     offset: start,
                     message: "a sign can only precede a number".into(),
                 }),
@@ -306,7 +306,7 @@ impl Parser<'_> {
         if end < bytes.len()
             && (bytes[end].is_ascii_alphabetic() || bytes[end] == b'"' || bytes[end] == b'\'')
         {
-            return Err(ParseError {
+            return Err(LiteralError {
                 offset: end,
                 message: "only decimal numbers are supported (no 0x, 0o, 0b, j or suffixes)".into(),
             });
@@ -318,7 +318,7 @@ impl Parser<'_> {
             let f: f64 = match body.parse() {
                 Ok(f) if ok_shape => f,
                 _ => {
-                    return Err(ParseError {
+                    return Err(LiteralError {
                         offset: body_start,
                         message: format!("{body:?} is not a float"),
                     })
@@ -329,7 +329,7 @@ impl Parser<'_> {
         }
         let trimmed = body.trim_start_matches('0');
         if trimmed.len() != body.len() && !trimmed.is_empty() {
-            return Err(ParseError {
+            return Err(LiteralError {
                 offset: body_start,
                 message: "leading zeros are not allowed in a decimal integer".into(),
             });
@@ -344,7 +344,7 @@ impl Parser<'_> {
         }))
     }
 
-    fn string(&mut self) -> Result<String, ParseError> {
+    fn string(&mut self) -> Result<String, LiteralError> {
         let start = self.pos;
         let quote = match self.peek() {
             Some(q @ ('\'' | '"')) => q,
@@ -356,7 +356,7 @@ impl Parser<'_> {
         let mut out = String::new();
         loop {
             let Some(c) = self.peek() else {
-                return Err(ParseError { offset: start, message: "unterminated string".into() });
+                return Err(LiteralError { offset: start, message: "unterminated string".into() });
             };
             if c == quote {
                 if !triple_quoted {
@@ -381,7 +381,7 @@ impl Parser<'_> {
     }
 
     /// A backslash has been consumed; decode what follows into `out`.
-    fn escape(&mut self, out: &mut String) -> Result<(), ParseError> {
+    fn escape(&mut self, out: &mut String) -> Result<(), LiteralError> {
         let esc_start = self.pos - 1;
         let Some(c) = self.peek() else {
             return Err(self.err("unterminated escape"));
@@ -426,7 +426,7 @@ impl Parser<'_> {
             'x' => self.hex_escape(out, 2, esc_start),
             'u' => self.hex_escape(out, 4, esc_start),
             'U' => self.hex_escape(out, 8, esc_start),
-            'N' => Err(ParseError {
+            'N' => Err(LiteralError {
                 offset: esc_start,
                 message: "named escapes \\N{...} are not supported".into(),
             }),
@@ -444,28 +444,28 @@ impl Parser<'_> {
         out: &mut String,
         digits: usize,
         esc_start: usize,
-    ) -> Result<(), ParseError> {
+    ) -> Result<(), LiteralError> {
         let rest = self.rest();
         let hex = rest.get(..digits).filter(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
         let Some(hex) = hex else {
-            return Err(ParseError {
+            return Err(LiteralError {
                 offset: esc_start,
                 message: format!("escape needs {digits} hex digits"),
             });
         };
         let v = u32::from_str_radix(hex, 16)
-            .map_err(|_| ParseError { offset: esc_start, message: "bad hex escape".into() })?;
+            .map_err(|_| LiteralError { offset: esc_start, message: "bad hex escape".into() })?;
         self.pos += digits;
         self.push_code(out, v, esc_start)
     }
 
-    fn push_code(&self, out: &mut String, v: u32, esc_start: usize) -> Result<(), ParseError> {
+    fn push_code(&self, out: &mut String, v: u32, esc_start: usize) -> Result<(), LiteralError> {
         match char::from_u32(v) {
             Some(ch) => {
                 out.push(ch);
                 Ok(())
             }
-            None => Err(ParseError {
+            None => Err(LiteralError {
                 offset: esc_start,
                 message: format!(
                     "\\u{v:x} is not a Unicode scalar value (surrogates are not supported)"
@@ -631,26 +631,26 @@ mod tests {
 
     #[test]
     fn scalars() {
-        assert_eq!(parse("None").unwrap(), PyValue::None);
-        assert_eq!(parse("True").unwrap(), PyValue::Bool(true));
-        assert_eq!(parse("False").unwrap(), PyValue::Bool(false));
-        assert_eq!(parse("43").unwrap(), i(43));
-        assert_eq!(parse("-7").unwrap(), i(-7));
-        assert_eq!(parse("+7").unwrap(), i(7));
-        assert_eq!(parse("0").unwrap(), i(0));
-        assert_eq!(parse("-0").unwrap(), i(0));
-        assert_eq!(parse("1e-06").unwrap(), PyValue::Float(1e-6));
-        assert_eq!(parse("1.5").unwrap(), PyValue::Float(1.5));
-        assert_eq!(parse(".5").unwrap(), PyValue::Float(0.5));
-        assert_eq!(parse("5.").unwrap(), PyValue::Float(5.0));
-        assert_eq!(parse("-inf").unwrap(), PyValue::Float(f64::NEG_INFINITY));
-        assert!(matches!(parse("nan").unwrap(), PyValue::Float(f) if f.is_nan()));
+        assert_eq!(parse_literal("None").unwrap(), PyValue::None);
+        assert_eq!(parse_literal("True").unwrap(), PyValue::Bool(true));
+        assert_eq!(parse_literal("False").unwrap(), PyValue::Bool(false));
+        assert_eq!(parse_literal("43").unwrap(), i(43));
+        assert_eq!(parse_literal("-7").unwrap(), i(-7));
+        assert_eq!(parse_literal("+7").unwrap(), i(7));
+        assert_eq!(parse_literal("0").unwrap(), i(0));
+        assert_eq!(parse_literal("-0").unwrap(), i(0));
+        assert_eq!(parse_literal("1e-06").unwrap(), PyValue::Float(1e-6));
+        assert_eq!(parse_literal("1.5").unwrap(), PyValue::Float(1.5));
+        assert_eq!(parse_literal(".5").unwrap(), PyValue::Float(0.5));
+        assert_eq!(parse_literal("5.").unwrap(), PyValue::Float(5.0));
+        assert_eq!(parse_literal("-inf").unwrap(), PyValue::Float(f64::NEG_INFINITY));
+        assert!(matches!(parse_literal("nan").unwrap(), PyValue::Float(f) if f.is_nan()));
     }
 
     #[test]
     fn huge_ints_are_kept_exactly() {
         let big = "123456789012345678901234567890123456789";
-        let v = parse(big).unwrap();
+        let v = parse_literal(big).unwrap();
         assert_eq!(v, PyValue::Int(big.into()));
         assert_eq!(v.as_i64(), None);
         assert_eq!(v.to_string(), big);
@@ -658,13 +658,13 @@ mod tests {
 
     #[test]
     fn strings_and_escapes() {
-        assert_eq!(parse("'abc'").unwrap(), s("abc"));
-        assert_eq!(parse("\"it's\"").unwrap(), s("it's"));
-        assert_eq!(parse(r"'a\'b'").unwrap(), s("a'b"));
-        assert_eq!(parse(r"'a\nb\t\\'").unwrap(), s("a\nb\t\\"));
-        assert_eq!(parse(r"'\x41\u00e9\U0001F600\101\0'").unwrap(), s("Aé😀A\0"));
-        assert_eq!(parse(r"'\d'").unwrap(), s("\\d"));
-        assert_eq!(parse("'''a'b'''").unwrap(), s("a'b"));
+        assert_eq!(parse_literal("'abc'").unwrap(), s("abc"));
+        assert_eq!(parse_literal("\"it's\"").unwrap(), s("it's"));
+        assert_eq!(parse_literal(r"'a\'b'").unwrap(), s("a'b"));
+        assert_eq!(parse_literal(r"'a\nb\t\\'").unwrap(), s("a\nb\t\\"));
+        assert_eq!(parse_literal(r"'\x41\u00e9\U0001F600\101\0'").unwrap(), s("Aé😀A\0"));
+        assert_eq!(parse_literal(r"'\d'").unwrap(), s("\\d"));
+        assert_eq!(parse_literal("'''a'b'''").unwrap(), s("a'b"));
         assert_eq!(repr_str("it's"), "\"it's\"");
         assert_eq!(repr_str("both ' and \""), r#"'both \' and "'"#);
         assert_eq!(repr_str("a\nb\\"), r"'a\nb\\'");
@@ -673,13 +673,13 @@ mod tests {
 
     #[test]
     fn containers() {
-        assert_eq!(parse("()").unwrap(), PyValue::Tuple(vec![]));
-        assert_eq!(parse("(2048,)").unwrap(), PyValue::Tuple(vec![i(2048)]));
-        assert_eq!(parse("(2048)").unwrap(), i(2048));
-        assert_eq!(parse("[1, 2,]").unwrap(), PyValue::List(vec![i(1), i(2)]));
-        let v = parse("((256, 256), (1, 2), 1)").unwrap();
+        assert_eq!(parse_literal("()").unwrap(), PyValue::Tuple(vec![]));
+        assert_eq!(parse_literal("(2048,)").unwrap(), PyValue::Tuple(vec![i(2048)]));
+        assert_eq!(parse_literal("(2048)").unwrap(), i(2048));
+        assert_eq!(parse_literal("[1, 2,]").unwrap(), PyValue::List(vec![i(1), i(2)]));
+        let v = parse_literal("((256, 256), (1, 2), 1)").unwrap();
         assert_eq!(v.to_string(), "((256, 256), (1, 2), 1)");
-        let d = parse("{'a': (1,), 2: None}").unwrap();
+        let d = parse_literal("{'a': (1,), 2: None}").unwrap();
         assert_eq!(d.to_string(), "{'a': (1,), 2: None}");
         assert_eq!(PyValue::Tuple(vec![i(1)]).to_string(), "(1,)");
         assert_eq!(PyValue::Tuple(vec![]).to_string(), "()");
@@ -729,9 +729,9 @@ mod tests {
             "1 2",
             "f'x'",
         ] {
-            assert!(parse(bad).is_err(), "{bad:?} should fail");
+            assert!(parse_literal(bad).is_err(), "{bad:?} should fail");
         }
         let deep = "(".repeat(10_000);
-        assert!(parse(&deep).unwrap_err().message.contains("nested"));
+        assert!(parse_literal(&deep).unwrap_err().message.contains("nested"));
     }
 }

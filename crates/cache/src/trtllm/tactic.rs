@@ -26,8 +26,8 @@ use serde_json::{Map, Number, Value};
 /// Converts a parsed Python literal to the JSON form in the module table.
 ///
 /// ```
-/// use ranktune_cache::trtllm::{pyliteral::parse, tactic::py_to_json};
-/// let v = py_to_json(&parse("((256, 256), (1, 2), 1)").unwrap());
+/// use ranktune_cache::trtllm::{parse_literal, py_to_json};
+/// let v = py_to_json(&parse_literal("((256, 256), (1, 2), 1)").unwrap());
 /// assert_eq!(v, serde_json::json!([[256, 256], [1, 2], 1]));
 /// ```
 pub fn py_to_json(v: &PyValue) -> Value {
@@ -129,7 +129,7 @@ pub fn json_to_py(v: &Value) -> Result<PyValue, TacticError> {
 
 fn untag(tag: &str, inner: &Value) -> Result<PyValue, TacticError> {
     match (tag, inner) {
-        ("$int", Value::String(s)) => match super::pyliteral::parse(s) {
+        ("$int", Value::String(s)) => match super::pyliteral::parse_literal(s) {
             Ok(v @ PyValue::Int(_)) => Ok(v),
             _ => Err(TacticError(format!("{{\"$int\": {s:?}}} does not hold a decimal integer"))),
         },
@@ -170,11 +170,11 @@ fn untag(tag: &str, inner: &Value) -> Result<PyValue, TacticError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::trtllm::pyliteral::parse;
+    use crate::trtllm::pyliteral::parse_literal;
     use serde_json::json;
 
     fn round(src: &str) -> (Value, String) {
-        let j = py_to_json(&parse(src).unwrap());
+        let j = py_to_json(&parse_literal(src).unwrap());
         let back = json_to_py(&j).unwrap().to_string();
         (j, back)
     }

@@ -10,7 +10,7 @@ mod trace;
 mod tune;
 
 use clap::{Parser, Subcommand};
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 /// Autotuning with one shared, crash-safe tuning cache and per-rank
@@ -90,7 +90,9 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            // Not eprintln!: a rank whose launcher (and stderr) is gone
+            // must still exit with its status, not panic.
+            let _ = writeln!(std::io::stderr(), "error: {err:#}");
             ExitCode::from(2)
         }
     }

@@ -44,6 +44,37 @@ pub enum LaunchError {
         /// The failed ranks, in rank order.
         failures: Vec<RankFailure>,
     },
+    /// The launch was stopped by a signal (SIGINT/SIGTERM) that the launcher
+    /// forwarded to every rank; each rank that stopped cleanly exited with
+    /// the signal's status after saving its work.
+    #[error("stopped by signal {signal}{}", unclean_suffix(.unclean))]
+    Interrupted {
+        /// The signal.
+        signal: i32,
+        /// The number of ranks launched.
+        world_size: u32,
+        /// The ranks that did not stop cleanly (killed after the grace
+        /// period, or failed), in rank order.
+        unclean: Vec<RankFailure>,
+    },
+}
+
+impl LaunchError {
+    /// The signal that stopped the launch, if one did.
+    pub fn interrupted_by(&self) -> Option<i32> {
+        match self {
+            LaunchError::Interrupted { signal, .. } => Some(*signal),
+            _ => None,
+        }
+    }
+}
+
+fn unclean_suffix(unclean: &[RankFailure]) -> String {
+    if unclean.is_empty() {
+        String::new()
+    } else {
+        format!("; {} ranks did not stop cleanly:\n  {}", unclean.len(), join_failures(unclean))
+    }
 }
 
 /// One failed rank.

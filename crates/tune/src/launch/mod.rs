@@ -28,6 +28,20 @@
 //! with its exit status and the tail of its stderr. Only when every rank
 //! succeeded are the results returned, in rank order.
 //!
+//! Stopping a job ([`Launcher::stop_on`]): when the caller's stop flag is
+//! set (by its SIGINT/SIGTERM handler, holding the signal's number), the
+//! launcher forwards that signal to every rank and keeps reading and waiting
+//! for them, at most the grace period ([`Launcher::stop_grace`], default
+//! [`DEFAULT_STOP_GRACE`]); ranks still running then are killed. The launch
+//! then fails with [`LaunchError::Interrupted`], naming the ranks that did
+//! not stop cleanly (a rank stops cleanly when it exits with status
+//! 128+signal, by the signal, or successfully). On Linux every rank also
+//! gets SIGTERM from the kernel when the launcher's thread dies
+//! (`PR_SET_PDEATHSIG`), so a launcher killed outright (SIGKILL) still lets
+//! its ranks stop the same way. Call [`Launcher::run`] from a thread that
+//! lives as long as the launch (the main thread): the kernel's signal is
+//! tied to the thread that started the ranks.
+//!
 //! Non-UTF-8 output is read lossily; a line is never a reason to stop
 //! reading a rank's output, so a chatty rank can never block on a full pipe.
 //!
@@ -50,6 +64,7 @@ mod error;
 mod fault;
 mod protocol;
 mod streams;
+mod sys;
 
 pub use error::{describe_status, LaunchError, RankFailure, RankFailureKind};
 pub use protocol::{
@@ -61,9 +76,18 @@ pub use streams::STDERR_TAIL_LINES;
 use ranktune_collective::JobId;
 use serde::de::DeserializeOwned;
 use std::ffi::{OsStr, OsString};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 use streams::{Event, Rank};
+
+/// How long a stopped launch waits for its ranks to save and exit before it
+/// kills them ([`Launcher::stop_grace`]).
+pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(30);
+
+/// How often the launcher looks at its stop flag while no line arrives.
+const STOP_POLL: Duration = Duration::from_millis(20);
 
 /// Variables of other launchers that a rank must not inherit: its rank comes
 /// from the `RANKTUNE_*` variables the launcher sets.
@@ -150,12 +174,37 @@ pub struct Launcher {
     program: OsString,
     args: Vec<OsString>,
     envs: Vec<(OsString, OsString)>,
+    stop: Option<Arc<AtomicUsize>>,
+    grace: Duration,
 }
 
 impl Launcher {
     /// A launcher of `program` (a path, or a name looked up in `PATH`).
     pub fn new(program: impl AsRef<OsStr>) -> Self {
-        Launcher { program: program.as_ref().to_owned(), args: Vec::new(), envs: Vec::new() }
+        Launcher {
+            program: program.as_ref().to_owned(),
+            args: Vec::new(),
+            envs: Vec::new(),
+            stop: None,
+            grace: DEFAULT_STOP_GRACE,
+        }
+    }
+
+    /// Stops the job when `flag` becomes non-zero: the value is a signal
+    /// number (what `signal_hook::flag::register_usize(sig, flag, sig)`
+    /// stores), which the launcher forwards to every rank; it then waits for
+    /// them at most [`stop_grace`](Launcher::stop_grace) and fails with
+    /// [`LaunchError::Interrupted`].
+    pub fn stop_on(mut self, flag: Arc<AtomicUsize>) -> Self {
+        self.stop = Some(flag);
+        self
+    }
+
+    /// How long a stopped launch waits for its ranks before killing them
+    /// (default [`DEFAULT_STOP_GRACE`]).
+    pub fn stop_grace(mut self, grace: Duration) -> Self {
+        self.grace = grace;
+        self
     }
 
     /// Adds one argument.
@@ -191,7 +240,13 @@ impl Launcher {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        sys::term_with_parent(&mut cmd);
         cmd
+    }
+
+    /// The signal the stop flag holds (0: none).
+    fn stop_signal(&self) -> i32 {
+        self.stop.as_ref().map_or(0, |f| i32::try_from(f.load(Ordering::SeqCst)).unwrap_or(0))
     }
 
     /// Starts `world_size` ranks, reports their progress and lines to
@@ -221,7 +276,31 @@ impl Launcher {
 
         let mut done = vec![0u64; world_size as usize];
         let mut totals = vec![0u64; world_size as usize];
-        for ev in rx {
+        // Set once the stop signal has been forwarded: the signal and when
+        // the ranks still running are killed.
+        let mut stopping: Option<(i32, Instant)> = None;
+        let mut killed = false;
+        loop {
+            let ev = match rx.recv_timeout(STOP_POLL) {
+                Ok(ev) => Some(ev),
+                Err(mpsc::RecvTimeoutError::Timeout) => None,
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            };
+            match stopping {
+                None => {
+                    let sig = self.stop_signal();
+                    if sig != 0 {
+                        ranks.iter().for_each(|r| r.signal(sig));
+                        stopping = Some((sig, Instant::now() + self.grace));
+                    }
+                }
+                Some((_, deadline)) if !killed && Instant::now() >= deadline => {
+                    ranks.iter_mut().for_each(Rank::kill);
+                    killed = true;
+                }
+                Some(_) => {}
+            }
+            let Some(ev) = ev else { continue };
             match ev {
                 Event::Progress { rank, done: d, total } => {
                     if let (Some(dd), Some(tt)) =
@@ -242,12 +321,38 @@ impl Launcher {
             }
         }
         observer.finished();
+        if stopping.is_none() {
+            // The stop came as the last stderr closed.
+            let sig = self.stop_signal();
+            if sig != 0 {
+                ranks.iter().for_each(|r| r.signal(sig));
+                stopping = Some((sig, Instant::now() + self.grace));
+            }
+        }
+        if let Some((_, deadline)) = stopping.filter(|_| !killed) {
+            // Every rank closed its stderr; one may still be running (it
+            // closed it early): the grace period bounds this wait too.
+            while Instant::now() < deadline && !ranks.iter_mut().all(Rank::has_exited) {
+                std::thread::sleep(STOP_POLL);
+            }
+            ranks.iter_mut().for_each(Rank::kill);
+        }
 
         let mut results = Vec::new();
         let mut failures = Vec::new();
         for r in ranks {
             let rank = r.rank();
             let ended = r.wait().map_err(|source| LaunchError::Wait { rank, source })?;
+            if let Some((sig, _)) = stopping {
+                if !stopped_cleanly(&ended.status, sig) {
+                    let kind = RankFailureKind::Exited {
+                        status: ended.status,
+                        stderr_tail: ended.stderr_tail,
+                    };
+                    failures.push(RankFailure { rank, kind });
+                }
+                continue;
+            }
             let kind = if !ended.status.success() {
                 RankFailureKind::Exited { status: ended.status, stderr_tail: ended.stderr_tail }
             } else {
@@ -261,11 +366,27 @@ impl Launcher {
             };
             failures.push(RankFailure { rank, kind });
         }
+        if let Some((signal, _)) = stopping {
+            return Err(LaunchError::Interrupted { signal, world_size, unclean: failures });
+        }
         if !failures.is_empty() {
             return Err(LaunchError::RanksFailed { world_size, failures });
         }
         Ok(results)
     }
+}
+
+/// Whether a rank sent `sig` ended as a stopped rank should: with status
+/// 128+`sig`, by the signal itself, or successfully (it had finished).
+fn stopped_cleanly(status: &ExitStatus, sig: i32) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if status.signal() == Some(sig) {
+            return true;
+        }
+    }
+    status.success() || status.code() == Some(128 + sig)
 }
 
 #[cfg(test)]
@@ -351,6 +472,69 @@ mod tests {
             ),
             "{msg}"
         );
+    }
+
+    /// Sets the stop flag to SIGTERM once every rank has reported.
+    struct StopWhenAllStarted(Arc<AtomicUsize>, u64);
+
+    impl LaunchObserver for StopWhenAllStarted {
+        fn progress(&mut self, p: JobProgress) {
+            if p.total == self.1 {
+                self.0.store(15, Ordering::SeqCst);
+            }
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_stop_forwards_the_signal_waits_and_kills_only_after_the_grace() {
+        // Rank 0 stops cleanly on SIGTERM (exit 143); rank 1 ignores it and
+        // is killed when the grace period ends.
+        let rank = r#"
+            if [ "$RANKTUNE_RANK" = 1 ]; then trap '' TERM; else trap 'echo saved >&2; exit 143' TERM; fi
+            echo "ranktune-progress 0 1" >&2
+            while :; do sleep 0.02; done
+        "#;
+        let flag = Arc::new(AtomicUsize::new(0));
+        let started = Instant::now();
+        let err = Launcher::new("sh")
+            .args(["-c", rank])
+            .stop_on(Arc::clone(&flag))
+            .stop_grace(Duration::from_millis(500))
+            .run::<serde_json::Value>(2, &mut StopWhenAllStarted(Arc::clone(&flag), 2))
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+        let LaunchError::Interrupted { signal: 15, world_size: 2, unclean } = &err else {
+            panic!("{err}");
+        };
+        assert_eq!(unclean.iter().map(|f| f.rank).collect::<Vec<_>>(), [1], "{err}");
+        assert_eq!(err.interrupted_by(), Some(15));
+        assert!(err.to_string().starts_with("stopped by signal 15; 1 ranks did not"), "{err}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_stopped_rank_that_closed_its_stderr_is_still_bounded_by_the_grace() {
+        // It ignores SIGTERM before it says a line (which sets the flag),
+        // then closes its stderr.
+        struct StopOnLine(Arc<AtomicUsize>);
+        impl LaunchObserver for StopOnLine {
+            fn line(&mut self, _rank: u32, _line: &str) {
+                self.0.store(15, Ordering::SeqCst);
+            }
+        }
+        let rank = "trap '' TERM; echo ready >&2; exec 2>&-; while :; do sleep 0.02; done";
+        let flag = Arc::new(AtomicUsize::new(0));
+        let started = Instant::now();
+        let err = Launcher::new("sh")
+            .args(["-c", rank])
+            .stop_on(Arc::clone(&flag))
+            .stop_grace(Duration::from_millis(300))
+            .run::<serde_json::Value>(1, &mut StopOnLine(flag))
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+        let LaunchError::Interrupted { signal: 15, unclean, .. } = &err else { panic!("{err}") };
+        assert_eq!(unclean.len(), 1, "{err}");
     }
 
     #[test]

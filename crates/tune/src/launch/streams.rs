@@ -71,6 +71,24 @@ impl Rank {
         let _ = self.proc.wait();
     }
 
+    /// Sends `sig` to the process (it has not been reaped, so its pid is
+    /// still its own). A rank that already exited ignores it.
+    pub(super) fn signal(&self, sig: i32) {
+        let _ = super::sys::send_signal(self.proc.id(), sig);
+    }
+
+    /// Whether the process has exited (reaping it; [`Rank::wait`] still
+    /// returns its status).
+    pub(super) fn has_exited(&mut self) -> bool {
+        !matches!(self.proc.try_wait(), Ok(None))
+    }
+
+    /// Kills the process (SIGKILL) without reaping it; nothing for one that
+    /// has been reaped.
+    pub(super) fn kill(&mut self) {
+        let _ = self.proc.kill();
+    }
+
     /// Waits for the process and for its readers.
     pub(super) fn wait(mut self) -> std::io::Result<Ended> {
         let status = self.proc.wait()?;

@@ -142,3 +142,11 @@ pub fn op_with(runners: Vec<Scripted>) -> Op<Rows> {
 pub fn cost(base: u64, per_row: u64) -> Act {
     Act::Cost { base, per_row }
 }
+
+/// Fallback is slow; `fast` tactic 1 wins on large buckets, tactic 0 on small.
+pub fn two_runners(c: &Arc<AtomicU64>) -> Op<Rows> {
+    op_with(vec![
+        Scripted::new("simple", vec![cost(1000, 100)], c),
+        Scripted::new("fast", vec![cost(200, 50), cost(5000, 10)], c),
+    ])
+}

@@ -3,6 +3,7 @@
 //! bad entries, stale entries, ranks that chose different tactics for the
 //! same op and bucket. Read-only.
 
+use super::common::{is_empty_file, open_store};
 use ranktune_cache::check::problems;
 use ranktune_cache::{CacheError, Identity};
 use std::path::PathBuf;
@@ -22,9 +23,9 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if std::fs::symlink_metadata(path).is_err() {
         anyhow::bail!("{} does not exist", path.display());
     }
-    match super::open_store(path)?.inspect() {
+    match open_store(path)?.inspect() {
         Ok(loaded) => {
-            if super::is_empty_file(path) {
+            if is_empty_file(path) {
                 println!(
                     "empty file \u{2014} {} holds no cache at all (0 bytes or only blanks); the tuner \
                      reads it as an empty cache. Delete it, or let `ranktune tune` write it",

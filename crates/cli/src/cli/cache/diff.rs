@@ -2,10 +2,9 @@
 //! added, removed, with a different choice, with a changed time — as a table
 //! or as JSON. Exit status like diff(1): 0 same, 1 different, 2 trouble.
 
-use super::import::{load_source, Format};
+use super::common::{load_source, Format};
 use anyhow::Result;
-use ranktune_cache::compare::{diff, CacheDiff, ChangeKind, DiffOptions};
-use ranktune_cache::{Entry, EntryKey};
+use ranktune_cache::{diff, CacheDiff, ChangeKind, DiffOptions, Entry, EntryKey};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

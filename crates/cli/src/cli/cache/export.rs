@@ -1,11 +1,15 @@
 //! `ranktune cache export CACHE -o OUT --format trtllm`: write a cache in
-//! TensorRT-LLM's format. The output is written by the store's atomic
-//! writer (exclusive temp file in the same directory, fsync, rename; never
-//! over a device or FIFO), and an existing OUT is only replaced with --force. The cache itself is only read.
+//! TensorRT-LLM's format. The output is published like the cache file
+//! itself, through `ranktune_core::atomic_file` (exclusive temp file in the
+//! same directory, the old file's permissions, fsync, rename, fsync of the
+//! directory; never over a device or FIFO), and an existing OUT is only
+//! replaced with --force. The cache itself is only read.
 
+use super::common::open_store;
 use anyhow::{bail, Context, Result};
-use ranktune_cache::trtllm::convert::{export, to_json_text};
-use ranktune_cache::write_file_atomic;
+use ranktune_cache::trtllm::{export, to_json_text};
+use ranktune_cache::CacheError;
+use ranktune_core::atomic_file::Publish;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tracing::warn;
@@ -39,7 +43,7 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
     if args.output.exists() && !args.force {
         bail!("{} exists; pass --force to replace it", args.output.display());
     }
-    let loaded = super::open_store(&args.cache)?
+    let loaded = open_store(&args.cache)?
         .inspect()
         .with_context(|| format!("reading {}", args.cache.display()))?;
     for w in &loaded.warnings {
@@ -50,7 +54,12 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
     for w in &exported.warnings {
         warn!("{w}");
     }
-    write_file_atomic(&args.output, to_json_text(&exported.doc).as_bytes())
+    Publish::new(&args.output)
+        .durable()
+        .keep_permissions()
+        .regular_target_only()
+        .bytes(to_json_text(&exported.doc).as_bytes())
+        .map_err(CacheError::from)
         .with_context(|| format!("writing {}", args.output.display()))?;
     println!(
         "exported {} entries to {} (trtllm){}",

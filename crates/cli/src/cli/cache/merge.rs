@@ -4,9 +4,9 @@
 //! which applies the same rule again, under the lock, against OUT as stored
 //! at that moment (see `FileStore::save_resolving`).
 
-use super::import::{load_source, Format};
+use super::common::{load_source, open_store, won_by_text, Format};
 use anyhow::{Context, Result};
-use ranktune_cache::merge::{merge, new_wins, WonBy};
+use ranktune_cache::{merge, new_wins};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tracing::warn;
@@ -30,21 +30,12 @@ pub struct MergeArgs {
     pub json: bool,
 }
 
-/// The rule that decided a conflict, in words.
-pub fn won_by_text(w: WonBy) -> &'static str {
-    match w {
-        WonBy::Newer => "newer",
-        WonBy::Faster => "same age, faster",
-        WonBy::Earlier => "same age and time, earlier input",
-    }
-}
-
 pub fn run(args: MergeArgs) -> Result<ExitCode> {
     let mut names = Vec::new();
     let mut datas = Vec::new();
     let out_is_input = args.inputs.iter().any(|p| same_file(p, &args.output));
     if args.output.exists() && !out_is_input {
-        let existing = super::open_store(&args.output)?.inspect().with_context(|| {
+        let existing = open_store(&args.output)?.inspect().with_context(|| {
             format!("reading {} (it takes part in the merge)", args.output.display())
         })?;
         for w in &existing.warnings {
@@ -102,7 +93,7 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
     // The rule is applied again under the lock against OUT as stored then,
     // so an entry a rank saved after OUT was read above is not replaced by
     // an older one.
-    let report = super::open_store(&args.output)?
+    let report = open_store(&args.output)?
         .save_resolving(&merged.data, &|_, _, stored, new| new_wins(stored, new))
         .with_context(|| format!("saving {}", args.output.display()))?;
     for w in &report.warnings {

@@ -1,6 +1,8 @@
-//! `ranktune cache …`: one file per subcommand; this file only dispatches.
+//! `ranktune cache …`: one file per subcommand, independent of each other;
+//! what they share is in `common`. This file only dispatches.
 
 mod check;
+mod common;
 mod diff;
 mod export;
 mod import;
@@ -8,23 +10,7 @@ mod merge;
 mod prune;
 mod show;
 
-use anyhow::Context;
-use ranktune_cache::FileStore;
-use std::path::Path;
 use std::process::ExitCode;
-
-/// True when the file at `path` holds nothing but blanks (0 bytes
-/// included): the store reads it as an empty cache, but people should hear
-/// that it is empty, not that it is a healthy cache.
-pub(crate) fn is_empty_file(path: &Path) -> bool {
-    ranktune_cache::read_cache_bytes(path).is_ok_and(|b| b.iter().all(u8::is_ascii_whitespace))
-}
-
-/// The store for `path`, configured from the environment the same way for
-/// every subcommand: a malformed `RANKTUNE_LOCK_TIMEOUT` is an error.
-pub(crate) fn open_store(path: &Path) -> anyhow::Result<FileStore> {
-    FileStore::from_env(path).with_context(|| format!("cannot open {}", path.display()))
-}
 
 /// The `cache` subcommands.
 #[derive(Debug, clap::Subcommand)]

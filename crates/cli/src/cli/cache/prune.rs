@@ -4,6 +4,7 @@
 //! decided under the lock, on each entry as stored then: a rank that
 //! re-tunes a stale entry while prune runs keeps its fresh entry.
 
+use super::common::open_store;
 use anyhow::Context;
 use ranktune_cache::{is_stale, Identity, Store};
 use std::path::PathBuf;
@@ -31,7 +32,7 @@ pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
     if std::fs::symlink_metadata(&args.file).is_err() {
         anyhow::bail!("{} does not exist", args.file.display());
     }
-    let store = super::open_store(&args.file)?;
+    let store = open_store(&args.file)?;
     let loaded = store.inspect().with_context(|| {
         format!("cannot prune {}; `ranktune cache check` says more", args.file.display())
     })?;

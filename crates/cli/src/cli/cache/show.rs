@@ -2,6 +2,7 @@
 //! table for people or JSON for scripts. Read-only: it never locks, moves
 //! or rewrites anything.
 
+use super::common::{bucket_text, is_empty_file, open_store, tactic_text};
 use anyhow::Context;
 use ranktune_cache::{is_stale, CacheData, Entry, EntryKey, Identity, Section};
 use std::path::PathBuf;
@@ -21,12 +22,7 @@ pub struct ShowArgs {
 }
 
 /// One entry as `--json` prints it.
-pub(super) fn entry_json(
-    section: Section,
-    k: &EntryKey,
-    e: &Entry,
-    current: &str,
-) -> serde_json::Value {
+fn entry_json(section: Section, k: &EntryKey, e: &Entry, current: &str) -> serde_json::Value {
     serde_json::json!({
         "rank": section.rank(),
         "section": section.name(),
@@ -45,20 +41,6 @@ pub(super) fn entry_json(
     })
 }
 
-/// `[[64,64],[64]]`: a bucket as people read it.
-pub(super) fn bucket_text(bucket: &[Vec<u64>]) -> String {
-    serde_json::to_string(bucket).unwrap_or_default()
-}
-
-/// A tactic in at most `max` characters.
-pub(super) fn tactic_text(t: &serde_json::Value, max: usize) -> String {
-    let s = match t {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    crate::cli::table::clip(&s, max)
-}
-
 fn selected(data: &CacheData, rank: Option<u32>) -> Vec<(Section, &EntryKey, &Entry)> {
     data.iter().filter(|(s, _, _)| rank.is_none() || s.rank() == rank).collect()
 }
@@ -68,14 +50,14 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
     if std::fs::symlink_metadata(&args.file).is_err() {
         anyhow::bail!("{} does not exist", args.file.display());
     }
-    let store = super::open_store(&args.file)?;
+    let store = open_store(&args.file)?;
     let loaded = store.inspect().with_context(|| {
         format!("cannot show {}; `ranktune cache check` says more", args.file.display())
     })?;
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
-    if !args.json && loaded.data.is_empty() && super::is_empty_file(&args.file) {
+    if !args.json && loaded.data.is_empty() && is_empty_file(&args.file) {
         println!("empty cache: {} is an empty file (no entries, no metadata)", args.file.display());
         return Ok(ExitCode::SUCCESS);
     }

@@ -9,22 +9,74 @@
 use super::progress::LaunchBar;
 use super::report::{JobReport, RankReport};
 use super::{max_tokens, OpName, TuneArgs};
+use crate::cli::sys;
 use anyhow::Context;
-use ranktune_tune::Launcher;
+use ranktune_tune::{LaunchError, Launcher};
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
 use std::time::Instant;
 
+/// How a launch ended.
+pub(super) enum Launched {
+    /// Every rank finished: the job's report.
+    Done(JobReport),
+    /// SIGINT/SIGTERM (the number) stopped the job; it was forwarded to the
+    /// ranks, which saved what they had tuned.
+    Stopped(i32),
+}
+
 /// Runs `n` child ranks tuning into `cache` and returns the job's report.
-pub(super) fn launch(args: &TuneArgs, cache: &Path, n: u32) -> anyhow::Result<JobReport> {
+/// When `stop` is set (SIGINT/SIGTERM), the signal is forwarded to the ranks
+/// and the launch waits for them to save and exit (bounded, see
+/// `ranktune_tune::Launcher::stop_on`).
+pub(super) fn launch(
+    args: &TuneArgs,
+    cache: &Path,
+    n: u32,
+    stop: &Arc<AtomicUsize>,
+) -> anyhow::Result<Launched> {
     let started = Instant::now();
     let exe =
         std::env::current_exe().context("finding the ranktune executable to start the ranks")?;
     let mut bar = LaunchBar::new(n);
-    let mut reports: Vec<RankReport> =
-        Launcher::new(exe).args(child_args(args, cache)).run(n, &mut bar)?;
+    let launched = Launcher::new(exe)
+        .args(child_args(args, cache))
+        .stop_on(Arc::clone(stop))
+        .run::<RankReport>(n, &mut bar);
+    drop(bar);
+    let mut reports = match launched {
+        Ok(reports) => reports,
+        Err(e @ LaunchError::Interrupted { .. }) => {
+            let sig = e.interrupted_by().unwrap_or(libc::SIGTERM);
+            let name = sys::signal_name(sig);
+            let mut err = std::io::stderr().lock();
+            let _ = match &e {
+                LaunchError::Interrupted { unclean, .. } if !unclean.is_empty() => {
+                    writeln!(err, "ranktune: {name}: {e}")
+                }
+                _ => writeln!(
+                    err,
+                    "ranktune: {name}: stopped {n} ranks; each saved what it had tuned to {}{}",
+                    cache.display(),
+                    args.trace.as_ref().map_or(String::new(), |t| format!(
+                        " and wrote its trace ({})",
+                        t.display()
+                    ))
+                ),
+            };
+            return Ok(Launched::Stopped(sig));
+        }
+        Err(e) => return Err(e.into()),
+    };
     reports.sort_by_key(|r| r.rank);
-    Ok(JobReport::new(cache.to_path_buf(), reports, started.elapsed().as_secs_f64()))
+    Ok(Launched::Done(JobReport::new(
+        cache.to_path_buf(),
+        reports,
+        started.elapsed().as_secs_f64(),
+    )))
 }
 
 /// A child rank's arguments: this run's options, spelled out.

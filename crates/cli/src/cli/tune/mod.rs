@@ -10,6 +10,14 @@
 //! - [`rank`]: one rank's tuning; [`launch`]: `--ranks N`;
 //! - [`report`]: the rows and reports (`--json`, a child's result);
 //! - [`table`]: the table; [`progress`]: the bars; [`labels`]: short labels.
+//!
+//! SIGINT and SIGTERM stop `tune` cleanly. A rank checks for them between
+//! buckets: it stops tuning, saves the entries it has tuned, writes its
+//! trace, and exits with status 128+signal (143 for SIGTERM). A launcher
+//! (`--ranks N`) forwards the signal to its ranks, waits for them (at most
+//! 30 s, then kills them) and exits with the same status. A rank started by
+//! a launcher ignores SIGPIPE (its progress writes may fail once the
+//! launcher is gone) and, on Linux, gets SIGTERM when its launcher dies.
 
 mod labels;
 mod launch;
@@ -18,10 +26,12 @@ mod rank;
 mod report;
 mod table;
 
+use crate::cli::sys;
 use anyhow::{bail, Context};
 use ranktune_tune::strategy::Strategy;
 use report::JobReport;
 use serde::{Deserialize, Serialize};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -110,12 +120,34 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let cache = cache_path(args.cache.as_deref());
+    if args.child {
+        // A rank whose launcher died must still save: its progress writes
+        // fail instead of killing it.
+        sys::ignore_sigpipe();
+    }
+    // SIGINT/SIGTERM stop the job at a safe point (see the module docs).
+    let stop = sys::stop_on_signals().context("installing the SIGINT/SIGTERM handler")?;
     let started = Instant::now();
     let report = match args.ranks {
         Some(0) => bail!("--ranks 0 starts no rank; give at least 1"),
-        Some(n) => launch::launch(&args, &cache, n)?,
+        Some(n) => match launch::launch(&args, &cache, n, &stop)? {
+            launch::Launched::Done(report) => report,
+            launch::Launched::Stopped(sig) => return Ok(signal_exit(sig)),
+        },
         None => {
-            let rank = rank::run_rank(&args, &cache)?;
+            let rank = rank::run_rank(&args, &cache, &stop)?;
+            if let Some(sig) = sys::stop_signal(&stop) {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "ranktune: {}: rank {} stopped after {} buckets; {} entries saved to {}",
+                    sys::signal_name(sig),
+                    rank.rank,
+                    rank.rows.len(),
+                    rank.entries_saved,
+                    cache.display()
+                );
+                return Ok(signal_exit(sig));
+            }
             if args.child {
                 ranktune_tune::write_result(std::io::stdout().lock(), &rank)
                     .context("encoding the rank's report")?;
@@ -129,7 +161,18 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
     } else {
         table::print_table(&report);
     }
+    // A signal that came after the last bucket: the work is complete and
+    // reported, and the exit status still says the signal came.
+    if let Some(sig) = sys::stop_signal(&stop) {
+        return Ok(signal_exit(sig));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The exit status of a command stopped by `sig`: 128+`sig`, as a shell
+/// reports a process killed by it (143 for SIGTERM, 130 for SIGINT).
+fn signal_exit(sig: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(128 + sig).unwrap_or(1))
 }
 
 /// `--cache`, then `RANKTUNE_CACHE`, then `TLLM_AUTOTUNER_CACHE_PATH`, then

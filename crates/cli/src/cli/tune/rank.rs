@@ -8,6 +8,7 @@
 use super::progress::Progress;
 use super::report::{row_from_entry, row_from_record, RankReport, Row};
 use super::{labels::shape_label, max_tokens, OpName, TuneArgs};
+use crate::cli::sys;
 use anyhow::Context;
 use ranktune_cache::{Identity, Section, Store};
 use ranktune_collective as collective;
@@ -17,6 +18,7 @@ use ranktune_trace::{TraceConfig, TraceSession};
 use ranktune_tune::strategy::{self, Coordinator};
 use ranktune_tune::{Op, Session, Source, TuneInputs, Tuner, TunerOptions};
 use std::path::Path;
+use std::sync::atomic::AtomicUsize;
 
 /// Opens the cache store and checks now that the cache can be saved —
 /// its directory exists (or is created) and accepts new files — so a bad
@@ -48,8 +50,14 @@ fn identity() -> (Identity, String) {
     (id, digest)
 }
 
-/// Tunes as one rank (its rank from the environment) into `cache`.
-pub(super) fn run_rank(args: &TuneArgs, cache: &Path) -> anyhow::Result<RankReport> {
+/// Tunes as one rank (its rank from the environment) into `cache`. Stops
+/// before the next bucket once `stop` is set (SIGINT/SIGTERM), and then
+/// still saves what it tuned and writes its trace.
+pub(super) fn run_rank(
+    args: &TuneArgs,
+    cache: &Path,
+    stop: &AtomicUsize,
+) -> anyhow::Result<RankReport> {
     let info =
         RankInfo::detect(&RankOverrides::default()).context("finding this process's rank")?;
     let max = max_tokens(args);
@@ -71,7 +79,13 @@ pub(super) fn run_rank(args: &TuneArgs, cache: &Path) -> anyhow::Result<RankRepo
     // on an early return or a panic.
     let trace =
         match TraceConfig::from_env_or(args.trace.clone()).context("reading the trace settings")? {
-            Some(cfg) => Some(TraceSession::start(cfg, &info).context("starting the trace")?),
+            Some(mut cfg) => {
+                // The command handles SIGINT/SIGTERM itself (it saves the
+                // cache, then stops the trace): the trace's own handler
+                // would end the process before the save.
+                cfg.handle_signals = false;
+                Some(TraceSession::start(cfg, &info).context("starting the trace")?)
+            }
             None => None,
         };
 
@@ -106,13 +120,14 @@ pub(super) fn run_rank(args: &TuneArgs, cache: &Path) -> anyhow::Result<RankRepo
     for o in &args.ops {
         match o {
             OpName::Gemm => {
-                tune_op(&tuner, &gemm_op, &gemm_base, info.rank, &mut progress, &mut rows)
+                tune_op(&tuner, &gemm_op, &gemm_base, info.rank, stop, &mut progress, &mut rows)
             }
             OpName::Softmax => {
-                tune_op(&tuner, &softmax_op, &softmax_base, info.rank, &mut progress, &mut rows)
+                let base = &softmax_base;
+                tune_op(&tuner, &softmax_op, base, info.rank, stop, &mut progress, &mut rows)
             }
             OpName::Rmsnorm => {
-                tune_op(&tuner, &rmsnorm_op, &rms_base, info.rank, &mut progress, &mut rows)
+                tune_op(&tuner, &rmsnorm_op, &rms_base, info.rank, stop, &mut progress, &mut rows)
             }
         }
     }
@@ -143,16 +158,21 @@ pub(super) fn run_rank(args: &TuneArgs, cache: &Path) -> anyhow::Result<RankRepo
     })
 }
 
-/// Tunes (or looks up) every bucket of `op` and adds one row per bucket.
+/// Tunes (or looks up) every bucket of `op` and adds one row per bucket;
+/// stops before the next bucket once `stop` is set.
 fn tune_op<I: TuneInputs>(
     tuner: &Tuner,
     op: &Op<I>,
     base: &[Vec<u64>],
     rank: u32,
+    stop: &AtomicUsize,
     progress: &mut Progress,
     rows: &mut Vec<Row>,
 ) {
     for key in op.config().profiles(base) {
+        if sys::stop_signal(stop).is_some() {
+            return;
+        }
         let bucket = key.to_nested();
         let choice = tuner.tune_key(op, &key);
         let runner = op.runner_names().get(choice.runner as usize).cloned().unwrap_or_default();
@@ -168,7 +188,9 @@ fn tune_op<I: TuneInputs>(
                 row_from_entry(rank, op.name(), &bucket, &runner, tactic, entry.as_ref())
             }
         };
-        progress.step(&format!("{} {}", op.name(), shape_label(&bucket)));
+        let what = format!("{} {}", op.name(), shape_label(&bucket));
+        tracing::debug!("rank {rank}: {what} done ({:?})", choice.source);
+        progress.step(&what);
         rows.push(row);
         // One bucket is one iteration of the trace (a no-op without one).
         ranktune_trace::step();

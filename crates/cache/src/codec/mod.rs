@@ -1,0 +1,647 @@
+//! The JSON text of a ranktune cache file: the only place it is parsed
+//! and written, to and from the one document model, [`CacheData`].
+//!
+//! [`write()`] writes a document in one canonical form (the same content
+//! always gives the same bytes); [`read`] reads one back, skipping bad
+//! entries with a warning that names them. Entries are read and written as
+//! whatever the document holds them as ([`Stored`]): parsed [`Entry`]s, or,
+//! for the file store's folds, [`EntryText`] — each entry's compact JSON,
+//! of which only the key is read, so a fold costs a scan and a copy and
+//! passes entries of a newer version through untouched. It never touches
+//! the filesystem and never panics on input.
+//!
+//! Layout (version 1.0):
+//!
+//! ```text
+//! {
+//!   "format": "ranktune-cache",
+//!   "version": "1.0",
+//!   "metadata": { "lib_version": …, "host": …, "created_unix": …, "updated_unix": …,
+//!                 "environments": { "<digest>": { identity }, … } },
+//!   "shared": [
+//!     {"op":…,"runner":…,"fingerprint":…,"bucket":[[…]],"runner_index":…,"tactic":…,
+//!      "time_us":…,"checksum":…,"env":…,"created_unix":…,"candidates":[…]},
+//!     …
+//!   ],
+//!   "rank_0": [ … ],
+//!   …
+//! }
+//! ```
+//!
+//! Each section is an array of entries sorted by key, **one entry per line**,
+//! so a changed decision is a one-line diff. Sections appear as `shared`,
+//! then ranks in numeric order; empty sections are left out.
+//!
+//! A file of a newer minor version (`1.x`) reads like ours; what it added is
+//! kept in the document's extras and written back: its version (we never
+//! write a lower one than we read), unknown fields of the top level (after
+//! `metadata`), of `metadata` (after `environments`) and of identities
+//! (after their known fields), each sorted by name; entries' unknown fields
+//! stay in their text wherever the document holds entries as text.
+
+mod scan;
+mod top;
+
+use crate::document::{CacheData, Extras, Fields, Metadata};
+use crate::entry::{Candidate, Entry, EntryKey, Section};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use std::collections::BTreeSet;
+
+/// The `format` field of every ranktune cache file.
+pub const FORMAT_NAME: &str = "ranktune-cache";
+/// The major version this build reads and writes; files with another major
+/// version are refused, never rewritten.
+pub const FORMAT_MAJOR: u32 = 1;
+/// The minor version this build writes; newer minors (extra fields) load.
+pub const FORMAT_MINOR: u32 = 0;
+
+/// Why a document could not be read at all.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParseError {
+    /// Not a JSON object (truncated, not UTF-8, not JSON, …): the file is
+    /// damaged and may be set aside.
+    #[error("{0}")]
+    Unparseable(String),
+    /// A well-formed file this build must not touch: another format, a
+    /// future major version, or a TensorRT-LLM cache.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// A document that parsed, with what had to be skipped.
+#[derive(Clone, Debug)]
+pub struct Parsed<E = Entry> {
+    /// Everything that loaded.
+    pub data: CacheData<E>,
+    /// One line per skipped part, each naming it.
+    pub warnings: Vec<String>,
+    /// Number of entries skipped as malformed.
+    pub bad_entries: usize,
+}
+
+impl<E> Default for Parsed<E> {
+    fn default() -> Self {
+        Parsed { data: CacheData::default(), warnings: Vec::new(), bad_entries: 0 }
+    }
+}
+
+/// Parses a ranktune cache document. Empty input is an empty cache; bad
+/// entries are skipped (counted, each named in a warning); a file that is
+/// not a JSON object is [`ParseError::Unparseable`]; another format or a
+/// future major version is [`ParseError::Unsupported`].
+///
+/// ```
+/// use ranktune_cache::{cache_to_bytes, parse_cache, CacheData};
+/// let bytes = cache_to_bytes(&CacheData::default());
+/// assert!(parse_cache(&bytes).unwrap().data.is_empty());
+/// assert!(parse_cache(b"{\"format\": \"other\"}").is_err());
+/// ```
+pub fn parse_cache(bytes: &[u8]) -> Result<Parsed, ParseError> {
+    read(bytes, false)
+}
+
+/// Serializes a whole document in canonical form: the same content always
+/// gives byte-identical output.
+pub fn cache_to_bytes(data: &CacheData) -> Vec<u8> {
+    write(data)
+}
+
+// ------------------------------------------------------------ entries
+
+/// How the codec reads and writes entries held as `Self`.
+pub(crate) trait Stored: Sized + PartialEq {
+    /// Whether a key found twice in one section is worth a warning.
+    const WARN_DUPLICATES: bool;
+
+    /// Reads entry `index` of section `section` from its raw JSON; `Err`
+    /// is the warning for an entry that is skipped. `strict` (text only)
+    /// also parses and validates the whole entry.
+    fn read(
+        section: &str,
+        index: usize,
+        raw: &RawValue,
+        strict: bool,
+    ) -> Result<Read<Self>, String>;
+
+    /// Whether `new`, found after `old` under the same key in the same
+    /// section, takes its place.
+    fn replaces(old: &Self, new: &Self) -> bool;
+
+    /// Appends the entry as one line of compact JSON.
+    fn write(&self, key: &EntryKey, out: &mut Vec<u8>);
+
+    /// About how many bytes [`Stored::write`] appends.
+    fn size_hint(&self) -> usize;
+}
+
+/// One entry as read.
+pub(crate) enum Read<E> {
+    /// Its key and the entry.
+    Keyed(EntryKey, E),
+    /// Its compact JSON: the key could not be read, so it is kept verbatim.
+    Unkeyed(Box<str>),
+}
+
+impl Stored for Entry {
+    const WARN_DUPLICATES: bool = true;
+
+    fn read(section: &str, index: usize, raw: &RawValue, _: bool) -> Result<Read<Self>, String> {
+        parse_entry(section, index, raw).map(|(k, e)| Read::Keyed(k, e))
+    }
+
+    /// The newer measurement wins; on a tie, the later one.
+    fn replaces(old: &Self, new: &Self) -> bool {
+        new.created_unix >= old.created_unix
+    }
+
+    fn write(&self, key: &EntryKey, out: &mut Vec<u8>) {
+        push_json(
+            out,
+            &EntryOut {
+                op: &key.op,
+                runner: &key.runner,
+                fingerprint: &key.fingerprint,
+                bucket: &key.bucket,
+                runner_index: self.runner_index,
+                tactic: &self.tactic,
+                time_us: self.time_us,
+                checksum: &self.checksum,
+                env: &self.env,
+                created_unix: self.created_unix,
+                candidates: &self.candidates,
+            },
+        );
+    }
+
+    fn size_hint(&self) -> usize {
+        256
+    }
+}
+
+/// An entry as its compact one-line JSON text, as the file store's folds
+/// hold entries: only the key was read, and the text is written back as it
+/// is — a newer version's fields, and values this build would reject, pass
+/// through untouched (unless a strict read dropped them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct EntryText(Box<str>);
+
+impl EntryText {
+    /// The text of `entry` under `key`, as the codec writes it.
+    pub(crate) fn new(key: &EntryKey, entry: &Entry) -> EntryText {
+        let mut out = Vec::with_capacity(entry.size_hint());
+        entry.write(key, &mut out);
+        // serde_json writes UTF-8; nothing is lost here.
+        EntryText(String::from_utf8_lossy(&out).into())
+    }
+
+    /// The entry, fully parsed and validated; `None` when it is malformed.
+    pub(crate) fn entry(&self) -> Option<Entry> {
+        let raw: &RawValue = serde_json::from_str(&self.0).ok()?;
+        parse_entry("", 0, raw).ok().map(|(_, e)| e)
+    }
+}
+
+impl Stored for EntryText {
+    const WARN_DUPLICATES: bool = false;
+
+    fn read(
+        section: &str,
+        index: usize,
+        raw: &RawValue,
+        strict: bool,
+    ) -> Result<Read<Self>, String> {
+        if strict {
+            let (key, _) = parse_entry(section, index, raw)
+                .map_err(|msg| msg.replace(" skipped:", " dropped:"))?;
+            return Ok(Read::Keyed(key, EntryText(scan::compact(raw.get()))));
+        }
+        let text = scan::compact(raw.get());
+        Ok(match scan::key_of(&text) {
+            Some(key) => Read::Keyed(key, EntryText(text)),
+            None => Read::Unkeyed(text),
+        })
+    }
+
+    /// The later one wins, as later saves do.
+    fn replaces(_: &Self, _: &Self) -> bool {
+        true
+    }
+
+    fn write(&self, _: &EntryKey, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.0.as_bytes());
+    }
+
+    fn size_hint(&self) -> usize {
+        self.0.len()
+    }
+}
+
+// ---------------------------------------------------------------- writing
+
+#[derive(Serialize)]
+struct EntryOut<'a> {
+    op: &'a str,
+    runner: &'a str,
+    fingerprint: &'a str,
+    bucket: &'a [Vec<u64>],
+    runner_index: u32,
+    tactic: &'a serde_json::Value,
+    time_us: f64,
+    checksum: &'a str,
+    env: &'a str,
+    created_unix: u64,
+    candidates: &'a [Candidate],
+}
+
+fn json_str(s: &str) -> String {
+    // Serializing a &str cannot fail.
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_string())
+}
+
+fn push_json<T: Serialize>(out: &mut Vec<u8>, value: &T) {
+    // Writing into a Vec cannot fail, and our types hold no maps with
+    // non-string keys and no custom serializers, so this cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
+}
+
+/// Appends `"name":<sep>value` for each field, each after `before`.
+fn push_fields(out: &mut Vec<u8>, fields: &Fields, before: &str, sep: &str) {
+    for (name, value) in fields {
+        out.extend_from_slice(before.as_bytes());
+        out.extend_from_slice(json_str(name).as_bytes());
+        out.push(b':');
+        out.extend_from_slice(sep.as_bytes());
+        out.extend_from_slice(value.as_bytes());
+    }
+}
+
+/// The canonical writer: the header, then entries section by section, one
+/// per line; a section is opened by its first entry, so empty ones are
+/// left out.
+struct Writer {
+    out: Vec<u8>,
+    open: Option<Section>,
+}
+
+impl Writer {
+    fn new(capacity: usize, m: &Metadata, extras: &Extras) -> Writer {
+        let mut out = Vec::with_capacity(capacity);
+        out.extend_from_slice(b"{\n");
+        out.extend_from_slice(format!("  \"format\": {},\n", json_str(FORMAT_NAME)).as_bytes());
+        // Never lower than the version read. (FORMAT_MINOR is 0 today.)
+        #[allow(clippy::unnecessary_min_or_max)]
+        let minor = FORMAT_MINOR.max(extras.minor);
+        out.extend_from_slice(format!("  \"version\": \"{FORMAT_MAJOR}.{minor}\",\n").as_bytes());
+        out.extend_from_slice(b"  \"metadata\": {\n");
+        out.extend_from_slice(
+            format!("    \"lib_version\": {},\n", json_str(&m.lib_version)).as_bytes(),
+        );
+        out.extend_from_slice(format!("    \"host\": {},\n", json_str(&m.host)).as_bytes());
+        out.extend_from_slice(format!("    \"created_unix\": {},\n", m.created_unix).as_bytes());
+        out.extend_from_slice(format!("    \"updated_unix\": {},\n", m.updated_unix).as_bytes());
+        out.extend_from_slice(b"    \"environments\": {");
+        for (i, (digest, id)) in m.environments.iter().enumerate() {
+            out.extend_from_slice(if i == 0 { b"\n      " } else { b",\n      " });
+            out.extend_from_slice(json_str(digest).as_bytes());
+            out.extend_from_slice(b": ");
+            push_json(&mut out, id);
+            if let Some(fields) = extras.environments.get(digest).filter(|f| !f.is_empty()) {
+                // Reopen the identity's object for its unknown fields.
+                out.pop();
+                push_fields(&mut out, fields, ",", "");
+                out.push(b'}');
+            }
+        }
+        if !m.environments.is_empty() {
+            out.extend_from_slice(b"\n    ");
+        }
+        out.extend_from_slice(b"}");
+        push_fields(&mut out, &extras.metadata, ",\n    ", " ");
+        out.extend_from_slice(b"\n  }");
+        push_fields(&mut out, &extras.top, ",\n  ", " ");
+        Writer { out, open: None }
+    }
+
+    /// Writes one entry line of `section` with `line`; sections must come
+    /// in order.
+    fn entry(&mut self, section: Section, line: impl FnOnce(&mut Vec<u8>)) {
+        if self.open == Some(section) {
+            self.out.extend_from_slice(b",\n    ");
+        } else {
+            self.close_section();
+            self.out.extend_from_slice(
+                format!(",\n  {}: [\n    ", json_str(&section.name())).as_bytes(),
+            );
+            self.open = Some(section);
+        }
+        line(&mut self.out);
+    }
+
+    fn close_section(&mut self) {
+        if self.open.take().is_some() {
+            self.out.extend_from_slice(b"\n  ]");
+        }
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        self.close_section();
+        self.out.extend_from_slice(b"\n}\n");
+        self.out
+    }
+}
+
+/// Serializes a document in canonical form: the same content always gives
+/// byte-identical output. Entries whose key could not be read follow the
+/// keyed ones of their section.
+pub(crate) fn write<E: Stored>(doc: &CacheData<E>) -> Vec<u8> {
+    let unkeyed = &doc.extras.unkeyed;
+    let size: usize = doc.iter().map(|(_, _, e)| e.size_hint() + 6).sum::<usize>()
+        + unkeyed.values().flatten().map(|t| t.len() + 6).sum::<usize>();
+    let mut w = Writer::new(1024 + size, &doc.metadata, &doc.extras);
+    let sections: BTreeSet<Section> = doc.sections.keys().chain(unkeyed.keys()).copied().collect();
+    for section in sections {
+        for (key, entry) in doc.sections.get(&section).into_iter().flatten() {
+            w.entry(section, |out| entry.write(key, out));
+        }
+        for text in unkeyed.get(&section).into_iter().flatten() {
+            w.entry(section, |out| out.extend_from_slice(text.as_bytes()));
+        }
+    }
+    w.finish()
+}
+
+// ---------------------------------------------------------------- reading
+
+#[derive(Deserialize)]
+struct EntryIn {
+    op: String,
+    runner: String,
+    fingerprint: String,
+    bucket: Vec<Vec<u64>>,
+    runner_index: u32,
+    tactic: serde_json::Value,
+    time_us: f64,
+    checksum: String,
+    env: String,
+    created_unix: u64,
+    #[serde(default)]
+    candidates: Vec<Candidate>,
+}
+
+/// Checks what JSON cannot express and serde does not check: times must be
+/// finite and non-negative, names non-empty.
+pub(crate) fn validate_entry(key: &EntryKey, entry: &Entry) -> Result<(), String> {
+    fn time(what: &str, v: f64) -> Result<(), String> {
+        if v.is_finite() && v >= 0.0 {
+            Ok(())
+        } else {
+            Err(format!("{what} is {v}, expected a finite time >= 0"))
+        }
+    }
+    if key.op.is_empty() {
+        return Err("op is empty".into());
+    }
+    if key.runner.is_empty() {
+        return Err("runner is empty".into());
+    }
+    time("time_us", entry.time_us)?;
+    for (i, c) in entry.candidates.iter().enumerate() {
+        if let Some(s) = &c.stats {
+            time(&format!("candidates[{i}].min_us"), s.min_us)?;
+            time(&format!("candidates[{i}].median_us"), s.median_us)?;
+            time(&format!("candidates[{i}].p90_us"), s.p90_us)?;
+            if !s.spread.is_finite() {
+                return Err(format!("candidates[{i}].spread is {}", s.spread));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A short name for an entry that failed to load: its op/runner if those
+/// fields are readable, else just its position.
+fn describe_raw(section: &str, index: usize, raw: &RawValue) -> String {
+    let mut name = format!("{section}[{index}]");
+    if let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(raw.get())
+    {
+        let field = |k: &str| map.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        if let (Some(op), Some(runner)) = (field("op"), field("runner")) {
+            name.push_str(&format!(" ({op}/{runner}"));
+            if let Some(b) = map.get("bucket") {
+                name.push_str(&format!(" {b}"));
+            }
+            name.push(')');
+        }
+    }
+    name
+}
+
+/// Parses one entry fully and validates it.
+fn parse_entry(section: &str, index: usize, raw: &RawValue) -> Result<(EntryKey, Entry), String> {
+    let e: EntryIn = serde_json::from_str(raw.get())
+        .map_err(|err| format!("bad entry {} skipped: {err}", describe_raw(section, index, raw)))?;
+    let key = EntryKey { op: e.op, runner: e.runner, fingerprint: e.fingerprint, bucket: e.bucket };
+    let entry = Entry {
+        runner_index: e.runner_index,
+        tactic: e.tactic,
+        time_us: e.time_us,
+        candidates: e.candidates,
+        checksum: e.checksum,
+        env: e.env,
+        created_unix: e.created_unix,
+    };
+    validate_entry(&key, &entry)
+        .map_err(|why| format!("bad entry {section}[{index}] ({key}) skipped: {why}"))?;
+    Ok((key, entry))
+}
+
+/// Reads a document, holding its entries as `E`. Empty input is an empty
+/// cache; bad entries are skipped (counted, each named in a warning);
+/// `strict` (for text entries) also parses every entry fully and drops bad
+/// ones, as `cache prune` cleans up. See [`parse_cache`] for the errors.
+pub(crate) fn read<E: Stored>(bytes: &[u8], strict: bool) -> Result<Parsed<E>, ParseError> {
+    let Some(top) = top::parse_top(bytes)? else { return Ok(Parsed::default()) };
+    let mut parsed = Parsed {
+        data: CacheData {
+            metadata: top.metadata,
+            sections: Default::default(),
+            extras: top.extras,
+        },
+        warnings: top.warnings,
+        bad_entries: top.bad_entries,
+    };
+    for (section, entries) in top.sections {
+        let name = section.name();
+        for (i, raw) in entries.into_iter().enumerate() {
+            let (key, entry) = match E::read(&name, i, raw, strict) {
+                Ok(Read::Keyed(key, entry)) => (key, entry),
+                Ok(Read::Unkeyed(text)) => {
+                    parsed.data.extras.unkeyed.entry(section).or_default().insert(text);
+                    continue;
+                }
+                Err(msg) => {
+                    parsed.bad_entries += 1;
+                    parsed.warnings.push(msg);
+                    continue;
+                }
+            };
+            let slot = parsed.data.sections.entry(section).or_default();
+            match slot.get(&key) {
+                Some(old) => {
+                    if E::WARN_DUPLICATES {
+                        parsed
+                            .warnings
+                            .push(format!("duplicate entry {name} {key}; kept the newer one"));
+                    }
+                    if E::replaces(old, &entry) {
+                        slot.insert(key, entry);
+                    }
+                }
+                None => {
+                    slot.insert(key, entry);
+                }
+            }
+        }
+    }
+    Ok(parsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::entry::Identity;
+
+    fn sample() -> CacheData {
+        let mut d = CacheData::default();
+        d.metadata.lib_version = "0.1.0".into();
+        d.metadata.environments.insert(
+            "abc".into(),
+            Identity {
+                lib_version: "0.1.0".into(),
+                device_kind: "cpu".into(),
+                device_name: "X".into(),
+                capability: "x86_64".into(),
+                cores: 2,
+            },
+        );
+        for s in [Section::Rank(10), Section::Shared, Section::Rank(2)] {
+            d.insert(
+                s,
+                EntryKey {
+                    op: "gemm".into(),
+                    runner: "r".into(),
+                    fingerprint: "f".into(),
+                    bucket: vec![vec![1, 2]],
+                },
+                Entry {
+                    runner_index: 0,
+                    tactic: serde_json::json!({"b": 1, "a": [1, 2]}),
+                    time_us: 1.5,
+                    candidates: vec![],
+                    checksum: "c".into(),
+                    env: "abc".into(),
+                    created_unix: 7,
+                },
+            );
+        }
+        d
+    }
+
+    #[test]
+    fn round_trip_and_order() {
+        let d = sample();
+        let bytes = cache_to_bytes(&d);
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        let shared = text.find("\"shared\"").unwrap();
+        let r2 = text.find("\"rank_2\"").unwrap();
+        let r10 = text.find("\"rank_10\"").unwrap();
+        assert!(shared < r2 && r2 < r10, "{text}");
+        let back = parse_cache(&bytes).unwrap();
+        assert!(back.warnings.is_empty(), "{:?}", back.warnings);
+        assert_eq!(back.data, d);
+        assert_eq!(cache_to_bytes(&back.data), bytes);
+    }
+
+    #[test]
+    fn empty_inputs_are_ordinary() {
+        assert!(parse_cache(b"").unwrap().data.is_empty());
+        assert!(parse_cache(b"  \n").unwrap().data.is_empty());
+        assert!(parse_cache(b"{}").unwrap().data.is_empty());
+        assert!(parse_cache(cache_to_bytes(&CacheData::default()).as_slice())
+            .unwrap()
+            .data
+            .is_empty());
+    }
+
+    #[test]
+    fn text_entries_reproduce_canonical_bytes() {
+        let mut d = sample();
+        d.insert(
+            Section::Rank(2),
+            EntryKey {
+                op: "we\"ird \\ op\n".into(),
+                runner: "r ü".into(),
+                fingerprint: "".into(),
+                bucket: vec![vec![], vec![0, 18446744073709551615]],
+            },
+            d.get(Section::Shared, &d.sections[&Section::Shared].keys().next().unwrap().clone())
+                .unwrap()
+                .clone(),
+        );
+        let bytes = cache_to_bytes(&d);
+        let text = read::<EntryText>(&bytes, false).unwrap();
+        assert_eq!(write(&text.data), bytes);
+        assert!(text.data.extras.unkeyed.is_empty());
+        for (section, entries) in &text.data.sections {
+            let keys: Vec<_> = entries.keys().collect();
+            let want: Vec<_> = d.sections[section].keys().collect();
+            assert_eq!(keys, want);
+        }
+        let mut from_typed =
+            CacheData::<EntryText> { metadata: d.metadata.clone(), ..CacheData::default() };
+        for (section, key, entry) in d.iter() {
+            from_typed.insert(section, key.clone(), EntryText::new(key, entry));
+        }
+        assert_eq!(write(&from_typed), bytes);
+    }
+
+    #[test]
+    fn unkeyed_entries_are_kept_verbatim_after_the_keyed_ones() {
+        let text = br#"{"format":"ranktune-cache","version":"1.0","rank_3":[{"op":1, "x": [1, 2]},
+            {"op":"a","runner":"b","fingerprint":"c","bucket":[],"x":1}]}"#;
+        let doc = read::<EntryText>(text, false).unwrap();
+        assert_eq!(doc.data.len(), 1);
+        let out = String::from_utf8(write(&doc.data)).unwrap();
+        assert!(
+            out.ends_with(
+                "\"rank_3\": [\n    {\"op\":\"a\",\"runner\":\"b\",\"fingerprint\":\"c\",\"bucket\":[],\"x\":1},\n    {\"op\":1,\"x\":[1,2]}\n  ]\n}\n"
+            ),
+            "{out}"
+        );
+        let strict = read::<EntryText>(text, true).unwrap();
+        assert_eq!((strict.data.stored_len(), strict.bad_entries), (0, 2));
+        assert!(strict.warnings.iter().all(|w| w.contains(" dropped:")), "{:?}", strict.warnings);
+    }
+
+    #[test]
+    fn a_newer_minor_version_keeps_its_version_and_unknown_fields() {
+        let text = br#"{"format": "ranktune-cache", "version": "1.7", "zeta": [1, {"a": 2}],
+            "metadata": {"host": "h", "site": "x", "environments": {"e": {"lib_version": "1",
+            "device_kind": "cpu", "device_name": "n", "capability": "c", "cores": 2, "numa": 4}}},
+            "alpha": true,
+            "rank_0": [{"op":"a","runner":"b","fingerprint":"c","bucket":[],"runner_index":0,
+            "tactic":1,"time_us":1.0,"checksum":"c","env":"e","created_unix":1,"new":{"x":1}}]}"#;
+        let want = "{\n  \"format\": \"ranktune-cache\",\n  \"version\": \"1.7\",\n  \"metadata\": {\n    \"lib_version\": \"\",\n    \"host\": \"h\",\n    \"created_unix\": 0,\n    \"updated_unix\": 0,\n    \"environments\": {\n      \"e\": {\"lib_version\":\"1\",\"device_kind\":\"cpu\",\"device_name\":\"n\",\"capability\":\"c\",\"cores\":2,\"numa\":4}\n    },\n    \"site\": \"x\"\n  },\n  \"alpha\": true,\n  \"zeta\": [1,{\"a\":2}],\n  \"rank_0\": [\n    {\"op\":\"a\",\"runner\":\"b\",\"fingerprint\":\"c\",\"bucket\":[],\"runner_index\":0,\"tactic\":1,\"time_us\":1.0,\"checksum\":\"c\",\"env\":\"e\",\"created_unix\":1,\"new\":{\"x\":1}}\n  ]\n}\n";
+        let doc = read::<EntryText>(text, false).unwrap();
+        assert!(doc.warnings.is_empty(), "{:?}", doc.warnings);
+        let out = String::from_utf8(write(&doc.data)).unwrap();
+        assert_eq!(out, want);
+        let again = read::<EntryText>(out.as_bytes(), false).unwrap();
+        assert_eq!(String::from_utf8(write(&again.data)).unwrap(), want, "a fixed point");
+        let typed = parse_cache(text).unwrap();
+        assert_eq!(typed.data.len(), 1);
+        assert!(String::from_utf8(cache_to_bytes(&typed.data)).unwrap().starts_with(&want[..120]));
+    }
+}

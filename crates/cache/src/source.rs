@@ -1,0 +1,279 @@
+//! Reading a cache file of any format ranktune knows — its own JSON, or a
+//! TensorRT-LLM autotuner cache — deciding which from the file when the
+//! caller does not say: what `cache import`, `merge` and `diff` read.
+//!
+//! Detection: a document with a `format` field is a ranktune cache; one
+//! that looks like the reference's (reference metadata, or sections keyed
+//! by tuples, see [`crate::trtllm::looks_like_trtllm`]) is TensorRT-LLM's;
+//! anything else is [`SourceError::Undetected`], never a guess. A file of
+//! nothing but blanks is an empty cache in any format.
+//!
+//! This module owns the detection rule and its messages. It never modifies,
+//! locks or moves the file it reads (a ranktune cache is read as
+//! [`FileStore::inspect`] does, spool included), and never logs: warnings
+//! are returned, each naming the file.
+
+use crate::file::{read_cache_bytes, FileStore};
+use crate::trtllm::{self, ConvertError};
+use crate::{CacheData, CacheError};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// The formats of cache files ranktune reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SourceFormat {
+    /// A ranktune cache file.
+    Ranktune,
+    /// A TensorRT-LLM autotuner cache file.
+    Trtllm,
+}
+
+impl SourceFormat {
+    /// The format's name: `ranktune`, `trtllm`.
+    pub fn name(self) -> &'static str {
+        match self {
+            SourceFormat::Ranktune => "ranktune",
+            SourceFormat::Trtllm => "trtllm",
+        }
+    }
+}
+
+/// A cache file read into memory.
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// Its entries.
+    pub data: CacheData,
+    /// The format it was read as: the one asked for, or the one detected.
+    /// `None` only for an empty file read without a format (there is
+    /// nothing to detect).
+    pub format: Option<SourceFormat>,
+    /// Entries skipped because they did not parse.
+    pub skipped: usize,
+    /// The file held nothing but blanks (read as an empty cache).
+    pub empty: bool,
+    /// One line per problem (bad entry skipped, …), each naming the file.
+    pub warnings: Vec<String>,
+}
+
+/// Why a cache file could not be read. Every variant names the file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SourceError {
+    /// The file could not be read (missing, not a regular file, too large).
+    #[error(transparent)]
+    Read(CacheError),
+    /// The file is not JSON (nor blank).
+    #[error("{} cannot be read as a cache", path.display())]
+    NotJson {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with its text.
+        source: ConvertError,
+    },
+    /// No format was given and the file's shape does not tell. The message
+    /// names the CLI's `--format` flag, the way to say which.
+    #[error(
+        "cannot tell the format of {}: it has no \"format\" field (ranktune) and does not look \
+         like a TensorRT-LLM cache; pass --format",
+        path.display()
+    )]
+    Undetected {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Read as TensorRT-LLM's format, it is not such a cache.
+    #[error("{} is not a TensorRT-LLM cache", path.display())]
+    NotTrtllm {
+        /// The file.
+        path: PathBuf,
+        /// Why not.
+        source: ConvertError,
+    },
+    /// The store for a ranktune cache could not be set up from the
+    /// environment (a malformed `RANKTUNE_LOCK_TIMEOUT`).
+    #[error("cannot open {}", path.display())]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: CacheError,
+    },
+    /// Read as a ranktune cache, it is damaged or one this build must not
+    /// touch.
+    #[error("reading {}", path.display())]
+    Ranktune {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: CacheError,
+    },
+}
+
+/// The format a parsed document's shape says it is, if it says.
+fn detect(doc: &Value) -> Option<SourceFormat> {
+    if doc.get("format").is_some() {
+        Some(SourceFormat::Ranktune)
+    } else if trtllm::looks_like_trtllm(doc) {
+        Some(SourceFormat::Trtllm)
+    } else {
+        None
+    }
+}
+
+/// Reads the cache file at `path` in `format`, or in the format detected
+/// from its content when `None` (see the module docs). Bad entries are
+/// skipped and named in [`Source::warnings`]; a file that is not JSON is an
+/// error and is left exactly as it is. A ranktune cache is read through a
+/// [`FileStore`] configured from the environment, like every store the
+/// CLI opens.
+///
+/// ```
+/// use ranktune_cache::{read_source, SourceFormat};
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("ref.json");
+/// std::fs::write(&path, r#"{"metadata": {"creation_timestamp": 0}}"#).unwrap();
+/// let source = read_source(&path, None).unwrap();
+/// assert_eq!(source.format, Some(SourceFormat::Trtllm));
+/// assert!(source.data.is_empty());
+/// ```
+pub fn read_source(path: &Path, format: Option<SourceFormat>) -> Result<Source, SourceError> {
+    let bytes = read_cache_bytes(path).map_err(SourceError::Read)?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Source {
+            data: CacheData::default(),
+            format,
+            skipped: 0,
+            empty: true,
+            warnings: vec![format!("{} is an empty file; it adds nothing", path.display())],
+        });
+    }
+    let path_buf = || path.to_path_buf();
+    let doc = trtllm::parse_document(&bytes)
+        .map_err(|source| SourceError::NotJson { path: path_buf(), source })?;
+    let format = match format {
+        Some(f) => f,
+        None => detect(&doc).ok_or_else(|| SourceError::Undetected { path: path_buf() })?,
+    };
+    let named = |w: &String| format!("{}: {w}", path.display());
+    match format {
+        SourceFormat::Trtllm => {
+            let imported = trtllm::import(&doc)
+                .map_err(|source| SourceError::NotTrtllm { path: path_buf(), source })?;
+            Ok(Source {
+                warnings: imported.warnings.iter().map(named).collect(),
+                data: imported.data,
+                format: Some(format),
+                skipped: imported.skipped,
+                empty: false,
+            })
+        }
+        SourceFormat::Ranktune => {
+            let store = FileStore::from_env(path)
+                .map_err(|source| SourceError::Open { path: path_buf(), source })?;
+            let loaded = store
+                .inspect()
+                .map_err(|source| SourceError::Ranktune { path: path_buf(), source })?;
+            Ok(Source {
+                warnings: loaded.warnings.iter().map(named).collect(),
+                data: loaded.data,
+                format: Some(format),
+                skipped: loaded.bad_entries,
+                empty: false,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Entry, EntryKey, Section};
+
+    const RANKTUNE: &str = r#"{"format": "ranktune-cache", "version": "1.0", "rank_0": [
+        {"op":"gemm","runner":"r","fingerprint":"f","bucket":[[8]],"runner_index":0,"tactic":3,
+         "time_us":1.5,"checksum":"c","env":"e","created_unix":1},
+        {"op":"gemm","runner":"r","fingerprint":"f","bucket":[[9]],"runner_index":0,"tactic":3,
+         "time_us":-1,"checksum":"c","env":"e","created_unix":1}]}"#;
+    const TRTLLM: &str = r#"{"metadata": {"lib_version": "1.2.0", "creation_timestamp": 0},
+        "rank_0": {"('op', 'R', '0', ((8,),))": {"runner_id": 0, "tactic": "7", "min_time": 0.5}}}"#;
+
+    fn file(dir: &tempfile::TempDir, name: &str, text: &str) -> PathBuf {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn detection_by_shape() {
+        let doc = |t: &str| serde_json::from_str::<Value>(t).unwrap();
+        assert_eq!(detect(&doc(RANKTUNE)), Some(SourceFormat::Ranktune));
+        assert_eq!(detect(&doc(r#"{"format": "other"}"#)), Some(SourceFormat::Ranktune));
+        assert_eq!(detect(&doc(TRTLLM)), Some(SourceFormat::Trtllm));
+        assert_eq!(detect(&doc("{}")), Some(SourceFormat::Trtllm));
+        assert_eq!(detect(&doc(r#"{"rank_0": []}"#)), None);
+        assert_eq!(detect(&doc("[1]")), None);
+    }
+
+    #[test]
+    fn reads_either_format_and_names_the_file_in_warnings() {
+        let dir = tempfile::tempdir().unwrap();
+        let ours = file(&dir, "ours.json", RANKTUNE);
+        let s = read_source(&ours, None).unwrap();
+        assert_eq!((s.format, s.skipped, s.empty), (Some(SourceFormat::Ranktune), 1, false));
+        assert_eq!(s.data.len(), 1);
+        assert_eq!(s.warnings.len(), 1);
+        assert!(s.warnings[0].starts_with(&format!("{}: ", ours.display())), "{:?}", s.warnings);
+        let key = EntryKey {
+            op: "gemm".into(),
+            runner: "r".into(),
+            fingerprint: "f".into(),
+            bucket: vec![vec![8]],
+        };
+        let entry: &Entry = s.data.get(Section::Rank(0), &key).unwrap();
+        assert_eq!(entry.time_us, 1.5);
+
+        let theirs = file(&dir, "theirs.json", TRTLLM);
+        let s = read_source(&theirs, None).unwrap();
+        assert_eq!((s.format, s.data.len()), (Some(SourceFormat::Trtllm), 1));
+        // Told the format, it is not detected: a ranktune file read as
+        // TensorRT-LLM's imports nothing.
+        let s = read_source(&ours, Some(SourceFormat::Trtllm)).unwrap();
+        assert_eq!(s.format, Some(SourceFormat::Trtllm));
+        assert!(s.data.is_empty());
+    }
+
+    #[test]
+    fn blank_files_are_empty_caches_and_other_files_are_named_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let blank = file(&dir, "blank.json", " \n");
+        let s = read_source(&blank, None).unwrap();
+        assert!(s.empty && s.data.is_empty() && s.format.is_none());
+        assert_eq!(s.warnings, [format!("{} is an empty file; it adds nothing", blank.display())]);
+        assert_eq!(
+            read_source(&blank, Some(SourceFormat::Trtllm)).unwrap().format,
+            Some(SourceFormat::Trtllm)
+        );
+
+        let chain = |e: SourceError| ranktune_core::error_chain::Chain(&e).to_string();
+        let bad = file(&dir, "bad.json", "{\"rank_0\": [");
+        let e = chain(read_source(&bad, None).unwrap_err());
+        assert!(
+            e.starts_with(&format!("{} cannot be read as a cache: not valid JSON", bad.display())),
+            "{e}"
+        );
+        let odd = file(&dir, "odd.json", "{\"rank_0\": []}");
+        let e = chain(read_source(&odd, None).unwrap_err());
+        assert!(e.starts_with(&format!("cannot tell the format of {}", odd.display())), "{e}");
+        assert!(e.ends_with("pass --format"), "{e}");
+        let list = file(&dir, "list.json", "[1]");
+        let e = chain(read_source(&list, Some(SourceFormat::Trtllm)).unwrap_err());
+        assert!(e.starts_with(&format!("{} is not a TensorRT-LLM cache: ", list.display())), "{e}");
+        let theirs = file(&dir, "theirs.json", TRTLLM);
+        let e = chain(read_source(&theirs, Some(SourceFormat::Ranktune)).unwrap_err());
+        assert!(e.starts_with(&format!("reading {}: ", theirs.display())), "{e}");
+        let missing = dir.path().join("missing.json");
+        let e = chain(read_source(&missing, None).unwrap_err());
+        assert!(e.starts_with(&format!("reading {}", missing.display())), "{e}");
+    }
+}

@@ -1,0 +1,78 @@
+//! What several `cache` subcommands share: the `--format` flag, reading a
+//! source cache with its warnings logged, opening a store the same way
+//! everywhere, and a few ways of printing cache values. Subcommand modules
+//! use this one and never each other.
+
+use anyhow::Context;
+use ranktune_cache::{read_source, FileStore, Source, SourceFormat, WonBy};
+use std::path::Path;
+use tracing::warn;
+
+/// Source file formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Decide from the file's shape (a `format` field means ranktune).
+    Auto,
+    /// A ranktune cache file.
+    Ranktune,
+    /// A TensorRT-LLM autotuner cache file.
+    Trtllm,
+}
+
+impl Format {
+    /// The format to read as; `None` to detect it.
+    fn source_format(self) -> Option<SourceFormat> {
+        match self {
+            Format::Auto => None,
+            Format::Ranktune => Some(SourceFormat::Ranktune),
+            Format::Trtllm => Some(SourceFormat::Trtllm),
+        }
+    }
+}
+
+/// Reads one cache file in the given (or detected) format, logging each
+/// warning (bad entries skipped, an empty file). A file that is not JSON is
+/// an error and is left exactly as it is.
+pub(super) fn load_source(path: &Path, format: Format) -> anyhow::Result<Source> {
+    let source = read_source(path, format.source_format())?;
+    for w in &source.warnings {
+        warn!("{w}");
+    }
+    Ok(source)
+}
+
+/// True when the file at `path` holds nothing but blanks (0 bytes
+/// included): the store reads it as an empty cache, but people should hear
+/// that it is empty, not that it is a healthy cache.
+pub(super) fn is_empty_file(path: &Path) -> bool {
+    ranktune_cache::read_cache_bytes(path).is_ok_and(|b| b.iter().all(u8::is_ascii_whitespace))
+}
+
+/// The store for `path`, configured from the environment the same way for
+/// every subcommand: a malformed `RANKTUNE_LOCK_TIMEOUT` is an error.
+pub(super) fn open_store(path: &Path) -> anyhow::Result<FileStore> {
+    FileStore::from_env(path).with_context(|| format!("cannot open {}", path.display()))
+}
+
+/// The rule that decided a conflict, in words.
+pub(super) fn won_by_text(w: WonBy) -> &'static str {
+    match w {
+        WonBy::Newer => "newer",
+        WonBy::Faster => "same age, faster",
+        WonBy::Earlier => "same age and time, earlier input",
+    }
+}
+
+/// `[[64,64],[64]]`: a bucket as people read it.
+pub(super) fn bucket_text(bucket: &[Vec<u64>]) -> String {
+    serde_json::to_string(bucket).unwrap_or_default()
+}
+
+/// A tactic in at most `max` characters.
+pub(super) fn tactic_text(t: &serde_json::Value, max: usize) -> String {
+    let s = match t {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    crate::cli::table::clip(&s, max)
+}
