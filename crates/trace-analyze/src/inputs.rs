@@ -55,6 +55,9 @@ pub struct RankedInput {
     pub world_size: Option<u32>,
     /// `distributedInfo.backend`, if present.
     pub backend: Option<String>,
+    /// The run the file belongs to (`otherData.run_id`, written by ranktune's
+    /// recorder), if present.
+    pub run_id: Option<String>,
 }
 
 /// The resolved inputs, sorted by rank, and files that were left out.
@@ -275,6 +278,7 @@ pub fn resolve(inputs: &[String], explicit: &[(PathBuf, u32)]) -> Result<Resolve
             base_ns,
             world_size,
             backend,
+            run_id: None,
         };
         match found {
             Some((rank, source)) => {

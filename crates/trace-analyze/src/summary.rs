@@ -175,19 +175,37 @@ pub struct Summary {
 
 type FxMap<K, V> = ranktune_core::hash::FastMap<K, V>;
 
+/// Span arithmetic is done in whole nanoseconds: in floating point a span
+/// that starts exactly where the previous one ends (`37515.566` after one
+/// that ends at `37515.566000000006`) would look nested in it and vanish
+/// from the busy time.
+type Ns = i64;
+
+/// Microseconds as read from a file to whole nanoseconds (text times have
+/// at most three decimals, so this is exact for them).
+fn to_ns(us: f64) -> Ns {
+    // `as` saturates and maps NaN to 0.
+    (us * 1000.0).round() as Ns
+}
+
+/// Nanoseconds back to microseconds.
+fn to_us(ns: Ns) -> f64 {
+    ns as f64 / 1000.0
+}
+
 struct NameAgg {
     raw: Vec<u8>,
     count: u64,
-    total: f64,
-    self_: f64,
+    total: Ns,
+    self_: Ns,
     comm: bool,
     step: bool,
 }
 
 #[derive(Clone, Copy)]
 struct Pending {
-    start: f64,
-    dur: f64,
+    start: Ns,
+    dur: Ns,
     name: u32,
 }
 impl PartialEq for Pending {
@@ -205,14 +223,14 @@ impl Ord for Pending {
     // Reversed: BinaryHeap is a max-heap, we pop the earliest start first,
     // and the longer span first on ties (parents before children).
     fn cmp(&self, o: &Self) -> Ordering {
-        o.start.total_cmp(&self.start).then(self.dur.total_cmp(&o.dur))
+        o.start.cmp(&self.start).then(self.dur.cmp(&o.dur))
     }
 }
 
 struct Open {
-    end: f64,
-    dur: f64,
-    child: f64,
+    end: Ns,
+    dur: Ns,
+    child: Ns,
     name: u32,
     comm: bool,
 }
@@ -222,10 +240,10 @@ struct Thread {
     heap: BinaryHeap<Pending>,
     stack: Vec<Open>,
     open_comm: usize,
-    last_start: f64,
+    last_start: Ns,
     started: bool,
-    busy: f64,
-    comm: f64,
+    busy: Ns,
+    comm: Ns,
     begins: Vec<(u32, f64)>,
 }
 
@@ -236,8 +254,8 @@ struct RankAcc {
     threads: FxMap<Vec<u8>, Thread>,
     steps: HashMap<u64, (Step, bool)>,
     late: u64,
-    min_start: f64,
-    max_end: f64,
+    min_start: Ns,
+    max_end: Ns,
     any_span: bool,
 }
 
@@ -271,8 +289,8 @@ impl RankAcc {
         self.names.push(NameAgg {
             raw: raw.to_vec(),
             count: 0,
-            total: 0.0,
-            self_: 0.0,
+            total: 0,
+            self_: 0,
             comm: is_collective(&name),
             step: name.starts_with("ProfilerStep#"),
         });
@@ -280,15 +298,16 @@ impl RankAcc {
         i
     }
 
-    fn span(&mut self, tid: &[u8], start: f64, dur: f64, name: u32) {
-        let dur = dur.max(0.0);
+    fn span(&mut self, tid: &[u8], start_us: f64, dur_us: f64, name: u32) {
+        let start = to_ns(start_us);
+        let dur = to_ns(dur_us).max(0);
         if !self.any_span {
             self.any_span = true;
             self.min_start = start;
-            self.max_end = start + dur;
+            self.max_end = start.saturating_add(dur);
         } else {
             self.min_start = self.min_start.min(start);
-            self.max_end = self.max_end.max(start + dur);
+            self.max_end = self.max_end.max(start.saturating_add(dur));
         }
         let t = match self.threads.get_mut(tid) {
             Some(t) => t,
@@ -311,8 +330,8 @@ impl RankAcc {
                 close(&mut self.names, o);
             }
         }
-        let busy = self.threads.values().map(|t| t.busy).sum();
-        let comm = self.threads.values().map(|t| t.comm).fold(0.0, f64::max);
+        let busy = to_us(self.threads.values().map(|t| t.busy).sum());
+        let comm = to_us(self.threads.values().map(|t| t.comm).max().unwrap_or(0));
         let mut steps: Vec<Step> = self.steps.into_values().map(|(s, _)| s).collect();
         steps.sort_by_key(|s| s.number);
         let mut durs: Vec<f64> = steps.iter().map(|s| s.dur_us).collect();
@@ -329,7 +348,7 @@ impl RankAcc {
         };
         let window = if steps.is_empty() {
             if self.any_span {
-                self.max_end - self.min_start
+                to_us(self.max_end - self.min_start)
             } else {
                 0.0
             }
@@ -344,8 +363,8 @@ impl RankAcc {
                 name: json::unescape(&n.raw)
                     .unwrap_or_else(|| String::from_utf8_lossy(&n.raw).into_owned()),
                 count: n.count,
-                total_us: n.total,
-                self_us: n.self_,
+                total_us: to_us(n.total),
+                self_us: to_us(n.self_),
                 collective: n.comm,
             })
             .collect();
@@ -369,7 +388,7 @@ impl RankAcc {
 
 fn close(names: &mut [NameAgg], o: Open) {
     if let Some(n) = names.get_mut(o.name as usize) {
-        n.self_ += (o.dur - o.child).max(0.0);
+        n.self_ += (o.dur - o.child).max(0);
     }
 }
 
@@ -410,7 +429,13 @@ fn process(t: &mut Thread, names: &mut [NameAgg], late: &mut u64, p: Pending) {
         }
         t.open_comm += 1;
     }
-    t.stack.push(Open { end: p.start + p.dur, dur: p.dur, child: 0.0, name: p.name, comm });
+    t.stack.push(Open {
+        end: p.start.saturating_add(p.dur),
+        dur: p.dur,
+        child: 0,
+        name: p.name,
+        comm,
+    });
 }
 
 /// Summarizes one rank's trace.
@@ -806,5 +831,63 @@ impl Summary {
             }
         }
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inputs::RankSource;
+
+    fn input(dir: &std::path::Path, events: &str) -> RankedInput {
+        let path = dir.join("trace_1.json");
+        let text = format!(
+            r#"{{"distributedInfo": {{"rank": 1, "world_size": 2}}, "traceEvents": [{events}]}}"#
+        );
+        std::fs::write(&path, text).unwrap();
+        RankedInput {
+            rank: 1,
+            path,
+            source: RankSource::DistributedInfo,
+            base_ns: 0,
+            world_size: Some(2),
+            backend: None,
+            run_id: None,
+        }
+    }
+
+    /// `37515.552 + 0.014` is `37515.566000000006` in floating point, a hair
+    /// after the next span's start `37515.566`: the next span must still count
+    /// as busy, not vanish as a child of the first.
+    #[test]
+    fn back_to_back_spans_all_count_as_busy() {
+        assert!(37515.552_f64 + 0.014 > 37515.566, "the float sum overshoots");
+        let dir = tempfile::tempdir().unwrap();
+        let events = r#"
+{"ph":"X","name":"a","pid":1,"tid":1,"ts":37515.552,"dur":0.014},
+{"ph":"X","name":"b","pid":1,"tid":1,"ts":37515.566,"dur":11800.0},
+{"ph":"X","name":"c","pid":1,"tid":1,"ts":49315.566,"dur":0.5}"#;
+        let (s, _) = summarize_rank(&input(dir.path(), events)).unwrap();
+        assert!((s.busy_us - 11800.514).abs() < 1e-6, "busy {}", s.busy_us);
+        let b = s.spans.iter().find(|x| x.name == "b").unwrap();
+        assert!((b.self_us - 11800.0).abs() < 1e-6, "b self {}", b.self_us);
+        let a = s.spans.iter().find(|x| x.name == "a").unwrap();
+        assert!((a.self_us - 0.014).abs() < 1e-6, "a self {}", a.self_us);
+        assert!((s.window_us - 11800.514).abs() < 1e-6, "window {}", s.window_us);
+    }
+
+    /// Real nesting still nests: a child inside its parent adds nothing to
+    /// busy and comes off the parent's self time.
+    #[test]
+    fn nested_spans_still_nest() {
+        let dir = tempfile::tempdir().unwrap();
+        let events = r#"
+{"ph":"X","name":"p","pid":1,"tid":1,"ts":100.001,"dur":10.0},
+{"ph":"X","name":"k","pid":1,"tid":1,"ts":100.001,"dur":4.0},
+{"ph":"X","name":"k","pid":1,"tid":1,"ts":104.001,"dur":6.0}"#;
+        let (s, _) = summarize_rank(&input(dir.path(), events)).unwrap();
+        assert!((s.busy_us - 10.0).abs() < 1e-9, "busy {}", s.busy_us);
+        let p = s.spans.iter().find(|x| x.name == "p").unwrap();
+        assert!(p.self_us.abs() < 1e-9, "p self {}", p.self_us);
     }
 }
