@@ -64,7 +64,10 @@ mod synth;
 mod timefmt;
 
 pub use error::AnalyzeError;
-pub use inputs::{parse_rank_arg, rank_from_name, resolve, RankSource, RankedInput, Resolved};
+pub use inputs::{
+    parse_rank_arg, rank_from_name, resolve, resolve_with, RankSource, RankedInput, ResolveOptions,
+    Resolved,
+};
 pub use merge::{merge, merge_to, Align, MergeOptions, MergeReport, RankMerge};
 pub use reader::{Event, Form, ReadStats, SkipReason, TraceReader, MAX_ITEM};
 pub use summary::{

@@ -861,7 +861,8 @@ mod tests {
     /// as busy, not vanish as a child of the first.
     #[test]
     fn back_to_back_spans_all_count_as_busy() {
-        assert!(37515.552_f64 + 0.014 > 37515.566, "the float sum overshoots");
+        let (start, dur) = (std::hint::black_box(37515.552_f64), std::hint::black_box(0.014));
+        assert!(start + dur > 37515.566, "the float sum overshoots");
         let dir = tempfile::tempdir().unwrap();
         let events = r#"
 {"ph":"X","name":"a","pid":1,"tid":1,"ts":37515.552,"dur":0.014},
