@@ -72,6 +72,6 @@ pub use merge::{merge, merge_to, Align, MergeOptions, MergeReport, RankMerge};
 pub use reader::{Event, Form, ReadStats, SkipReason, TraceReader, MAX_ITEM};
 pub use summary::{
     summarize, Method, RankSummary, SpanStat, Step, Straggler, Summary, SummaryOptions,
-    STRAGGLER_THRESHOLD,
+    MAX_COLLECTIVE_INTERVALS, STRAGGLER_THRESHOLD,
 };
 pub use synth::{write_job, write_rank, JobSpec, Shape};

@@ -63,7 +63,22 @@ pub struct Step {
     pub start_us: f64,
     /// Duration, µs.
     pub dur_us: f64,
+    /// Time in collectives during the step, µs, on the thread or stream
+    /// that spends most in them (0 without collectives; a lower bound when
+    /// the rank had more than [`MAX_COLLECTIVE_INTERVALS`] collectives).
+    pub collective_us: f64,
 }
+
+impl Step {
+    /// Time outside collectives during the step, µs.
+    pub fn outside_collective_us(&self) -> f64 {
+        (self.dur_us - self.collective_us).max(0.0)
+    }
+}
+
+/// Most top-level collective spans per thread kept for the per-step
+/// collective time (16 bytes each).
+pub const MAX_COLLECTIVE_INTERVALS: usize = 1 << 20;
 
 /// Summary of one rank.
 #[derive(Debug, Clone)]
@@ -244,6 +259,8 @@ struct Thread {
     started: bool,
     busy: Ns,
     comm: Ns,
+    /// Top-level collective spans (start, duration), in start order.
+    comm_spans: Vec<(Ns, Ns)>,
     begins: Vec<(u32, f64)>,
 }
 
@@ -331,9 +348,25 @@ impl RankAcc {
             }
         }
         let busy = to_us(self.threads.values().map(|t| t.busy).sum());
-        let comm = to_us(self.threads.values().map(|t| t.comm).max().unwrap_or(0));
+        let comm_thread = self.threads.values().max_by_key(|t| t.comm);
+        let comm = to_us(comm_thread.map_or(0, |t| t.comm));
         let mut steps: Vec<Step> = self.steps.into_values().map(|(s, _)| s).collect();
         steps.sort_by_key(|s| s.number);
+        if let Some(t) = comm_thread.filter(|t| !t.comm_spans.is_empty()) {
+            let mut spans = t.comm_spans.clone();
+            spans.sort_unstable();
+            for st in &mut steps {
+                let (from, to) = (to_ns(st.start_us), to_ns(st.start_us + st.dur_us));
+                let first = spans.partition_point(|&(s, d)| s.saturating_add(d) <= from);
+                let inside: Ns = spans[first..]
+                    .iter()
+                    .take_while(|&&(s, _)| s < to)
+                    .map(|&(s, d)| s.saturating_add(d).min(to) - s.max(from))
+                    .filter(|&d| d > 0)
+                    .sum();
+                st.collective_us = to_us(inside);
+            }
+        }
         let mut durs: Vec<f64> = steps.iter().map(|s| s.dur_us).collect();
         durs.sort_by(f64::total_cmp);
         let (mean, median, p90) = if durs.is_empty() {
@@ -426,6 +459,9 @@ fn process(t: &mut Thread, names: &mut [NameAgg], late: &mut u64, p: Pending) {
     if comm {
         if t.open_comm == 0 {
             t.comm += p.dur;
+            if t.comm_spans.len() < MAX_COLLECTIVE_INTERVALS {
+                t.comm_spans.push((p.start, p.dur));
+            }
         }
         t.open_comm += 1;
     }
@@ -468,7 +504,7 @@ pub fn summarize_rank(input: &RankedInput) -> Result<(RankSummary, Vec<String>),
                         .and_then(json::parse_u64)
                         .unwrap_or(u64::MAX - acc.steps.len() as u64);
                     let gpu = ev.cat_raw().is_some_and(|c| c.starts_with(b"\"gpu_"));
-                    let step = Step { number, start_us: ts, dur_us: dur };
+                    let step = Step { number, start_us: ts, dur_us: dur, collective_us: 0.0 };
                     match acc.steps.get(&number) {
                         Some((_, was_gpu)) if !*was_gpu || gpu => {}
                         _ => {
@@ -579,6 +615,20 @@ pub fn fmt_us(us: f64) -> String {
     }
 }
 
+/// How ranks are compared: time outside collectives when most ranks have
+/// collectives (a synchronized job), else step time when every rank has
+/// steps, else busy time.
+pub(crate) fn method_for(ranks: &[RankSummary]) -> Method {
+    let with_comm = ranks.iter().filter(|r| r.collective_us > 0.0).count();
+    if with_comm * 2 > ranks.len() {
+        Method::OutsideCollectives
+    } else if ranks.iter().all(|r| !r.steps.is_empty()) {
+        Method::StepTime
+    } else {
+        Method::BusyTime
+    }
+}
+
 /// Finds the slow rank among `ranks`; returns it and the one-line verdict.
 pub fn judge(ranks: &[RankSummary]) -> (Option<Straggler>, String) {
     if ranks.len() < 2 {
@@ -599,15 +649,7 @@ pub fn judge(ranks: &[RankSummary]) -> (Option<Straggler>, String) {
         };
         return (None, line);
     }
-    let with_comm = ranks.iter().filter(|r| r.collective_us > 0.0).count();
-    let all_steps = ranks.iter().all(|r| !r.steps.is_empty());
-    let method = if with_comm * 2 > ranks.len() {
-        Method::OutsideCollectives
-    } else if all_steps {
-        Method::StepTime
-    } else {
-        Method::BusyTime
-    };
+    let method = method_for(ranks);
     let figure = |r: &RankSummary| match method {
         Method::OutsideCollectives => r.outside_collective_us() / r.per(),
         Method::StepTime => r.step_mean_us.unwrap_or(0.0),
@@ -742,6 +784,7 @@ impl Summary {
                     "step_median_us": r.step_median_us.map(r3),
                     "step_p90_us": r.step_p90_us.map(r3),
                     "step_times_us": r.steps.iter().map(|s| r3(s.dur_us)).collect::<Vec<_>>(),
+                    "step_collective_us": r.steps.iter().map(|s| r3(s.collective_us)).collect::<Vec<_>>(),
                     "busy_us": r3(r.busy_us),
                     "collective_us": r3(r.collective_us),
                     "outside_collective_us": r3(r.outside_collective_us()),
@@ -890,5 +933,23 @@ mod tests {
         assert!((s.busy_us - 10.0).abs() < 1e-9, "busy {}", s.busy_us);
         let p = s.spans.iter().find(|x| x.name == "p").unwrap();
         assert!(p.self_us.abs() < 1e-9, "p self {}", p.self_us);
+    }
+
+    /// Each step knows its time in collectives, so a synchronized job (all
+    /// steps equally long) still shows which rank computed longest.
+    #[test]
+    fn steps_know_their_collective_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let events = r#"
+{"ph":"X","name":"ProfilerStep#0","pid":1,"tid":1,"ts":0,"dur":100},
+{"ph":"X","name":"mm","pid":1,"tid":1,"ts":0,"dur":70},
+{"ph":"X","name":"nccl:all_reduce","pid":1,"tid":1,"ts":70,"dur":30},
+{"ph":"X","name":"ProfilerStep#1","pid":1,"tid":1,"ts":100,"dur":100},
+{"ph":"X","name":"mm","pid":1,"tid":1,"ts":100,"dur":40},
+{"ph":"X","name":"nccl:all_reduce","pid":1,"tid":1,"ts":140,"dur":60}"#;
+        let (s, _) = summarize_rank(&input(dir.path(), events)).unwrap();
+        let comm: Vec<(f64, f64)> =
+            s.steps.iter().map(|st| (st.collective_us, st.outside_collective_us())).collect();
+        assert_eq!(comm, [(30.0, 70.0), (60.0, 40.0)]);
     }
 }
