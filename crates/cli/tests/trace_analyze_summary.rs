@@ -169,6 +169,7 @@ fn cli_json_schema_text_and_html() {
     assert!(page.contains("<svg") && page.contains("polyline"));
     assert!(!page.contains("http://") || !page.contains("src=\"http"));
     assert!(!page.contains("<script"));
+    check_report(&page, 3, 5);
 
     // Text: the verdict is the first line.
     let out =
@@ -191,4 +192,45 @@ fn cli_json_straggler_null_for_single_rank() {
     assert!(doc["straggler"].is_null());
     assert_eq!(doc["ranks"][0]["steps"], 8);
     drop(dir);
+}
+
+/// The HTML report reads on paper: tick labels on both axes of the step
+/// chart and on the span chart, values printed on the bars, the straggler
+/// (`rank`) marked in the table, the charts and the step table, the verdict
+/// without literal backticks, and the slowest rank of every step.
+fn check_report(page: &str, rank: u32, steps: usize) {
+    let count = |needle: &str| page.matches(needle).count();
+    // Step chart: y ticks (times) and x ticks (iteration numbers); span chart: x ticks.
+    assert!(count("<text class=\"tick\"") >= 3 + steps.min(12) + 3, "tick labels:\n{page}");
+    let numbered = page
+        .split("text-anchor=\"middle\">")
+        .skip(1)
+        .filter(|t| t.split('<').next().is_some_and(|n| n.parse::<u64>().is_ok()))
+        .count();
+    assert!(numbered >= steps.min(12), "iterations are labeled: {numbered}");
+    assert!(page.contains("text-anchor=\"end\">0 µs</text>"), "the time axis starts at 0 µs");
+    assert!(page.contains(">iteration (ProfilerStep#)</text>"));
+    // Values without hover: on the bars (segments and totals) and in the table behind them.
+    assert!(count("<text class=\"value") >= 4, "bar value labels");
+    assert!(page.contains("<table class=\"spans\">"));
+    // The straggler is highlighted everywhere.
+    let row = format!("<tr class=\"straggler\"><td>{rank}<span class=\"tag\">straggler</span>");
+    assert!(page.contains(&row), "table row of rank {rank}");
+    assert!(page.contains("<polyline class=\"straggler\""), "its line");
+    assert!(page.contains("<rect class=\"straggler\" x="), "its bar");
+    assert!(page.contains(&format!(">rank {rank} (straggler)</")), "legend and bar label");
+    assert!(
+        page.contains(&format!("<th class=\"straggler\">rank {rank}</th>")),
+        "step table column"
+    );
+    // The verdict: code, not backticks.
+    let verdict = page.split("<p class=\"verdict\"").nth(1).unwrap().split("</p>").next().unwrap();
+    assert!(!verdict.contains('`') && verdict.contains("<code>"), "{verdict}");
+    // Per-rank × per-step: one row per step, each naming its slowest rank.
+    let table = page.split("Slowest rank in each step").nth(1).expect("the step table");
+    assert_eq!(table.matches("class=\"slowest\"").count(), steps, "{table}");
+    assert!(
+        table.contains(&format!("{steps} of {steps}</th>")),
+        "rank {rank} slowest in every step"
+    );
 }

@@ -10,23 +10,11 @@
 
 /// A job run's id and where it came from.
 ///
-/// Sources, first match wins (inner launchers before schedulers, like
-/// [`ranktune_core::rank`]):
-///
-/// | launcher | variables |
-/// | --- | --- |
-/// | ranktune (`ranktune tune --ranks N` sets it for its children) | `RANKTUNE_JOB_ID` |
-/// | torchrun / torchelastic | `TORCHELASTIC_RUN_ID` (`--rdzv-id`, often the literal `none`), with `MASTER_ADDR`/`MASTER_PORT` to tell concurrent runs apart |
-/// | Open MPI 5 / PRRTE, and any PMIx launcher (also `srun --mpi=pmix`) | `PMIX_NAMESPACE` |
-/// | Open MPI 4 | `OMPI_MCA_ess_base_jobid` |
-/// | Open MPI ≤ 3 | `OMPI_MCA_orte_ess_jobid` |
-/// | Intel MPI (Hydra) | `I_MPI_HYDRA_UUID` |
-/// | Slurm PMI-2, Cray PALS | `PMI_JOBID` |
-/// | Slurm (`srun`) | `SLURM_JOB_ID` + `SLURM_STEP_ID` |
-/// | PBS / LSF allocations | `PBS_JOBID`, `LSB_JOBID` (+ `LSB_JOBINDEX`) |
-///
-/// MPICH's Hydra `mpiexec` puts no job id in the environment (its PMI name
-/// travels over a socket): set `RANKTUNE_JOB_ID` there, e.g.
+/// The sources and their order are [`ranktune_core::job::job_id_with`]'s
+/// (one rule for the collective and the trace recorder): `RANKTUNE_JOB_ID`
+/// (set by `ranktune tune --ranks N`), torchrun, Open MPI, Intel MPI, PMI,
+/// Slurm, PBS and LSF. MPICH's Hydra `mpiexec` puts no job id in the
+/// environment: set `RANKTUNE_JOB_ID` there, e.g.
 /// `mpiexec -genv RANKTUNE_JOB_ID=$(date +%s%N) …`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JobId {
@@ -34,11 +22,6 @@ pub struct JobId {
     pub value: String,
     /// The variable(s) it came from, for messages.
     pub source: &'static str,
-}
-
-/// Reads a variable, treating blank as unset.
-fn get(env: &impl Fn(&str) -> Option<String>, name: &str) -> Option<String> {
-    env(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
 }
 
 impl JobId {
@@ -59,44 +42,7 @@ impl JobId {
     /// assert_eq!(JobId::detect_with(env).unwrap().value, "slurm-4242.3");
     /// ```
     pub fn detect_with(env: impl Fn(&str) -> Option<String>) -> Option<JobId> {
-        let found = |value: String, source| Some(JobId { value, source });
-        if let Some(v) = get(&env, "RANKTUNE_JOB_ID") {
-            return found(v, "RANKTUNE_JOB_ID");
-        }
-        if let Some(v) = get(&env, "TORCHELASTIC_RUN_ID") {
-            let addr = get(&env, "MASTER_ADDR").unwrap_or_default();
-            let port = get(&env, "MASTER_PORT").unwrap_or_default();
-            return found(
-                format!("torchelastic-{v}-{addr}-{port}"),
-                "TORCHELASTIC_RUN_ID/MASTER_ADDR/MASTER_PORT",
-            );
-        }
-        for (name, prefix) in [
-            ("PMIX_NAMESPACE", "pmix"),
-            ("OMPI_MCA_ess_base_jobid", "ompi"),
-            ("OMPI_MCA_orte_ess_jobid", "ompi"),
-            ("I_MPI_HYDRA_UUID", "impi"),
-            ("PMI_JOBID", "pmi"),
-        ] {
-            if let Some(v) = get(&env, name) {
-                return Some(JobId { value: format!("{prefix}-{v}"), source: name });
-            }
-        }
-        if let Some(job) = get(&env, "SLURM_JOB_ID").or_else(|| get(&env, "SLURM_JOBID")) {
-            let value = match get(&env, "SLURM_STEP_ID").or_else(|| get(&env, "SLURM_STEPID")) {
-                Some(step) => format!("slurm-{job}.{step}"),
-                None => format!("slurm-{job}"),
-            };
-            return found(value, "SLURM_JOB_ID/SLURM_STEP_ID");
-        }
-        if let Some(v) = get(&env, "PBS_JOBID") {
-            return found(format!("pbs-{v}"), "PBS_JOBID");
-        }
-        if let Some(v) = get(&env, "LSB_JOBID") {
-            let index = get(&env, "LSB_JOBINDEX").unwrap_or_else(|| "0".into());
-            return found(format!("lsf-{v}.{index}"), "LSB_JOBID/LSB_JOBINDEX");
-        }
-        None
+        ranktune_core::job::job_id_with(env).map(|(value, source)| JobId { value, source })
     }
 
     /// A new id, unique to this launch: what a launcher (`ranktune tune --ranks N`)

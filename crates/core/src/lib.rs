@@ -3,6 +3,8 @@
 //! - [`rank`]: who am I (rank, world size, local rank) from the launcher's
 //!   environment (torchrun, Open MPI, MPICH/Hydra, Slurm, or explicit
 //!   `RANKTUNE_*` settings).
+//! - [`job`]: which run this process belongs to (the launcher's job id)
+//!   and the trace clock base a launcher gives all its ranks.
 //! - [`atomic_file`]: publishing a file atomically (exclusive temp file,
 //!   optional fsync, rename), for every writer above: cache, spool, trace
 //!   export, trace merge, collective messages.
@@ -31,4 +33,5 @@ pub mod atomic_file;
 pub mod clock;
 pub mod error_chain;
 pub mod hash;
+pub mod job;
 pub mod rank;

@@ -10,6 +10,16 @@
 //! `--rank`, which is read to its end in case `distributedInfo` follows the
 //! events. `baseTimeNanoseconds` is taken from the header (where Kineto and
 //! ranktune write it); without one, times are taken as absolute.
+//!
+//! Runs: files of different runs are never mixed silently. A file's run is
+//! its `otherData.run_id` (written by ranktune's recorder) together with its
+//! `distributedInfo.world_size`; files without either (older ranktune files,
+//! PyTorch traces) are told apart by world size alone. When the inputs hold
+//! more than one run, only the newest complete run is kept (complete: every
+//! rank `0..world_size` is there; newest: the latest clock base, or file
+//! modification time for files without one; without a complete run, the
+//! newest run) and the files left out are named in one warning.
+//! [`ResolveOptions::all_runs`] keeps them all.
 
 use super::reader::TraceReader;
 use super::AnalyzeError;
@@ -55,6 +65,9 @@ pub struct RankedInput {
     pub world_size: Option<u32>,
     /// `distributedInfo.backend`, if present.
     pub backend: Option<String>,
+    /// The run the file belongs to (`otherData.run_id`, written by ranktune's
+    /// recorder), if present.
+    pub run_id: Option<String>,
 }
 
 /// The resolved inputs, sorted by rank, and files that were left out.
@@ -62,8 +75,19 @@ pub struct RankedInput {
 pub struct Resolved {
     /// The traces, sorted by rank.
     pub inputs: Vec<RankedInput>,
-    /// Warnings: inputs that are not traces, single-rank defaults.
+    /// Warnings: inputs that are not traces, single-rank defaults, files of
+    /// other runs left out.
     pub warnings: Vec<String>,
+    /// Traces of other runs that were left out (see the module docs), by
+    /// path.
+    pub left_out: Vec<RankedInput>,
+}
+
+/// Options of [`resolve_with`].
+#[derive(Debug, Clone, Default)]
+pub struct ResolveOptions {
+    /// Keep the files of every run instead of only the newest complete one.
+    pub all_runs: bool,
 }
 
 /// Expands files, directories (their `*.json` and `*.json.gz` files) and
@@ -184,8 +208,18 @@ fn same_file(a: &Path, b: &Path) -> bool {
 }
 
 /// Expands `inputs`, reads each file's header and assigns ranks. Files
-/// that are not traces are left out with a warning.
+/// that are not traces, and traces of other runs than the newest complete
+/// one (see the module docs), are left out with a warning.
 pub fn resolve(inputs: &[String], explicit: &[(PathBuf, u32)]) -> Result<Resolved, AnalyzeError> {
+    resolve_with(inputs, explicit, &ResolveOptions::default())
+}
+
+/// [`resolve`] with options.
+pub fn resolve_with(
+    inputs: &[String],
+    explicit: &[(PathBuf, u32)],
+    opts: &ResolveOptions,
+) -> Result<Resolved, AnalyzeError> {
     let files = expand(inputs)?;
     for (f, _) in explicit {
         if !files.iter().any(|p| same_file(p, f)) {
@@ -261,6 +295,11 @@ pub fn resolve(inputs: &[String], explicit: &[(PathBuf, u32)]) -> Result<Resolve
             .and_then(|i| i.get("backend"))
             .and_then(|r| r.as_str())
             .map(str::to_owned);
+        let run_id = reader
+            .meta("otherData")
+            .and_then(|o| o.get("run_id"))
+            .and_then(|r| r.as_str())
+            .map(str::to_owned);
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let found = explicit
             .iter()
@@ -275,6 +314,7 @@ pub fn resolve(inputs: &[String], explicit: &[(PathBuf, u32)]) -> Result<Resolve
             base_ns,
             world_size,
             backend,
+            run_id,
         };
         match found {
             Some((rank, source)) => {
@@ -306,6 +346,9 @@ pub fn resolve(inputs: &[String], explicit: &[(PathBuf, u32)]) -> Result<Resolve
         }
         return Err(AnalyzeError::NoTraces(why));
     }
+    if !opts.all_runs {
+        keep_newest_run(&mut res);
+    }
     res.inputs.sort_by_key(|i| i.rank);
     for w in res.inputs.windows(2) {
         if w[0].rank == w[1].rank {
@@ -319,6 +362,101 @@ pub fn resolve(inputs: &[String], explicit: &[(PathBuf, u32)]) -> Result<Resolve
         }
     }
     Ok(res)
+}
+
+/// A run's key: its id and world size.
+type RunKey = (Option<String>, Option<u32>);
+
+/// Describes a run for messages.
+fn describe_run(key: &RunKey) -> String {
+    match key {
+        (Some(id), Some(ws)) => format!("run {id}, world size {ws}"),
+        (Some(id), None) => format!("run {id}"),
+        (None, Some(ws)) => format!("world size {ws}, no run id"),
+        (None, None) => "no run id or world size".to_string(),
+    }
+}
+
+/// When a file was made, for choosing the newest run: its clock base, or
+/// its modification time when it has none.
+fn made_ns(input: &RankedInput) -> i128 {
+    if input.base_ns > 0 {
+        return input.base_ns;
+    }
+    std::fs::metadata(&input.path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(i128::MAX))
+}
+
+/// The ranks `0..world_size` a run has no file of (at most 64 listed).
+fn missing_ranks(key: &RunKey, files: &[RankedInput]) -> Vec<u32> {
+    match key.1 {
+        Some(ws) => (0..ws).filter(|r| !files.iter().any(|f| f.rank == *r)).take(64).collect(),
+        None => Vec::new(),
+    }
+}
+
+/// Keeps only the newest complete run of `res.inputs` (see the module docs)
+/// and names the files left out in one warning.
+fn keep_newest_run(res: &mut Resolved) {
+    let mut runs: Vec<(RunKey, Vec<RankedInput>)> = Vec::new();
+    for input in std::mem::take(&mut res.inputs) {
+        let key = (input.run_id.clone(), input.world_size);
+        match runs.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, files)) => files.push(input),
+            None => runs.push((key, vec![input])),
+        }
+    }
+    if runs.is_empty() {
+        return;
+    }
+    // Newest first.
+    runs.sort_by_cached_key(|(_, files)| std::cmp::Reverse(files.iter().map(made_ns).max()));
+    let chosen = runs.iter().position(|(k, f)| missing_ranks(k, f).is_empty()).unwrap_or(0);
+    let (key, files) = runs.remove(chosen);
+    let gaps = missing_ranks(&key, &files);
+    if !gaps.is_empty() {
+        let list: Vec<String> = gaps.iter().map(u32::to_string).collect();
+        res.warnings.push(format!(
+            "incomplete run ({}): no trace of rank{} {}{}",
+            describe_run(&key),
+            if gaps.len() == 1 { "" } else { "s" },
+            list.join(", "),
+            if runs.is_empty() {
+                ""
+            } else {
+                "; no run among the inputs is complete, using the newest"
+            }
+        ));
+    }
+    res.inputs = files;
+    if runs.is_empty() {
+        return;
+    }
+    let mut left: Vec<RankedInput> = runs.into_iter().flat_map(|(_, f)| f).collect();
+    left.sort_by(|a, b| a.path.cmp(&b.path));
+    let names: Vec<String> = left
+        .iter()
+        .map(|f| {
+            format!(
+                "{} (rank {}, {})",
+                f.path.display(),
+                f.rank,
+                describe_run(&(f.run_id.clone(), f.world_size))
+            )
+        })
+        .collect();
+    res.warnings.push(format!(
+        "left out {} file{} of other runs: {}; using the newest{} run ({}); pass --all-runs to keep every file",
+        left.len(),
+        if left.len() == 1 { "" } else { "s" },
+        names.join(", "),
+        if gaps.is_empty() { " complete" } else { "" },
+        describe_run(&key)
+    ));
+    res.left_out = left;
 }
 
 #[cfg(test)]
@@ -342,5 +480,84 @@ mod tests {
         assert_eq!(parse_rank_arg("a=b.json=3").unwrap(), (PathBuf::from("a=b.json"), 3));
         assert!(parse_rank_arg("x.json").is_err());
         assert!(parse_rank_arg("x.json=-1").is_err());
+    }
+
+    /// Writes a ranktune-style header with one event.
+    fn write(dir: &Path, name: &str, rank: u32, ws: u32, run: Option<&str>, base: u64) -> String {
+        let run = run.map_or("null".to_string(), |r| format!("{r:?}"));
+        let text = format!(
+            "{{\"distributedInfo\": {{\"rank\": {rank}, \"world_size\": {ws}}},\n\
+             \"otherData\": {{\"run_id\": {run}}},\n\"baseTimeNanoseconds\": {base},\n\
+             \"traceEvents\": [{{\"ph\":\"X\",\"name\":\"w\",\"pid\":{rank},\"tid\":1,\"ts\":1,\"dur\":2}}]}}"
+        );
+        let p = dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    }
+
+    fn ranks(r: &Resolved) -> Vec<(u32, String)> {
+        r.inputs
+            .iter()
+            .map(|i| (i.rank, i.path.file_name().unwrap().to_string_lossy().into_owned()))
+            .collect()
+    }
+
+    /// A 4-rank run, then a 2-rank run into the same directory: the second
+    /// overwrote ranks 0 and 1; ranks 2 and 3 are the first run's.
+    #[test]
+    fn only_the_newest_complete_run_is_used() {
+        let dir = tempfile::tempdir().unwrap();
+        for r in 2..4 {
+            write(dir.path(), &format!("trace_{r}.json"), r, 4, Some("old"), 1_000);
+        }
+        for r in 0..2 {
+            write(dir.path(), &format!("trace_{r}.json"), r, 2, Some("new"), 2_000);
+        }
+        let input = [dir.path().display().to_string()];
+        let res = resolve(&input, &[]).unwrap();
+        assert_eq!(ranks(&res), [(0, "trace_0.json".into()), (1, "trace_1.json".into())]);
+        assert_eq!(res.left_out.len(), 2);
+        let w = res.warnings.join("\n");
+        assert!(w.contains("left out 2 files of other runs"), "{w}");
+        assert!(w.contains("trace_2.json (rank 2, run old, world size 4)"), "{w}");
+        assert!(w.contains("trace_3.json") && w.contains("--all-runs"), "{w}");
+        assert!(w.contains("using the newest complete run (run new, world size 2)"), "{w}");
+
+        let all = resolve_with(&input, &[], &ResolveOptions { all_runs: true }).unwrap();
+        assert_eq!(all.inputs.len(), 4);
+        assert!(all.left_out.is_empty() && all.warnings.is_empty(), "{:?}", all.warnings);
+    }
+
+    /// The same world size but another run id is another run; a newer run
+    /// that lacks a rank loses to an older complete one.
+    #[test]
+    fn run_ids_tell_runs_apart_and_incomplete_runs_lose() {
+        let dir = tempfile::tempdir().unwrap();
+        for r in 0..2 {
+            write(dir.path(), &format!("a_{r}.json"), r, 2, Some("a"), 1_000);
+        }
+        write(dir.path(), "b_0.json", 0, 2, Some("b"), 2_000);
+        let res = resolve(&[dir.path().display().to_string()], &[]).unwrap();
+        assert_eq!(ranks(&res), [(0, "a_0.json".into()), (1, "a_1.json".into())]);
+        let w = res.warnings.join("\n");
+        assert!(w.contains("b_0.json (rank 0, run b, world size 2)"), "{w}");
+
+        // Only the incomplete run: used, and the gap is named.
+        let one = resolve(&[dir.path().join("b_0.json").display().to_string()], &[]).unwrap();
+        assert_eq!(one.inputs.len(), 1);
+        assert!(one.warnings.join("").contains("no trace of rank 1"), "{:?}", one.warnings);
+    }
+
+    /// Files without run ids (older ranktune files, PyTorch traces) of one
+    /// world size stay one run, with no warning.
+    #[test]
+    fn files_without_run_ids_stay_together() {
+        let dir = tempfile::tempdir().unwrap();
+        for r in 0..3 {
+            write(dir.path(), &format!("trace_{r}.json"), r, 3, None, 1_000 + u64::from(r));
+        }
+        let res = resolve(&[dir.path().display().to_string()], &[]).unwrap();
+        assert_eq!(res.inputs.len(), 3);
+        assert!(res.warnings.is_empty() && res.left_out.is_empty(), "{:?}", res.warnings);
     }
 }

@@ -64,11 +64,14 @@ mod synth;
 mod timefmt;
 
 pub use error::AnalyzeError;
-pub use inputs::{parse_rank_arg, rank_from_name, resolve, RankSource, RankedInput, Resolved};
+pub use inputs::{
+    parse_rank_arg, rank_from_name, resolve, resolve_with, RankSource, RankedInput, ResolveOptions,
+    Resolved,
+};
 pub use merge::{merge, merge_to, Align, MergeOptions, MergeReport, RankMerge};
 pub use reader::{Event, Form, ReadStats, SkipReason, TraceReader, MAX_ITEM};
 pub use summary::{
     summarize, Method, RankSummary, SpanStat, Step, Straggler, Summary, SummaryOptions,
-    STRAGGLER_THRESHOLD,
+    MAX_COLLECTIVE_INTERVALS, STRAGGLER_THRESHOLD,
 };
 pub use synth::{write_job, write_rank, JobSpec, Shape};

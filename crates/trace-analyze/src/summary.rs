@@ -63,7 +63,22 @@ pub struct Step {
     pub start_us: f64,
     /// Duration, µs.
     pub dur_us: f64,
+    /// Time in collectives during the step, µs, on the thread or stream
+    /// that spends most in them (0 without collectives; a lower bound when
+    /// the rank had more than [`MAX_COLLECTIVE_INTERVALS`] collectives).
+    pub collective_us: f64,
 }
+
+impl Step {
+    /// Time outside collectives during the step, µs.
+    pub fn outside_collective_us(&self) -> f64 {
+        (self.dur_us - self.collective_us).max(0.0)
+    }
+}
+
+/// Most top-level collective spans per thread kept for the per-step
+/// collective time (16 bytes each).
+pub const MAX_COLLECTIVE_INTERVALS: usize = 1 << 20;
 
 /// Summary of one rank.
 #[derive(Debug, Clone)]
@@ -175,19 +190,37 @@ pub struct Summary {
 
 type FxMap<K, V> = ranktune_core::hash::FastMap<K, V>;
 
+/// Span arithmetic is done in whole nanoseconds: in floating point a span
+/// that starts exactly where the previous one ends (`37515.566` after one
+/// that ends at `37515.566000000006`) would look nested in it and vanish
+/// from the busy time.
+type Ns = i64;
+
+/// Microseconds as read from a file to whole nanoseconds (text times have
+/// at most three decimals, so this is exact for them).
+fn to_ns(us: f64) -> Ns {
+    // `as` saturates and maps NaN to 0.
+    (us * 1000.0).round() as Ns
+}
+
+/// Nanoseconds back to microseconds.
+fn to_us(ns: Ns) -> f64 {
+    ns as f64 / 1000.0
+}
+
 struct NameAgg {
     raw: Vec<u8>,
     count: u64,
-    total: f64,
-    self_: f64,
+    total: Ns,
+    self_: Ns,
     comm: bool,
     step: bool,
 }
 
 #[derive(Clone, Copy)]
 struct Pending {
-    start: f64,
-    dur: f64,
+    start: Ns,
+    dur: Ns,
     name: u32,
 }
 impl PartialEq for Pending {
@@ -205,14 +238,14 @@ impl Ord for Pending {
     // Reversed: BinaryHeap is a max-heap, we pop the earliest start first,
     // and the longer span first on ties (parents before children).
     fn cmp(&self, o: &Self) -> Ordering {
-        o.start.total_cmp(&self.start).then(self.dur.total_cmp(&o.dur))
+        o.start.cmp(&self.start).then(self.dur.cmp(&o.dur))
     }
 }
 
 struct Open {
-    end: f64,
-    dur: f64,
-    child: f64,
+    end: Ns,
+    dur: Ns,
+    child: Ns,
     name: u32,
     comm: bool,
 }
@@ -222,10 +255,12 @@ struct Thread {
     heap: BinaryHeap<Pending>,
     stack: Vec<Open>,
     open_comm: usize,
-    last_start: f64,
+    last_start: Ns,
     started: bool,
-    busy: f64,
-    comm: f64,
+    busy: Ns,
+    comm: Ns,
+    /// Top-level collective spans (start, duration), in start order.
+    comm_spans: Vec<(Ns, Ns)>,
     begins: Vec<(u32, f64)>,
 }
 
@@ -236,8 +271,8 @@ struct RankAcc {
     threads: FxMap<Vec<u8>, Thread>,
     steps: HashMap<u64, (Step, bool)>,
     late: u64,
-    min_start: f64,
-    max_end: f64,
+    min_start: Ns,
+    max_end: Ns,
     any_span: bool,
 }
 
@@ -271,8 +306,8 @@ impl RankAcc {
         self.names.push(NameAgg {
             raw: raw.to_vec(),
             count: 0,
-            total: 0.0,
-            self_: 0.0,
+            total: 0,
+            self_: 0,
             comm: is_collective(&name),
             step: name.starts_with("ProfilerStep#"),
         });
@@ -280,15 +315,16 @@ impl RankAcc {
         i
     }
 
-    fn span(&mut self, tid: &[u8], start: f64, dur: f64, name: u32) {
-        let dur = dur.max(0.0);
+    fn span(&mut self, tid: &[u8], start_us: f64, dur_us: f64, name: u32) {
+        let start = to_ns(start_us);
+        let dur = to_ns(dur_us).max(0);
         if !self.any_span {
             self.any_span = true;
             self.min_start = start;
-            self.max_end = start + dur;
+            self.max_end = start.saturating_add(dur);
         } else {
             self.min_start = self.min_start.min(start);
-            self.max_end = self.max_end.max(start + dur);
+            self.max_end = self.max_end.max(start.saturating_add(dur));
         }
         let t = match self.threads.get_mut(tid) {
             Some(t) => t,
@@ -311,10 +347,26 @@ impl RankAcc {
                 close(&mut self.names, o);
             }
         }
-        let busy = self.threads.values().map(|t| t.busy).sum();
-        let comm = self.threads.values().map(|t| t.comm).fold(0.0, f64::max);
+        let busy = to_us(self.threads.values().map(|t| t.busy).sum());
+        let comm_thread = self.threads.values().max_by_key(|t| t.comm);
+        let comm = to_us(comm_thread.map_or(0, |t| t.comm));
         let mut steps: Vec<Step> = self.steps.into_values().map(|(s, _)| s).collect();
         steps.sort_by_key(|s| s.number);
+        if let Some(t) = comm_thread.filter(|t| !t.comm_spans.is_empty()) {
+            let mut spans = t.comm_spans.clone();
+            spans.sort_unstable();
+            for st in &mut steps {
+                let (from, to) = (to_ns(st.start_us), to_ns(st.start_us + st.dur_us));
+                let first = spans.partition_point(|&(s, d)| s.saturating_add(d) <= from);
+                let inside: Ns = spans[first..]
+                    .iter()
+                    .take_while(|&&(s, _)| s < to)
+                    .map(|&(s, d)| s.saturating_add(d).min(to) - s.max(from))
+                    .filter(|&d| d > 0)
+                    .sum();
+                st.collective_us = to_us(inside);
+            }
+        }
         let mut durs: Vec<f64> = steps.iter().map(|s| s.dur_us).collect();
         durs.sort_by(f64::total_cmp);
         let (mean, median, p90) = if durs.is_empty() {
@@ -329,7 +381,7 @@ impl RankAcc {
         };
         let window = if steps.is_empty() {
             if self.any_span {
-                self.max_end - self.min_start
+                to_us(self.max_end - self.min_start)
             } else {
                 0.0
             }
@@ -344,8 +396,8 @@ impl RankAcc {
                 name: json::unescape(&n.raw)
                     .unwrap_or_else(|| String::from_utf8_lossy(&n.raw).into_owned()),
                 count: n.count,
-                total_us: n.total,
-                self_us: n.self_,
+                total_us: to_us(n.total),
+                self_us: to_us(n.self_),
                 collective: n.comm,
             })
             .collect();
@@ -369,7 +421,7 @@ impl RankAcc {
 
 fn close(names: &mut [NameAgg], o: Open) {
     if let Some(n) = names.get_mut(o.name as usize) {
-        n.self_ += (o.dur - o.child).max(0.0);
+        n.self_ += (o.dur - o.child).max(0);
     }
 }
 
@@ -407,10 +459,19 @@ fn process(t: &mut Thread, names: &mut [NameAgg], late: &mut u64, p: Pending) {
     if comm {
         if t.open_comm == 0 {
             t.comm += p.dur;
+            if t.comm_spans.len() < MAX_COLLECTIVE_INTERVALS {
+                t.comm_spans.push((p.start, p.dur));
+            }
         }
         t.open_comm += 1;
     }
-    t.stack.push(Open { end: p.start + p.dur, dur: p.dur, child: 0.0, name: p.name, comm });
+    t.stack.push(Open {
+        end: p.start.saturating_add(p.dur),
+        dur: p.dur,
+        child: 0,
+        name: p.name,
+        comm,
+    });
 }
 
 /// Summarizes one rank's trace.
@@ -443,7 +504,7 @@ pub fn summarize_rank(input: &RankedInput) -> Result<(RankSummary, Vec<String>),
                         .and_then(json::parse_u64)
                         .unwrap_or(u64::MAX - acc.steps.len() as u64);
                     let gpu = ev.cat_raw().is_some_and(|c| c.starts_with(b"\"gpu_"));
-                    let step = Step { number, start_us: ts, dur_us: dur };
+                    let step = Step { number, start_us: ts, dur_us: dur, collective_us: 0.0 };
                     match acc.steps.get(&number) {
                         Some((_, was_gpu)) if !*was_gpu || gpu => {}
                         _ => {
@@ -554,6 +615,20 @@ pub fn fmt_us(us: f64) -> String {
     }
 }
 
+/// How ranks are compared: time outside collectives when most ranks have
+/// collectives (a synchronized job), else step time when every rank has
+/// steps, else busy time.
+pub(crate) fn method_for(ranks: &[RankSummary]) -> Method {
+    let with_comm = ranks.iter().filter(|r| r.collective_us > 0.0).count();
+    if with_comm * 2 > ranks.len() {
+        Method::OutsideCollectives
+    } else if ranks.iter().all(|r| !r.steps.is_empty()) {
+        Method::StepTime
+    } else {
+        Method::BusyTime
+    }
+}
+
 /// Finds the slow rank among `ranks`; returns it and the one-line verdict.
 pub fn judge(ranks: &[RankSummary]) -> (Option<Straggler>, String) {
     if ranks.len() < 2 {
@@ -574,15 +649,7 @@ pub fn judge(ranks: &[RankSummary]) -> (Option<Straggler>, String) {
         };
         return (None, line);
     }
-    let with_comm = ranks.iter().filter(|r| r.collective_us > 0.0).count();
-    let all_steps = ranks.iter().all(|r| !r.steps.is_empty());
-    let method = if with_comm * 2 > ranks.len() {
-        Method::OutsideCollectives
-    } else if all_steps {
-        Method::StepTime
-    } else {
-        Method::BusyTime
-    };
+    let method = method_for(ranks);
     let figure = |r: &RankSummary| match method {
         Method::OutsideCollectives => r.outside_collective_us() / r.per(),
         Method::StepTime => r.step_mean_us.unwrap_or(0.0),
@@ -717,6 +784,7 @@ impl Summary {
                     "step_median_us": r.step_median_us.map(r3),
                     "step_p90_us": r.step_p90_us.map(r3),
                     "step_times_us": r.steps.iter().map(|s| r3(s.dur_us)).collect::<Vec<_>>(),
+                    "step_collective_us": r.steps.iter().map(|s| r3(s.collective_us)).collect::<Vec<_>>(),
                     "busy_us": r3(r.busy_us),
                     "collective_us": r3(r.collective_us),
                     "outside_collective_us": r3(r.outside_collective_us()),
@@ -806,5 +874,82 @@ impl Summary {
             }
         }
         o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inputs::RankSource;
+
+    fn input(dir: &std::path::Path, events: &str) -> RankedInput {
+        let path = dir.join("trace_1.json");
+        let text = format!(
+            r#"{{"distributedInfo": {{"rank": 1, "world_size": 2}}, "traceEvents": [{events}]}}"#
+        );
+        std::fs::write(&path, text).unwrap();
+        RankedInput {
+            rank: 1,
+            path,
+            source: RankSource::DistributedInfo,
+            base_ns: 0,
+            world_size: Some(2),
+            backend: None,
+            run_id: None,
+        }
+    }
+
+    /// `37515.552 + 0.014` is `37515.566000000006` in floating point, a hair
+    /// after the next span's start `37515.566`: the next span must still count
+    /// as busy, not vanish as a child of the first.
+    #[test]
+    fn back_to_back_spans_all_count_as_busy() {
+        let (start, dur) = (std::hint::black_box(37515.552_f64), std::hint::black_box(0.014));
+        assert!(start + dur > 37515.566, "the float sum overshoots");
+        let dir = tempfile::tempdir().unwrap();
+        let events = r#"
+{"ph":"X","name":"a","pid":1,"tid":1,"ts":37515.552,"dur":0.014},
+{"ph":"X","name":"b","pid":1,"tid":1,"ts":37515.566,"dur":11800.0},
+{"ph":"X","name":"c","pid":1,"tid":1,"ts":49315.566,"dur":0.5}"#;
+        let (s, _) = summarize_rank(&input(dir.path(), events)).unwrap();
+        assert!((s.busy_us - 11800.514).abs() < 1e-6, "busy {}", s.busy_us);
+        let b = s.spans.iter().find(|x| x.name == "b").unwrap();
+        assert!((b.self_us - 11800.0).abs() < 1e-6, "b self {}", b.self_us);
+        let a = s.spans.iter().find(|x| x.name == "a").unwrap();
+        assert!((a.self_us - 0.014).abs() < 1e-6, "a self {}", a.self_us);
+        assert!((s.window_us - 11800.514).abs() < 1e-6, "window {}", s.window_us);
+    }
+
+    /// Real nesting still nests: a child inside its parent adds nothing to
+    /// busy and comes off the parent's self time.
+    #[test]
+    fn nested_spans_still_nest() {
+        let dir = tempfile::tempdir().unwrap();
+        let events = r#"
+{"ph":"X","name":"p","pid":1,"tid":1,"ts":100.001,"dur":10.0},
+{"ph":"X","name":"k","pid":1,"tid":1,"ts":100.001,"dur":4.0},
+{"ph":"X","name":"k","pid":1,"tid":1,"ts":104.001,"dur":6.0}"#;
+        let (s, _) = summarize_rank(&input(dir.path(), events)).unwrap();
+        assert!((s.busy_us - 10.0).abs() < 1e-9, "busy {}", s.busy_us);
+        let p = s.spans.iter().find(|x| x.name == "p").unwrap();
+        assert!(p.self_us.abs() < 1e-9, "p self {}", p.self_us);
+    }
+
+    /// Each step knows its time in collectives, so a synchronized job (all
+    /// steps equally long) still shows which rank computed longest.
+    #[test]
+    fn steps_know_their_collective_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let events = r#"
+{"ph":"X","name":"ProfilerStep#0","pid":1,"tid":1,"ts":0,"dur":100},
+{"ph":"X","name":"mm","pid":1,"tid":1,"ts":0,"dur":70},
+{"ph":"X","name":"nccl:all_reduce","pid":1,"tid":1,"ts":70,"dur":30},
+{"ph":"X","name":"ProfilerStep#1","pid":1,"tid":1,"ts":100,"dur":100},
+{"ph":"X","name":"mm","pid":1,"tid":1,"ts":100,"dur":40},
+{"ph":"X","name":"nccl:all_reduce","pid":1,"tid":1,"ts":140,"dur":60}"#;
+        let (s, _) = summarize_rank(&input(dir.path(), events)).unwrap();
+        let comm: Vec<(f64, f64)> =
+            s.steps.iter().map(|st| (st.collective_us, st.outside_collective_us())).collect();
+        assert_eq!(comm, [(30.0, 70.0), (60.0, 40.0)]);
     }
 }

@@ -21,6 +21,15 @@ pub struct TraceConfig {
     pub handle_signals: bool,
     /// Export from a panic hook (before unwinding, and even with `panic = "abort"`).
     pub handle_panics: bool,
+    /// The run's id, written as `otherData.run_id` so analysis never mixes
+    /// files of different runs. `None`: found when the session starts (see
+    /// [`super::TraceSession::start`]).
+    pub run_id: Option<String>,
+    /// The clock base every rank of the run writes as `baseTimeNanoseconds`
+    /// (nanoseconds since the Unix epoch, no later than this process's
+    /// start). `None`: [`BASE_VAR`] when the session starts, else this
+    /// process's own start.
+    pub base_ns: Option<u64>,
 }
 
 /// Variables read by [`TraceConfig::from_env`] (first wins, second is the
@@ -32,6 +41,9 @@ pub const WINDOW_VARS: [&str; 2] = ["RANKTUNE_PROFILE_ITERS", "TLLM_PROFILE_STAR
 pub const MAX_EVENTS_VAR: &str = "RANKTUNE_TRACE_MAX_EVENTS";
 /// `0`/`false`/`no`/`off` turns the signal handlers off.
 pub const SIGNALS_VAR: &str = "RANKTUNE_TRACE_SIGNALS";
+/// The run's shared clock base (nanoseconds since the Unix epoch); set by
+/// `ranktune tune --ranks N` for its ranks.
+pub const BASE_VAR: &str = ranktune_core::job::TRACE_BASE_VAR;
 
 impl TraceConfig {
     /// Default bound on kept events (about 80 MB).
@@ -46,15 +58,19 @@ impl TraceConfig {
             backend: "ranktune".to_string(),
             handle_signals: true,
             handle_panics: true,
+            run_id: None,
+            base_ns: None,
         }
     }
 
     /// Reads `RANKTUNE_TRACE` (alias `TLLM_TORCH_PROFILE_TRACE`),
     /// `RANKTUNE_PROFILE_ITERS` (alias `TLLM_PROFILE_START_STOP`),
-    /// `RANKTUNE_TRACE_MAX_EVENTS` and `RANKTUNE_TRACE_SIGNALS`.
+    /// `RANKTUNE_TRACE_MAX_EVENTS`, `RANKTUNE_TRACE_SIGNALS` and
+    /// `RANKTUNE_TRACE_BASE_NS`.
     /// `Ok(None)` when no trace path is set.
     pub fn from_env() -> Result<Option<TraceConfig>, TraceError> {
-        let all = PATH_VARS.iter().chain(&WINDOW_VARS).chain([&MAX_EVENTS_VAR, &SIGNALS_VAR]);
+        let all =
+            PATH_VARS.iter().chain(&WINDOW_VARS).chain([&MAX_EVENTS_VAR, &SIGNALS_VAR, &BASE_VAR]);
         for var in all {
             if let Err(std::env::VarError::NotUnicode(_)) = std::env::var(var) {
                 return Err(TraceError::EnvNotUnicode { var: var.to_string() });
@@ -67,7 +83,8 @@ impl TraceConfig {
     /// the other settings still come from the environment. `Ok(None)` when
     /// neither gives a path.
     pub fn from_env_or(path: Option<PathBuf>) -> Result<Option<TraceConfig>, TraceError> {
-        let all = PATH_VARS.iter().chain(&WINDOW_VARS).chain([&MAX_EVENTS_VAR, &SIGNALS_VAR]);
+        let all =
+            PATH_VARS.iter().chain(&WINDOW_VARS).chain([&MAX_EVENTS_VAR, &SIGNALS_VAR, &BASE_VAR]);
         for var in all {
             if let Err(std::env::VarError::NotUnicode(_)) = std::env::var(var) {
                 return Err(TraceError::EnvNotUnicode { var: var.to_string() });
@@ -94,6 +111,21 @@ impl TraceConfig {
                 })?;
                 Ok(from_env.map(|cfg| TraceConfig { path: path.clone(), ..cfg }))
             }
+        }
+    }
+
+    /// The shared clock base in [`BASE_VAR`], reading variables through
+    /// `env`: `Ok(None)` when unset or blank, an error when it is not a
+    /// number of nanoseconds.
+    pub fn base_from_env_with(
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<u64>, TraceError> {
+        match env(BASE_VAR).filter(|s| !s.trim().is_empty()) {
+            None => Ok(None),
+            Some(value) => match value.trim().parse::<u64>() {
+                Ok(n) if n > 0 => Ok(Some(n)),
+                _ => Err(TraceError::BadNumber { var: BASE_VAR.into(), value }),
+            },
         }
     }
 
@@ -125,6 +157,7 @@ impl TraceConfig {
                 .filter(|&n| n > 0)
                 .ok_or(TraceError::BadNumber { var: MAX_EVENTS_VAR.into(), value })?;
         }
+        cfg.base_ns = Self::base_from_env_with(&env)?;
         if let Some(value) = env(SIGNALS_VAR) {
             cfg.handle_signals =
                 !matches!(value.trim().to_ascii_lowercase().as_str(), "0" | "false" | "no" | "off");
@@ -205,6 +238,13 @@ mod tests {
             let e =
                 cfg(&[("RANKTUNE_TRACE", "t"), ("RANKTUNE_TRACE_MAX_EVENTS", bad)]).unwrap_err();
             assert!(e.to_string().contains("RANKTUNE_TRACE_MAX_EVENTS"), "{e}");
+            let e = cfg(&[("RANKTUNE_TRACE", "t"), ("RANKTUNE_TRACE_BASE_NS", bad)]).unwrap_err();
+            assert!(e.to_string().contains("RANKTUNE_TRACE_BASE_NS"), "{e}");
         }
+        let c =
+            cfg(&[("RANKTUNE_TRACE", "t"), ("RANKTUNE_TRACE_BASE_NS", " 1764460800000000000 ")])
+                .unwrap()
+                .unwrap();
+        assert_eq!(c.base_ns, Some(1_764_460_800_000_000_000));
     }
 }

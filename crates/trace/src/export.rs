@@ -9,7 +9,7 @@
 //! {
 //!   "schemaVersion": 1,
 //!   "distributedInfo": {"rank": 3, "world_size": 8, "backend": "ranktune"},
-//!   "otherData": {"host": "node7", "pid": 4242, "ranktune_version": "0.1.0", …},
+//!   "otherData": {"run_id": "ranktune-4242-…", "run_id_source": "RANKTUNE_JOB_ID", "host": "node7", …},
 //!   "baseTimeNanoseconds": 1764460800000000000,
 //!   "displayTimeUnit": "ms",
 //!   "traceEvents": [
@@ -20,7 +20,10 @@
 //! ```
 //!
 //! Every event has `pid` = rank; `ts`/`dur` are microseconds with three
-//! decimals, relative to `baseTimeNanoseconds`. The text goes to a temp file
+//! decimals, relative to `baseTimeNanoseconds`. All ranks of one run write
+//! the same base where they have one (`RANKTUNE_TRACE_BASE_NS`), so raw `ts`
+//! values are comparable across their files; `otherData.run_id` names the
+//! run (`null` when nothing tells it). The text goes to a temp file
 //! created exclusively in the target directory, is synced, and is renamed
 //! over the target: the trace file is always complete or absent. A `.gz`
 //! target is gzip-compressed. This module never decides *when* to export.
@@ -44,6 +47,11 @@ pub(crate) struct Meta {
     pub host: String,
     pub pid: u32,
     pub base_ns: u64,
+    /// Added to every event time: this process's own clock base minus
+    /// `base_ns` (0 unless the run shares one base).
+    pub offset_ns: u64,
+    pub run_id: Option<String>,
+    pub run_id_source: &'static str,
 }
 
 /// Writes `rec`'s events so far to `path`, published atomically and
@@ -97,7 +105,9 @@ pub(crate) fn write_json(w: &mut dyn Write, rec: &Recorder, meta: &Meta) -> io::
     )?;
     writeln!(
         w,
-        "  \"otherData\": {{\"host\": {}, \"pid\": {}, \"ranktune_version\": {}, \"iterations\": {}, \"last_iteration\": {}, \"max_events\": {}, \"dropped_events\": {}}},",
+        "  \"otherData\": {{\"run_id\": {}, \"run_id_source\": {}, \"host\": {}, \"pid\": {}, \"ranktune_version\": {}, \"iterations\": {}, \"last_iteration\": {}, \"max_events\": {}, \"dropped_events\": {}}},",
+        meta.run_id.as_deref().map_or_else(|| "null".to_string(), json_str),
+        json_str(meta.run_id_source),
         json_str(&meta.host),
         meta.pid,
         json_str(env!("CARGO_PKG_VERSION")),
@@ -143,7 +153,7 @@ pub(crate) fn write_json(w: &mut dyn Write, rec: &Recorder, meta: &Meta) -> io::
                 return;
             }
             out.push_str(",\n  ");
-            render_event(&mut out, e, &sites, &thread, scale);
+            render_event(&mut out, e, &sites, &thread, scale, meta.offset_ns);
             if out.len() >= FLUSH_AT {
                 if let Err(err) = w.write_all(out.as_bytes()) {
                     failed = Some(err);
@@ -226,6 +236,7 @@ fn render_event(
     sites: &[SiteText],
     thread: &ThreadText,
     scale: Scale,
+    offset_ns: u64,
 ) {
     use std::fmt::Write as _;
     let payload = e.payload();
@@ -244,7 +255,7 @@ fn render_event(
         }
     }
     out.push_str(&thread.0);
-    push_us(out, scale.to_ns(e.ts));
+    push_us(out, scale.to_ns(e.ts).saturating_add(offset_ns));
     match payload {
         Payload::Complete { dur } => {
             out.push_str(",\"dur\":");
@@ -296,20 +307,20 @@ mod tests {
         ];
         for e in &events {
             let mut s = String::new();
-            render_event(&mut s, e, &sites, &thread, Scale::identity());
+            render_event(&mut s, e, &sites, &thread, Scale::identity(), 0);
             let v: serde_json::Value =
                 serde_json::from_str(&s).unwrap_or_else(|x| panic!("{s}: {x}"));
             assert_eq!(v["pid"], 3);
             assert_eq!(v["tid"], 99);
         }
         let mut s = String::new();
-        render_event(&mut s, &events[0], &sites, &thread, Scale::identity());
+        render_event(&mut s, &events[0], &sites, &thread, Scale::identity(), 0);
         assert!(
             s.contains(r#""name":"ProfilerStep#7""#) && s.contains(r#""ts":1.500,"dur":2000.001"#),
             "{s}"
         );
         let mut s = String::new();
-        render_event(&mut s, &events[1], &sites, &thread, Scale::identity());
+        render_event(&mut s, &events[1], &sites, &thread, Scale::identity(), 0);
         assert!(s.contains(r#""name":"quote \" and \\","#), "{s}");
         assert!(s.contains(r#""args":{"rank":5}"#), "{s}");
     }

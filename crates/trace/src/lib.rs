@@ -74,10 +74,10 @@ mod sys;
 mod window;
 
 pub use api::{counter, instant, set_thread_name, span, span_at, step, Site, SpanGuard};
-pub use config::{TraceConfig, MAX_EVENTS_VAR, PATH_VARS, SIGNALS_VAR, WINDOW_VARS};
+pub use config::{TraceConfig, BASE_VAR, MAX_EVENTS_VAR, PATH_VARS, SIGNALS_VAR, WINDOW_VARS};
 pub use error::TraceError;
 pub use layer::{layer, TraceLayer};
-pub use path::{prepare, rank_path};
+pub use path::{prepare, rank_files, rank_path};
 pub use session::TraceSession;
 pub use subscriber::{subscriber, TraceSubscriber};
 pub use window::IterWindow;

@@ -87,6 +87,129 @@ pub fn rank_path(
     Ok(path.with_file_name(new_name))
 }
 
+/// The files that [`rank_path`] could have made from `template` and that
+/// exist now, for any rank, world size, local rank, pid and host, sorted:
+/// how analysis finds a job's files from the template the job was given
+/// (`traces` finds `traces_0.json`, `traces_1.json`, …; `run/{host}-r{rank}.json`
+/// finds `run/node7-r0.json`, …). A placeholder matches a number
+/// (`{host}`: any name); the rest of the path must match exactly.
+///
+/// Reads only directory listings, never a file.
+///
+/// ```
+/// use ranktune_trace::rank_files;
+/// let dir = tempfile::tempdir()?;
+/// for name in ["traces_0.json", "traces_1.json", "traces_x.json", "other_2.json"] {
+///     std::fs::write(dir.path().join(name), "{}")?;
+/// }
+/// let found = rank_files(&dir.path().join("traces"))?;
+/// assert_eq!(found, [dir.path().join("traces_0.json"), dir.path().join("traces_1.json")]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn rank_files(template: &Path) -> Result<Vec<PathBuf>, TraceError> {
+    const R: u32 = 4_294_967_295;
+    const W: u32 = 4_294_967_294;
+    const L: u32 = 4_294_967_293;
+    const P: u32 = 4_294_967_292;
+    const HOST: &str = "\u{1}host\u{1}";
+    let info = |world_size| RankInfo {
+        rank: R,
+        world_size,
+        local_rank: L,
+        source: ranktune_core::rank::RankSource::Explicit,
+    };
+    let path = match rank_path(template, &info(W), P, HOST) {
+        Err(TraceError::AmbiguousTemplate { .. }) => rank_path(template, &info(1), P, HOST)?,
+        other => other?,
+    };
+    let text = path.to_str().ok_or_else(|| TraceError::NotUnicode(path.clone()))?;
+    let sentinels = [R, W, L, P].map(|n| n.to_string());
+    let absolute = text.starts_with('/');
+    let mut found = vec![if absolute { PathBuf::from("/") } else { PathBuf::new() }];
+    for comp in text.split('/').filter(|c| !c.is_empty()) {
+        let tokens = tokenize(comp, &sentinels, HOST);
+        let literal = tokens.iter().all(|t| matches!(t, Token::Lit(_)));
+        let mut next = Vec::new();
+        for dir in &found {
+            if literal {
+                next.push(dir.join(comp));
+                continue;
+            }
+            let listing = if dir.as_os_str().is_empty() { Path::new(".") } else { dir.as_path() };
+            let Ok(entries) = fs::read_dir(listing) else { continue };
+            for e in entries.filter_map(Result::ok) {
+                if let Some(name) = e.file_name().to_str() {
+                    if matches_tokens(name, &tokens) {
+                        next.push(dir.join(name));
+                    }
+                }
+            }
+        }
+        found = next;
+    }
+    let mut files: Vec<PathBuf> = found.into_iter().filter(|p| p.is_file()).collect();
+    files.sort();
+    files.dedup();
+    Ok(files)
+}
+
+/// A piece of one path component of an expanded template.
+#[derive(Debug)]
+enum Token {
+    Lit(String),
+    /// A number placeholder: one or more digits.
+    Digits,
+    /// `{host}`: one or more characters.
+    Any,
+}
+
+fn tokenize(comp: &str, sentinels: &[String; 4], host: &str) -> Vec<Token> {
+    let mut out = Vec::new();
+    let mut rest = comp;
+    loop {
+        let next = sentinels
+            .iter()
+            .map(|s| (s.as_str(), false))
+            .chain([(host, true)])
+            .filter_map(|(s, is_host)| rest.find(s).map(|at| (at, s.len(), is_host)))
+            .min_by_key(|(at, _, _)| *at);
+        match next {
+            Some((at, len, is_host)) => {
+                if at > 0 {
+                    out.push(Token::Lit(rest[..at].to_string()));
+                }
+                out.push(if is_host { Token::Any } else { Token::Digits });
+                rest = &rest[at + len..];
+            }
+            None => {
+                if !rest.is_empty() {
+                    out.push(Token::Lit(rest.to_string()));
+                }
+                return out;
+            }
+        }
+    }
+}
+
+fn matches_tokens(name: &str, tokens: &[Token]) -> bool {
+    let Some((first, more)) = tokens.split_first() else {
+        return name.is_empty();
+    };
+    match first {
+        Token::Lit(l) => name.strip_prefix(l.as_str()).is_some_and(|r| matches_tokens(r, more)),
+        Token::Digits => {
+            let n = name.bytes().take_while(u8::is_ascii_digit).count();
+            (1..=n).any(|k| matches_tokens(&name[k..], more))
+        }
+        Token::Any => name
+            .char_indices()
+            .skip(1)
+            .map(|(i, _)| i)
+            .chain([name.len()])
+            .any(|k| k > 0 && matches_tokens(&name[k..], more)),
+    }
+}
+
 /// Which placeholders a template used.
 #[derive(Default)]
 struct Used {
@@ -280,6 +403,35 @@ mod tests {
                 .collect();
             assert_eq!(files.len(), 8, "{t}");
         }
+    }
+
+    /// What the recorder wrote for a template, analysis finds from the
+    /// same template, and nothing else.
+    #[test]
+    fn rank_files_finds_what_rank_path_wrote() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for t in ["traces", "out/run.json.gz", "r{rank}/x-{pid}.json", "{host}-{local_rank}.json"] {
+            let template = d.join(t);
+            let mut want = Vec::new();
+            for k in 0..3 {
+                let p = rank_path(&template, &info(k, 3, k), 100 + k, "node7").unwrap();
+                fs::create_dir_all(p.parent().unwrap()).unwrap();
+                fs::write(&p, "{}").unwrap();
+                want.push(p);
+            }
+            want.sort();
+            assert_eq!(rank_files(&template).unwrap(), want, "{t}");
+        }
+        // Near misses are not the template's files.
+        for name in
+            ["traces_.json", "traces_1x.json", "traces_1.json.bak", "traces_1", "xtraces_1.json"]
+        {
+            fs::write(d.join(name), "{}").unwrap();
+        }
+        assert_eq!(rank_files(&d.join("traces")).unwrap().len(), 3);
+        assert!(rank_files(&d.join("nothing")).unwrap().is_empty());
+        assert!(rank_files(&d.join("missing/dir/t.json")).unwrap().is_empty());
     }
 
     #[test]

@@ -44,6 +44,20 @@ impl TraceSession {
     /// [`rank_path`], checks now that it can be written (creating its
     /// directory), installs the panic and signal hooks the config asks for,
     /// and makes this the process's active session.
+    ///
+    /// The file's header says which run it belongs to, so that files of
+    /// different runs are never mixed by analysis: `otherData.run_id` is
+    /// [`TraceConfig::run_id`], else the launcher's job id
+    /// ([`ranktune_core::job::job_id_with`]: `RANKTUNE_JOB_ID`, torchrun,
+    /// MPI, Slurm, …), else `base-<ns>` from a shared clock base
+    /// (`RANKTUNE_TRACE_BASE_NS`), else, for a one-rank job, an id of this
+    /// process; a multi-rank job with none of these has no run id (analysis
+    /// then tells runs apart by world size only).
+    ///
+    /// `baseTimeNanoseconds` is [`TraceConfig::base_ns`], else
+    /// `RANKTUNE_TRACE_BASE_NS`, else this process's own start. A shared
+    /// base later than this process's start, or more than 30 days before
+    /// it, cannot be used: the rank then writes its own base and warns.
     pub fn start(cfg: TraceConfig, rank: &RankInfo) -> Result<TraceSession, TraceError> {
         let mut active = active::slot();
         if active.is_some() {
@@ -60,6 +74,9 @@ impl TraceSession {
             hooks::install_panic_hook();
         }
         clock::init();
+        let run = run_header(&cfg, rank, clock::base_unix_ns(), pid, &host, |name| {
+            std::env::var(name).ok()
+        })?;
         let meta = Meta {
             rank: rank.rank,
             world_size: rank.world_size,
@@ -67,7 +84,10 @@ impl TraceSession {
             backend: cfg.backend,
             host,
             pid,
-            base_ns: clock::base_unix_ns(),
+            base_ns: run.base_ns,
+            offset_ns: run.offset_ns,
+            run_id: run.run_id,
+            run_id_source: run.run_id_source,
         };
         let rec = Recorder::new(cfg.max_events, cfg.window);
         let core = Arc::new(Core::new(path, meta, rec));
@@ -133,6 +153,67 @@ impl TraceSession {
     }
 }
 
+/// The run's part of a file header.
+#[derive(Debug, PartialEq, Eq)]
+struct RunHeader {
+    /// `baseTimeNanoseconds`.
+    base_ns: u64,
+    /// Added to this process's event times (its own base minus `base_ns`).
+    offset_ns: u64,
+    /// `otherData.run_id`.
+    run_id: Option<String>,
+    /// `otherData.run_id_source`.
+    run_id_source: &'static str,
+}
+
+/// Oldest shared base a rank accepts: 30 days before its own start (older
+/// bases would make times too large for microsecond text with nanosecond
+/// decimals to stay exact in the readers' doubles).
+const MAX_BASE_AGE_NS: u64 = 30 * 86_400 * 1_000_000_000;
+
+/// Chooses the run id and the clock base (the rules on [`TraceSession::start`]).
+fn run_header(
+    cfg: &TraceConfig,
+    rank: &RankInfo,
+    own_ns: u64,
+    pid: u32,
+    host: &str,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<RunHeader, TraceError> {
+    let shared = match cfg.base_ns {
+        Some(b) => Some(b),
+        None => TraceConfig::base_from_env_with(&env)?,
+    };
+    let (base_ns, offset_ns) = match shared {
+        Some(b) if b <= own_ns && own_ns - b <= MAX_BASE_AGE_NS => (b, own_ns - b),
+        Some(b) => {
+            tracing::warn!(
+                "the shared trace clock base {b} ({}) is {} this process's start {own_ns}; \
+                 this rank writes its own base, so its raw times are not comparable with the \
+                 other ranks' (`ranktune trace merge` still lines them up); set {} to a time \
+                 taken just before the ranks start",
+                crate::config::BASE_VAR,
+                if b > own_ns { "later than" } else { "more than 30 days before" },
+                crate::config::BASE_VAR
+            );
+            (own_ns, 0)
+        }
+        None => (own_ns, 0),
+    };
+    let (run_id, run_id_source) = if let Some(id) = cfg.run_id.clone() {
+        (Some(id), "TraceConfig::run_id")
+    } else if let Some((id, source)) = ranktune_core::job::job_id_with(&env) {
+        (Some(id), source)
+    } else if let Some(b) = shared {
+        (Some(format!("base-{b}")), crate::config::BASE_VAR)
+    } else if rank.world_size <= 1 {
+        (Some(format!("{host}-{pid}-{own_ns}")), "this process (a one-rank job)")
+    } else {
+        (None, "none: no launcher job id and no shared base")
+    };
+    Ok(RunHeader { base_ns, offset_ns, run_id, run_id_source })
+}
+
 impl Drop for TraceSession {
     fn drop(&mut self) {
         if !self.done {
@@ -141,5 +222,75 @@ impl Drop for TraceSession {
                 Err(e) => tracing::warn!("{}", Chain(&e)),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ranktune_core::rank::RankSource;
+    use std::collections::HashMap;
+
+    fn header(cfg: &TraceConfig, world: u32, own: u64, vars: &[(&str, &str)]) -> RunHeader {
+        let map: HashMap<String, String> =
+            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let rank =
+            RankInfo { rank: 0, world_size: world, local_rank: 0, source: RankSource::Explicit };
+        run_header(cfg, &rank, own, 42, "node7", |n| map.get(n).cloned()).unwrap()
+    }
+
+    #[test]
+    fn a_launched_rank_writes_the_shared_base_and_the_job_id() {
+        let cfg = TraceConfig::new("t.json");
+        let own = 1_764_460_800_000_000_000;
+        let vars = [
+            ("RANKTUNE_JOB_ID", "ranktune-7-ab"),
+            ("RANKTUNE_TRACE_BASE_NS", "1764460799990000000"),
+        ];
+        let h = header(&cfg, 4, own, &vars);
+        assert_eq!((h.base_ns, h.offset_ns), (1_764_460_799_990_000_000, 10_000_000));
+        assert_eq!(
+            (h.run_id.as_deref(), h.run_id_source),
+            (Some("ranktune-7-ab"), "RANKTUNE_JOB_ID")
+        );
+        // Under torchrun, with the base exported by the user.
+        let vars =
+            [("TORCHELASTIC_RUN_ID", "none"), ("MASTER_ADDR", "n1"), ("MASTER_PORT", "29500")];
+        let h = header(&cfg, 4, own, &vars);
+        assert_eq!(h.run_id.as_deref(), Some("torchelastic-none-n1-29500"));
+        assert_eq!((h.base_ns, h.offset_ns), (own, 0), "no shared base: its own");
+    }
+
+    #[test]
+    fn without_a_launcher() {
+        let cfg = TraceConfig::new("t.json");
+        let own = 1_764_460_800_000_000_000;
+        let h = header(&cfg, 1, own, &[]);
+        assert_eq!(h.run_id.as_deref(), Some("node7-42-1764460800000000000"));
+        let h = header(&cfg, 2, own, &[]);
+        assert_eq!((h.run_id, h.base_ns), (None, own));
+        let h = header(&cfg, 2, own, &[("RANKTUNE_TRACE_BASE_NS", "1764460700000000000")]);
+        assert_eq!(h.run_id.as_deref(), Some("base-1764460700000000000"));
+        assert_eq!(h.offset_ns, 100_000_000_000);
+        // The config wins over the environment.
+        let cfg = TraceConfig { run_id: Some("mine".into()), base_ns: Some(own - 5), ..cfg };
+        let h = header(&cfg, 2, own, &[("RANKTUNE_JOB_ID", "j"), ("RANKTUNE_TRACE_BASE_NS", "1")]);
+        assert_eq!((h.run_id.as_deref(), h.base_ns, h.offset_ns), (Some("mine"), own - 5, 5));
+    }
+
+    #[test]
+    fn an_unusable_base_falls_back_to_the_own_one() {
+        let cfg = TraceConfig::new("t.json");
+        let own = 1_764_460_800_000_000_000_u64;
+        for bad in [own + 1, own - MAX_BASE_AGE_NS - 1] {
+            let h = header(&cfg, 2, own, &[("RANKTUNE_TRACE_BASE_NS", &bad.to_string())]);
+            assert_eq!((h.base_ns, h.offset_ns), (own, 0), "{bad}");
+        }
+        let rank = RankInfo { rank: 0, world_size: 2, local_rank: 0, source: RankSource::Explicit };
+        let e = run_header(&cfg, &rank, own, 1, "h", |n| {
+            (n == "RANKTUNE_TRACE_BASE_NS").then(|| "soon".to_string())
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("RANKTUNE_TRACE_BASE_NS"), "{e}");
     }
 }

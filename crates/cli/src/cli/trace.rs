@@ -18,12 +18,17 @@ pub enum TraceCommand {
 /// Inputs shared by both subcommands.
 #[derive(Debug, clap::Args)]
 pub struct InputArgs {
-    /// Trace files, directories (their *.json and *.json.gz) or globs.
+    /// Trace files, directories (their *.json and *.json.gz), globs, or the
+    /// path template the job was given (`--trace traces` finds traces_0.json, …).
     #[arg(required = true, value_name = "INPUTS")]
     inputs: Vec<String>,
     /// Set a file's rank (FILE=N, repeatable); overrides distributedInfo and the name.
     #[arg(long = "rank", value_name = "FILE=N", value_parser = analyze::parse_rank_arg)]
     ranks: Vec<(PathBuf, u32)>,
+    /// Keep files of every run; by default only the newest complete run is
+    /// used and the files of other runs are named in a warning.
+    #[arg(long)]
+    all_runs: bool,
 }
 
 /// `trace merge` arguments.
@@ -62,8 +67,40 @@ pub struct SummaryArgs {
     top: usize,
 }
 
+/// An input that names nothing on disk may be the path template a job was
+/// given (`--trace traces` wrote `traces_0.json`, …): it stands for the
+/// files the recorder's path rule made from it.
+fn expand_templates(inputs: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let path = std::path::Path::new(input);
+        if path.exists() || input.contains(['*', '?', '[']) {
+            out.push(input.clone());
+            continue;
+        }
+        let files = ranktune_trace::rank_files(path).unwrap_or_default();
+        if files.is_empty() {
+            let example =
+                ranktune_trace::rank_path(path, &ranktune_core::rank::RankInfo::SINGLE, 0, "host")
+                    .map(|p| format!(" (such as {})", p.display()))
+                    .unwrap_or_default();
+            anyhow::bail!(
+                "{input}: no such file or directory, and no trace files written for the \
+                 template {input}{example}; give the trace files, their directory, a glob, or \
+                 the --trace path the job was given"
+            );
+        }
+        tracing::info!("{input}: the trace template's {} files", files.len());
+        out.extend(files.into_iter().map(|f| f.display().to_string()));
+    }
+    Ok(out)
+}
+
 fn resolve(args: &InputArgs) -> anyhow::Result<analyze::Resolved> {
-    let res = analyze::resolve(&args.inputs, &args.ranks).context("reading the trace inputs")?;
+    let inputs = expand_templates(&args.inputs)?;
+    let opts = analyze::ResolveOptions { all_runs: args.all_runs };
+    let res =
+        analyze::resolve_with(&inputs, &args.ranks, &opts).context("reading the trace inputs")?;
     for w in &res.warnings {
         tracing::warn!("{w}");
     }
@@ -134,6 +171,13 @@ pub fn run(cmd: TraceCommand) -> anyhow::Result<ExitCode> {
                         w.extend(more);
                     }
                     obj.insert("warnings".into(), w.into());
+                    let left: Vec<String> =
+                        res.left_out.iter().map(|f| f.path.display().to_string()).collect();
+                    obj.insert("left_out".into(), left.into());
+                    // The run summarized (null: none recorded, or --all-runs mixed several).
+                    let first = res.inputs.first().and_then(|i| i.run_id.as_deref());
+                    let one = res.inputs.iter().all(|i| i.run_id.as_deref() == first);
+                    obj.insert("run_id".into(), first.filter(|_| one).into());
                 }
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             } else {

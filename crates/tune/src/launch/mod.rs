@@ -8,8 +8,10 @@
 //! - starts the caller's program with the caller's arguments and variables,
 //!   with stdin from `/dev/null`, and with the rank set for it:
 //!   `RANKTUNE_RANK=r`, `RANKTUNE_WORLD_SIZE=N`, `RANKTUNE_LOCAL_RANK=r` and
-//!   one `RANKTUNE_JOB_ID` shared by the N ranks and fresh for each launch
-//!   (these win over the caller's). The variables of other launchers that
+//!   one `RANKTUNE_JOB_ID` shared by the N ranks and fresh for each launch,
+//!   and one trace clock base `RANKTUNE_TRACE_BASE_NS` (the launch time, so
+//!   every rank's trace file has the same `baseTimeNanoseconds`); these win
+//!   over the caller's. The variables of other launchers that
 //!   would name another rank ([`LAUNCHER_VARS`]: `RANK`, `OMPI_COMM_WORLD_RANK`,
 //!   `SLURM_PROCID`, …) are removed, so a job started from inside an mpirun or
 //!   srun allocation still gets ranks `0..N`;
@@ -143,8 +145,9 @@ pub struct JobProgress {
 ///
 /// Every rank runs the same program with the same arguments and variables;
 /// the launcher adds its place in the job, `RANKTUNE_RANK`,
-/// `RANKTUNE_WORLD_SIZE`, `RANKTUNE_LOCAL_RANK` and a `RANKTUNE_JOB_ID`
-/// fresh for each [`run`](Launcher::run), removes other launchers' rank
+/// `RANKTUNE_WORLD_SIZE`, `RANKTUNE_LOCAL_RANK`, a `RANKTUNE_JOB_ID`
+/// fresh for each [`run`](Launcher::run) and that run's start time as the
+/// trace clock base ([`ranktune_core::job::TRACE_BASE_VAR`]), removes other launchers' rank
 /// variables ([`LAUNCHER_VARS`]), and gives it no stdin.
 ///
 /// A rank speaks this protocol:
@@ -226,7 +229,7 @@ impl Launcher {
     }
 
     /// The command for one rank.
-    fn command(&self, rank: u32, world_size: u32, job: &JobId) -> Command {
+    fn command(&self, rank: u32, world_size: u32, job: &JobId, base_ns: u128) -> Command {
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args);
         for v in LAUNCHER_VARS {
@@ -237,6 +240,7 @@ impl Launcher {
             .env("RANKTUNE_WORLD_SIZE", world_size.to_string())
             .env("RANKTUNE_LOCAL_RANK", rank.to_string())
             .env("RANKTUNE_JOB_ID", &job.value)
+            .env(ranktune_core::job::TRACE_BASE_VAR, base_ns.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -261,10 +265,14 @@ impl Launcher {
             return Err(LaunchError::NoRanks);
         }
         let job = JobId::fresh();
+        // Before any rank starts, so every rank's own clock starts after it.
+        let base_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
         let (tx, rx) = mpsc::channel::<Event>();
         let mut ranks: Vec<Rank> = Vec::new();
         for rank in 0..world_size {
-            match self.command(rank, world_size, &job).spawn() {
+            match self.command(rank, world_size, &job, base_ns).spawn() {
                 Ok(proc) => ranks.push(Rank::follow(rank, proc, tx.clone())),
                 Err(source) => {
                     ranks.into_iter().for_each(Rank::stop);
@@ -402,7 +410,7 @@ mod tests {
         echo "ranktune-progress 1 1" >&2
         if [ "$RANKTUNE_RANK" = "$FAIL_RANK" ]; then echo "dying" >&2; exit 7; fi
         if [ "$RANKTUNE_RANK" = "$SILENT_RANK" ]; then echo '{"rank":'; exit 0; fi
-        echo "{\"rank\":$RANKTUNE_RANK,\"local\":$RANKTUNE_LOCAL_RANK,\"job\":\"$RANKTUNE_JOB_ID\"}"
+        echo "{\"rank\":$RANKTUNE_RANK,\"local\":$RANKTUNE_LOCAL_RANK,\"job\":\"$RANKTUNE_JOB_ID\",\"base\":\"$RANKTUNE_TRACE_BASE_NS\"}"
     "#;
 
     #[derive(Default)]
@@ -431,13 +439,18 @@ mod tests {
         let docs: Vec<serde_json::Value> = Launcher::new("sh")
             .args(["-c", SH_RANK])
             .env("RANKTUNE_RANK", "99")
+            .env("RANKTUNE_TRACE_BASE_NS", "5")
             .run(3, &mut seen)
             .unwrap();
         assert_eq!(docs.len(), 3);
         for (r, d) in docs.iter().enumerate() {
             assert_eq!((d["rank"].as_u64(), d["local"].as_u64()), (Some(r as u64), Some(r as u64)));
             assert_eq!(d["job"], docs[0]["job"]);
+            assert_eq!(d["base"], docs[0]["base"], "one trace clock base for all ranks");
         }
+        let base: u128 = docs[0]["base"].as_str().unwrap().parse().unwrap();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+        assert!(base > 5 && base <= now.as_nanos(), "the launch time, not the caller's: {base}");
         assert!(docs[0]["job"].as_str().unwrap().starts_with("ranktune-"));
         let mut lines = seen.lines.clone();
         lines.sort();
