@@ -1,72 +1,19 @@
 //! `ranktune cache check FILE`: is this cache healthy? Exit 0 when it is;
 //! otherwise exit 1 with one line per problem: the file does not parse,
-//! bad entries, stale entries, ranks that chose different tactics for the
-//! same op and bucket. Read-only.
+//! bad entries, stale entries, ranks that would run different code for the
+//! same op and bucket. Read-only. What counts as a problem is
+//! `ranktune_cache::check`'s; this module only reads the file and prints.
 
-use super::common::{bucket_text, is_empty_file, open_store, tactic_text};
-use ranktune_cache::{is_stale, CacheData, CacheError, Identity, Section};
-use std::collections::BTreeMap;
+use super::common::{is_empty_file, open_store};
+use ranktune_cache::{CacheError, Identity};
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-/// Per (op, bucket): each distinct choice and the sections that made it.
-type Choices<'a> = BTreeMap<(&'a str, &'a Vec<Vec<u64>>), BTreeMap<String, Vec<String>>>;
 
 /// Check a cache's health.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
     /// The cache file.
     pub file: PathBuf,
-}
-
-/// Every problem of a cache that loaded, one line each.
-pub(super) fn problems(data: &CacheData, current: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    // Stale entries: one line per (section, environment).
-    let mut stale: BTreeMap<(Section, &str), usize> = BTreeMap::new();
-    for (s, _, e) in data.iter() {
-        if is_stale(e, current) {
-            *stale.entry((s, e.env.as_str())).or_default() += 1;
-        }
-    }
-    for ((s, env), n) in stale {
-        let what = data.metadata.environments.get(env).map_or_else(
-            || "an environment not recorded in metadata".to_string(),
-            |id| id.describe(),
-        );
-        out.push(format!(
-            "stale: {s}: {n} entries measured under environment {env} ({what}), not this machine's {current}; \
-             they are not used (remove them with `ranktune cache prune`)"
-        ));
-    }
-    // Ranks that disagree: same op and bucket, different choice.
-    let mut choices: Choices<'_> = BTreeMap::new();
-    for (s, k, e) in data.iter() {
-        if let Section::Rank(_) = s {
-            let choice =
-                format!("{}@{} tactic {}", k.runner, k.fingerprint, tactic_text(&e.tactic, 60));
-            choices
-                .entry((&k.op, &k.bucket))
-                .or_default()
-                .entry(choice)
-                .or_default()
-                .push(s.name());
-        }
-    }
-    for ((op, bucket), by_choice) in choices {
-        if by_choice.len() > 1 {
-            let parts: Vec<String> = by_choice
-                .iter()
-                .map(|(c, ranks)| format!("{} chose {c}", ranks.join(", ")))
-                .collect();
-            out.push(format!(
-                "ranks disagree on {op} {}: {}",
-                bucket_text(bucket),
-                parts.join("; ")
-            ));
-        }
-    }
-    out
 }
 
 /// Runs `cache check`.
@@ -87,7 +34,10 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
             lines.extend(loaded.warnings.iter().cloned());
-            lines.extend(problems(&loaded.data, &Identity::current().digest()));
+            let current = Identity::current().digest();
+            lines.extend(
+                ranktune_cache::check(&loaded.data, &current).iter().map(|p| p.to_string()),
+            );
             if lines.is_empty() {
                 let sections: std::collections::BTreeSet<_> = loaded.data.sections.keys().collect();
                 println!(

@@ -8,8 +8,10 @@
 
 use super::progress::LaunchBar;
 use super::report::{JobReport, RankReport};
-use super::{max_tokens, OpName, TuneArgs};
+use super::{max_tokens, rank, strategy_for, OpName, TuneArgs};
 use anyhow::Context;
+use ranktune_core::rank::{RankInfo, RankSource};
+use ranktune_trace::TraceConfig;
 use ranktune_tune::Launcher;
 use std::ffi::OsString;
 use std::path::Path;
@@ -18,17 +20,46 @@ use std::time::Instant;
 /// Runs `n` child ranks tuning into `cache` and returns the job's report.
 pub(super) fn launch(args: &TuneArgs, cache: &Path, n: u32) -> anyhow::Result<JobReport> {
     let started = Instant::now();
+    check_paths(args, cache, n)?;
     let exe =
         std::env::current_exe().context("finding the ranktune executable to start the ranks")?;
     let mut bar = LaunchBar::new(n);
     let mut reports: Vec<RankReport> =
-        Launcher::new(exe).args(child_args(args, cache)).run(n, &mut bar)?;
+        Launcher::new(exe).args(child_args(args, cache, n)).run(n, &mut bar)?;
     reports.sort_by_key(|r| r.rank);
     Ok(JobReport::new(cache.to_path_buf(), reports, started.elapsed().as_secs_f64()))
 }
 
+/// Checks the cache and trace paths once, before any rank starts, so that a
+/// bad one is one error here rather than the same error from every rank and
+/// again in the launcher's summary. Each rank checks again (the launcher's
+/// check creates the directories the ranks would create, and nothing else).
+fn check_paths(args: &TuneArgs, cache: &Path, n: u32) -> anyhow::Result<()> {
+    if cache.is_dir() {
+        anyhow::bail!(
+            "the tuning cache {} is a directory; give a file path, e.g. --cache {}",
+            cache.display(),
+            cache.join("ranktune-cache.json").display()
+        );
+    }
+    rank::open_store(cache)?;
+    if let Some(cfg) =
+        TraceConfig::from_env_or(args.trace.clone()).context("reading the trace settings")?
+    {
+        let host = ranktune_core::rank::host_name();
+        for r in 0..n {
+            let info =
+                RankInfo { rank: r, world_size: n, local_rank: r, source: RankSource::Ranktune };
+            let path = ranktune_trace::rank_path(&cfg.path, &info, std::process::id(), &host)
+                .context("starting the trace")?;
+            ranktune_trace::prepare(&path).context("starting the trace")?;
+        }
+    }
+    Ok(())
+}
+
 /// A child rank's arguments: this run's options, spelled out.
-fn child_args(args: &TuneArgs, cache: &Path) -> Vec<OsString> {
+fn child_args(args: &TuneArgs, cache: &Path, n: u32) -> Vec<OsString> {
     let ops: Vec<&str> = args
         .ops
         .iter()
@@ -48,7 +79,7 @@ fn child_args(args: &TuneArgs, cache: &Path) -> Vec<OsString> {
         a.push("--quick".into());
     }
     a.push("--strategy".into());
-    a.push(args.strategy.name().into());
+    a.push(strategy_for(args, n).name().into());
     if let Some(trace) = &args.trace {
         a.push("--trace".into());
         a.push(trace.into());
