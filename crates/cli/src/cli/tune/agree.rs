@@ -10,6 +10,9 @@ use super::report::JobReport;
 use super::{max_tokens, OpName, TuneArgs};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Per (op, bucket): the distinct (runner, tactic) choices of the ranks.
+type Choices<'a> = BTreeMap<(&'a str, &'a Vec<Vec<u64>>), BTreeSet<(String, String)>>;
+
 /// At most this many buckets are named in the warning.
 const NAMED: usize = 4;
 
@@ -17,7 +20,7 @@ const NAMED: usize = 4;
 /// different runner or tactic — the ranks would run different code — in
 /// table order, and the number of buckets compared.
 pub(super) fn disagreements(report: &JobReport) -> (Vec<String>, usize) {
-    let mut choices: BTreeMap<(&str, &Vec<Vec<u64>>), BTreeSet<(String, String)>> = BTreeMap::new();
+    let mut choices: Choices<'_> = BTreeMap::new();
     let mut order = Vec::new();
     for row in report.ranks.iter().flat_map(|r| &r.rows) {
         let k = (row.op.as_str(), &row.bucket);
