@@ -1,85 +1,316 @@
-//! A loaded cache's health problems, one line each: stale entries and ranks
-//! that chose differently for the same op and bucket. Shared by
-//! `ranktune cache check` and the Python package's `Cache.check()`, so both
-//! report the same lines. Pure: no I/O, no logging.
+//! The health check of a cache (`ranktune cache check`, and every other
+//! caller that needs it): stale entries, and ranks whose choices diverge.
+//!
+//! Owns the definitions of "stale" as the check reports it and of
+//! "divergent": a pure function of the cache's content. It never reads or
+//! writes files and never prints (callers print the problems' `Display`).
+//!
+//! **Divergence** means that the ranks would run different code for the
+//! same op and bucket: two rank sections chose a different runner (by name
+//! and by position in the op's runner list) or a different tactic. The
+//! runner's *fingerprint* (its parameters; TensorRT-LLM's `unique_id`) is not
+//! compared: it is set by the code, not chosen by tuning, and it often holds
+//! the rank itself (an expert-parallel MoE runner's id carries its EP rank),
+//! so every rank legitimately has its own.
 
-use crate::{is_stale, CacheData, Section};
+use super::document::CacheData;
+use super::entry::{Entry, EntryKey, Section};
+use super::identity::is_stale;
 use std::collections::BTreeMap;
+use std::fmt;
 
-/// Per (op, bucket): each distinct choice and the sections that made it.
-type Choices<'a> = BTreeMap<(&'a str, &'a Vec<Vec<u64>>), BTreeMap<String, Vec<String>>>;
-
-/// `[[64,64],[64]]`: a bucket as people read it.
-pub fn bucket_text(bucket: &[Vec<u64>]) -> String {
-    serde_json::to_string(bucket).unwrap_or_default()
+/// What the ranks chose for one op and bucket: the part of an entry that
+/// decides which code runs.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct RankChoice {
+    /// Runner name.
+    pub runner: String,
+    /// The runner's position in the op's runner list.
+    pub runner_index: u32,
+    /// The tactic, as compact JSON.
+    pub tactic: String,
 }
 
-/// A tactic in at most `max` characters (strings without quotes; longer
-/// text ends in `…`).
-pub fn tactic_text(t: &serde_json::Value, max: usize) -> String {
-    let s = match t {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
+impl RankChoice {
+    /// The choice an entry records.
+    pub fn of(key: &EntryKey, entry: &Entry) -> RankChoice {
+        RankChoice {
+            runner: key.runner.clone(),
+            runner_index: entry.runner_index,
+            tactic: match &entry.tactic {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            },
+        }
+    }
+}
+
+/// One problem [`check`] found. `Display` is the line `cache check` prints.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Problem {
+    /// Entries of one section measured in another environment than this one.
+    Stale {
+        /// The section.
+        section: Section,
+        /// The entries' environment digest.
+        env: String,
+        /// That environment, described (or said to be unrecorded).
+        described: String,
+        /// This machine's environment digest.
+        current: String,
+        /// How many entries.
+        count: usize,
+    },
+    /// Rank sections that chose differently for one op and bucket.
+    Divergent {
+        /// The op.
+        op: String,
+        /// The bucket.
+        bucket: Vec<Vec<u64>>,
+        /// Each distinct choice and the sections that made it (at least two).
+        choices: Vec<(RankChoice, Vec<Section>)>,
+    },
+}
+
+/// At most this many characters of a tactic in a problem's line.
+const TACTIC_CHARS: usize = 60;
+
+fn clip(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
-        return s;
+        return s.to_string();
     }
     let head: String = s.chars().take(max.saturating_sub(1)).collect();
     format!("{head}…")
 }
 
-/// Every problem of a cache that loaded, one line each; `current` is this
-/// machine's environment digest ([`crate::Identity::digest`]).
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Problem::Stale { section, env, described, current, count } => write!(
+                f,
+                "stale: {section}: {count} entries measured under environment {env} ({described}), \
+                 not this machine's {current}; they are not used (remove them with `ranktune cache prune`)"
+            ),
+            Problem::Divergent { op, bucket, choices } => {
+                let bucket = serde_json::to_string(bucket).unwrap_or_default();
+                write!(f, "ranks disagree on {op} {bucket}: ")?;
+                for (i, (c, sections)) in choices.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    let names: Vec<String> = sections.iter().map(Section::name).collect();
+                    // The runner's position only when a name alone is ambiguous.
+                    let same_name = choices.iter().filter(|(o, _)| o.runner == c.runner).count();
+                    let runner = if choices.iter().any(|(o, _)| {
+                        o.runner == c.runner && o.runner_index != c.runner_index
+                    }) && same_name > 1
+                    {
+                        format!("{} (runner #{})", c.runner, c.runner_index)
+                    } else {
+                        c.runner.clone()
+                    };
+                    write!(
+                        f,
+                        "{} chose {runner} tactic {}",
+                        names.join(", "),
+                        clip(&c.tactic, TACTIC_CHARS)
+                    )?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Every problem of `data`, judged on a machine whose environment digest is
+/// `current`: stale entries (one problem per section and environment) and
+/// divergent choices between rank sections (see the module docs for the
+/// rule). An empty list is a healthy cache.
 ///
 /// ```
-/// use ranktune_cache::{check::problems, CacheData};
-/// assert!(problems(&CacheData::default(), "e").is_empty());
+/// use ranktune_cache::{check, CacheData, Entry, EntryKey, Section};
+///
+/// let entry = |fp: &str| {
+///     let key = EntryKey { op: "moe".into(), runner: "MoERunner".into(),
+///                          fingerprint: fp.into(), bucket: vec![vec![8, 7168]] };
+///     let e = Entry { runner_index: 0, tactic: serde_json::json!([256, 1]), time_us: 1.0,
+///                     candidates: vec![], checksum: String::new(), env: "e".into(), created_unix: 0 };
+///     (key, e)
+/// };
+/// let mut data = CacheData::default();
+/// // The runner's id holds the expert-parallel rank; the choice is the same.
+/// let (k, e) = entry("(ep_rank=0)");
+/// data.insert(Section::Rank(0), k, e);
+/// let (k, e) = entry("(ep_rank=1)");
+/// data.insert(Section::Rank(1), k, e);
+/// assert!(check(&data, "e").is_empty());
 /// ```
-pub fn problems(data: &CacheData, current: &str) -> Vec<String> {
+pub fn check(data: &CacheData, current: &str) -> Vec<Problem> {
     let mut out = Vec::new();
-    // Stale entries: one line per (section, environment).
     let mut stale: BTreeMap<(Section, &str), usize> = BTreeMap::new();
     for (s, _, e) in data.iter() {
         if is_stale(e, current) {
             *stale.entry((s, e.env.as_str())).or_default() += 1;
         }
     }
-    for ((s, env), n) in stale {
-        let what = data.metadata.environments.get(env).map_or_else(
+    for ((section, env), count) in stale {
+        let described = data.metadata.environments.get(env).map_or_else(
             || "an environment not recorded in metadata".to_string(),
             |id| id.describe(),
         );
-        out.push(format!(
-            "stale: {s}: {n} entries measured under environment {env} ({what}), not this machine's {current}; \
-             they are not used (remove them with `ranktune cache prune`)"
-        ));
+        out.push(Problem::Stale {
+            section,
+            env: env.to_string(),
+            described,
+            current: current.to_string(),
+            count,
+        });
     }
-    // Ranks that disagree: same op and bucket, different choice.
-    let mut choices: Choices<'_> = BTreeMap::new();
+    out.extend(divergent(data));
+    out
+}
+
+/// The op-and-bucket pairs on which rank sections chose differently.
+fn divergent(data: &CacheData) -> Vec<Problem> {
+    type ByChoice = BTreeMap<RankChoice, Vec<Section>>;
+    let mut by_bucket: BTreeMap<(&str, &Vec<Vec<u64>>), ByChoice> = BTreeMap::new();
     for (s, k, e) in data.iter() {
         if let Section::Rank(_) = s {
-            let choice =
-                format!("{}@{} tactic {}", k.runner, k.fingerprint, tactic_text(&e.tactic, 60));
-            choices
-                .entry((&k.op, &k.bucket))
-                .or_default()
-                .entry(choice)
-                .or_default()
-                .push(s.name());
+            let sections =
+                by_bucket.entry((&k.op, &k.bucket)).or_default().entry(RankChoice::of(k, e));
+            let list = sections.or_default();
+            if !list.contains(&s) {
+                list.push(s);
+            }
         }
     }
-    for ((op, bucket), by_choice) in choices {
-        if by_choice.len() > 1 {
-            let parts: Vec<String> = by_choice
-                .iter()
-                .map(|(c, ranks)| format!("{} chose {c}", ranks.join(", ")))
-                .collect();
-            out.push(format!(
-                "ranks disagree on {op} {}: {}",
-                bucket_text(bucket),
-                parts.join("; ")
-            ));
-        }
+    by_bucket
+        .into_iter()
+        .filter(|(_, choices)| choices.len() > 1)
+        .map(|((op, bucket), choices)| Problem::Divergent {
+            op: op.to_string(),
+            bucket: bucket.clone(),
+            choices: choices.into_iter().collect(),
+        })
+        .collect()
+}
+
+/// Whether a `shared` entry under `shared_key` supersedes the rank entry
+/// `rank_key`/`rank_entry`: same op and same bucket, in a rank section, and
+/// not newer than the shared entry. The runner and its fingerprint do not
+/// matter: the shared entry is the ranks' agreed decision for that op and
+/// bucket, whichever runner each rank had chosen alone (that difference is
+/// what made them disagree).
+pub fn supersedes(
+    shared_key: &EntryKey,
+    shared: &Entry,
+    section: Section,
+    rank_key: &EntryKey,
+    rank_entry: &Entry,
+) -> bool {
+    matches!(section, Section::Rank(_))
+        && shared_key.op == rank_key.op
+        && shared_key.bucket == rank_key.bucket
+        && rank_entry.created_unix <= shared.created_unix
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn put(data: &mut CacheData, s: Section, runner: &str, fp: &str, index: u32, t: i64) {
+        let key = EntryKey {
+            op: "moe".into(),
+            runner: runner.into(),
+            fingerprint: fp.into(),
+            bucket: vec![vec![8, 64]],
+        };
+        let entry = Entry {
+            runner_index: index,
+            tactic: json!(t),
+            time_us: 1.0,
+            candidates: vec![],
+            checksum: "c".into(),
+            env: "e".into(),
+            created_unix: 0,
+        };
+        data.insert(s, key, entry);
     }
-    out
+
+    #[test]
+    fn only_a_different_runner_or_tactic_is_divergence() {
+        // Same choice, per-rank fingerprints: healthy.
+        let mut data = CacheData::default();
+        for r in 0..4 {
+            put(&mut data, Section::Rank(r), "MoERunner", &format!("(ep_rank={r})"), 0, 7);
+        }
+        assert_eq!(check(&data, "e"), vec![]);
+
+        // A different tactic on one rank: divergent, naming it.
+        put(&mut data, Section::Rank(2), "MoERunner", "(ep_rank=2)", 0, 9);
+        let p = check(&data, "e");
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert_eq!(
+            p[0].to_string(),
+            "ranks disagree on moe [[8,64]]: rank_0, rank_1, rank_3 chose MoERunner tactic 7; \
+             rank_2 chose MoERunner tactic 9"
+        );
+
+        // Same name and tactic, another runner of the list: divergent too.
+        let mut data = CacheData::default();
+        put(&mut data, Section::Rank(0), "MoERunner", "a", 0, 7);
+        put(&mut data, Section::Rank(1), "MoERunner", "b", 1, 7);
+        let p = check(&data, "e");
+        assert_eq!(
+            p[0].to_string(),
+            "ranks disagree on moe [[8,64]]: rank_0 chose MoERunner (runner #0) tactic 7; \
+             rank_1 chose MoERunner (runner #1) tactic 7"
+        );
+
+        // Shared entries are never compared with rank entries.
+        let mut data = CacheData::default();
+        put(&mut data, Section::Rank(0), "MoERunner", "a", 0, 7);
+        put(&mut data, Section::Shared, "MoERunner", "a", 0, 9);
+        assert_eq!(check(&data, "e"), vec![]);
+    }
+
+    #[test]
+    fn stale_entries_are_counted_per_section_and_environment() {
+        let mut data = CacheData::default();
+        put(&mut data, Section::Rank(0), "R", "a", 0, 7);
+        let p = check(&data, "other");
+        assert!(
+            matches!(&p[..], [Problem::Stale { count: 1, section: Section::Rank(0), .. }]),
+            "{p:?}"
+        );
+        assert!(p[0].to_string().contains("environment not recorded"), "{}", p[0]);
+    }
+
+    #[test]
+    fn superseding_takes_same_op_and_bucket_in_rank_sections_not_newer() {
+        let key = |runner: &str, op: &str, n: u64| EntryKey {
+            op: op.into(),
+            runner: runner.into(),
+            fingerprint: "f".into(),
+            bucket: vec![vec![n]],
+        };
+        let entry = |created: u64| Entry {
+            runner_index: 0,
+            tactic: json!(1),
+            time_us: 1.0,
+            candidates: vec![],
+            checksum: "c".into(),
+            env: "e".into(),
+            created_unix: created,
+        };
+        let (sk, se) = (key("a", "gemm", 8), entry(100));
+        assert!(supersedes(&sk, &se, Section::Rank(1), &key("b", "gemm", 8), &entry(99)));
+        assert!(supersedes(&sk, &se, Section::Rank(1), &key("a", "gemm", 8), &entry(100)));
+        assert!(!supersedes(&sk, &se, Section::Rank(1), &key("a", "gemm", 8), &entry(101)));
+        assert!(!supersedes(&sk, &se, Section::Rank(1), &key("a", "gemm", 16), &entry(1)));
+        assert!(!supersedes(&sk, &se, Section::Rank(1), &key("a", "softmax", 8), &entry(1)));
+        assert!(!supersedes(&sk, &se, Section::Shared, &key("b", "gemm", 8), &entry(1)));
+    }
 }

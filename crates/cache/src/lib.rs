@@ -42,15 +42,15 @@
 //! - the file format: [`parse_cache`] and [`cache_to_bytes`] (one canonical
 //!   byte form), [`read_cache_file`], [`write_cache_file`];
 //! - tools over caches: [`merge()`] (the documented conflict rule),
-//!   [`place_in_rank`], [`diff`], and [`read_source`], which reads a cache
-//!   of any known format, detecting which; [`check::problems`], the
-//!   problems `ranktune cache check` reports;
+//!   [`place_in_rank`], [`diff`], [`check`] (stale entries and ranks that
+//!   would run different code), and [`read_source`], which reads a cache
+//!   of any known format, detecting which;
 //! - [`trtllm`]: TensorRT-LLM's autotuner cache files, both ways.
 //!
 //! The tuner never touches files itself; everything that reads or writes a
 //! cache file goes through this crate.
 
-pub mod check;
+mod check;
 mod codec;
 mod compare;
 mod document;
@@ -65,6 +65,7 @@ mod store;
 mod time;
 pub mod trtllm;
 
+pub use check::{check, supersedes, Problem, RankChoice};
 pub use codec::{
     cache_to_bytes, parse_cache, ParseError, Parsed, FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME,
 };

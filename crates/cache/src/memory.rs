@@ -49,7 +49,12 @@ impl Store for MemoryStore {
         }
         data.metadata.updated_unix = update.metadata.updated_unix;
         *self.saves.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-        Ok(SaveReport { written: update.len(), total: data.len(), warnings: Vec::new() })
+        Ok(SaveReport {
+            written: update.len(),
+            total: data.len(),
+            warnings: Vec::new(),
+            superseded: 0,
+        })
     }
 
     fn remove(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, CacheError> {
@@ -62,6 +67,25 @@ impl Store for MemoryStore {
                 }
             }
         }
-        Ok(SaveReport { written: n, total: data.len(), warnings: Vec::new() })
+        Ok(SaveReport { written: n, total: data.len(), warnings: Vec::new(), superseded: 0 })
+    }
+
+    fn save_superseding(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
+        let superseded = {
+            let mut data = self.data.lock().unwrap_or_else(|p| p.into_inner());
+            let mut n = 0;
+            for (section, entries) in data.sections.iter_mut() {
+                entries.retain(|k, e| {
+                    let drop = crate::store::superseded_by(update, *section, k, e);
+                    n += usize::from(drop);
+                    !drop
+                });
+            }
+            data.sections.retain(|_, m| !m.is_empty());
+            n
+        };
+        let mut report = self.save(update)?;
+        report.superseded = superseded;
+        Ok(report)
     }
 }

@@ -37,6 +37,9 @@ pub struct SaveReport {
     /// Warnings (e.g. locking unsupported on this filesystem, bad entries
     /// kept as they are). Not logged by the store: the caller logs them.
     pub warnings: Vec<String>,
+    /// Rank entries removed because a `shared` entry of the save superseded
+    /// them ([`Store::save_superseding`]; 0 for other saves).
+    pub superseded: usize,
 }
 
 /// A place where caches live.
@@ -67,4 +70,38 @@ pub trait Store {
             .collect();
         self.remove(&keys)
     }
+
+    /// Like [`Store::save`], and also removes every stored rank entry that
+    /// one of `update`'s `shared` entries supersedes (same op and bucket,
+    /// not newer: [`supersedes`](crate::supersedes)): a decision the ranks
+    /// agreed on replaces what each rank had chosen alone, so the cache no
+    /// longer holds both. Nothing else is removed. `written` in the report
+    /// is the number of `update`'s entries; `superseded` the number removed.
+    ///
+    /// The default saves, then removes (each step merges, but another
+    /// writer may come between them); shared backends override it to do
+    /// both under their lock.
+    fn save_superseding(&self, update: &CacheData) -> Result<SaveReport, super::CacheError> {
+        let mut report = self.save(update)?;
+        if update.sections.contains_key(&Section::Shared) {
+            let removed = self.remove_where(&|s, k, e| superseded_by(update, s, k, e))?;
+            report.superseded = removed.written;
+            report.total = removed.total;
+            report.warnings.extend(removed.warnings);
+        }
+        Ok(report)
+    }
+}
+
+/// True when a `shared` entry of `update` supersedes the stored entry
+/// `section`/`key`/`entry` (see [`crate::supersedes`]).
+pub(crate) fn superseded_by(
+    update: &CacheData,
+    section: Section,
+    key: &EntryKey,
+    entry: &Entry,
+) -> bool {
+    update.sections.get(&Section::Shared).is_some_and(|shared| {
+        shared.iter().any(|(sk, se)| crate::check::supersedes(sk, se, section, key, entry))
+    })
 }

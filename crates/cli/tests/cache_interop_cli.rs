@@ -208,3 +208,41 @@ fn merge_reports_conflicts_and_diff_shows_them() {
     let data = load(&merged);
     assert_eq!(data.iter().map(|(_, _, e)| e.tactic.clone()).collect::<Vec<_>>(), tactics);
 }
+
+/// An expert-parallel cache: every rank chose the same MoE tactic, but the
+/// MoE runner's id holds the rank, so each rank has its own key. That is not
+/// a disagreement (the ranks run the same code); the one GEMM bucket where
+/// rank 3 chose another tile is.
+#[test]
+fn check_on_an_expert_parallel_import_names_only_real_divergence() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache.json");
+    let out = ranktune(&[&"cache", &"import", &cache, &fixture("ep_moe.json")]);
+    assert!(out.status.success(), "{out}");
+    // The per-rank runner ids survived the import: one key per rank.
+    let data = load(&cache);
+    let moe_ids: std::collections::BTreeSet<_> = data
+        .iter()
+        .filter(|(_, k, _)| k.op == "trtllm::fused_moe")
+        .map(|(_, k, _)| k.fingerprint.clone())
+        .collect();
+    assert_eq!(moe_ids.len(), 4, "{moe_ids:?}");
+
+    let out = ranktune(&[&"cache", &"check", &cache]);
+    assert_eq!(out.status.code(), Some(1), "{out}");
+    let text = out.stdout_text();
+    let disagree: Vec<&str> = text.lines().filter(|l| l.starts_with("ranks disagree")).collect();
+    assert_eq!(disagree.len(), 1, "{text}");
+    assert!(
+        disagree[0].starts_with(
+            "ranks disagree on trtllm::fp8_block_scaling_gemm [[2048,4096],[4096,4096]]: "
+        ),
+        "{text}"
+    );
+    assert!(disagree[0].contains("rank_3 chose FP8BlockScalingGemmRunner tactic"), "{text}");
+    // Everything else is the entries measured on the H200, stale here.
+    assert!(
+        text.lines().all(|l| l.starts_with("ranks disagree") || l.starts_with("stale: ")),
+        "{text}"
+    );
+}

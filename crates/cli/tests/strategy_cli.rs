@@ -211,3 +211,139 @@ fn a_bad_strategy_is_a_clear_error() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("independent, broadcast, merge or parallel"), "{err}");
 }
+
+/// The totals line of a table: (tuned, hits, misses).
+fn totals(table: &str) -> Option<(u64, u64, u64)> {
+    let line = table.lines().find(|l| l.starts_with("tuned "))?;
+    let num = |after: &str| -> Option<u64> {
+        let rest = &line[line.find(after)? + after.len()..];
+        rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+    };
+    Some((num("tuned ")?, num("cache hits ")?, num("misses ")?))
+}
+
+#[test]
+fn the_quick_start_agrees_by_default_and_passes_its_health_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ranktune(dir.path(), &["tune", "--ranks", "2", "--quick"], &[]);
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{table}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(table.contains("strategy parallel:"), "{table}");
+    assert!(!table.contains("warning"), "{table}");
+    let (tuned, hits, misses) = totals(&table).expect("a totals line");
+    assert_eq!((tuned, hits), (misses, 0), "{table}");
+    let data = load(&dir.path().join("ranktune-cache.json"));
+    assert!(data.sections.keys().all(|s| *s == Section::Shared), "{:?}", data.sections.keys());
+    let check = ranktune(dir.path(), &["cache", "check", "ranktune-cache.json"], &[]);
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{text}");
+    assert!(text.contains("healthy"), "{text}");
+}
+
+/// Rewrites rank 1's entries of `op` to a valid tactic (one it measured, of
+/// the same runner) other than rank 0's choice wherever there is one, as
+/// noisy ranks tuned alone do; returns how many buckets now differ.
+fn plant_disagreements(cache: &Path, op: &str) -> usize {
+    let mut data = load(cache);
+    let rank0 = data.sections.get(&Section::Rank(0)).unwrap().clone();
+    for (key, entry) in data.sections.get_mut(&Section::Rank(1)).unwrap().iter_mut() {
+        let Some(theirs) = rank0.get(key).filter(|_| key.op == op) else { continue };
+        let other = entry.candidates.iter().find(|c| {
+            c.runner_index == entry.runner_index
+                && c.tactic != theirs.tactic
+                && c.error.is_none()
+                && c.stats.is_some()
+        });
+        if let Some(c) = other {
+            entry.tactic = c.tactic.clone();
+        }
+    }
+    std::fs::remove_file(cache).unwrap();
+    FileStore::new(cache).save(&data).unwrap();
+    let (a, b) = (choices(&data, Section::Rank(0)), choices(&data, Section::Rank(1)));
+    a.iter().filter(|(k, v)| k.0 == op && b.get(*k) != Some(*v)).count()
+}
+
+#[test]
+fn ranks_that_disagree_are_told_the_fix_and_a_collective_run_supersedes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache.json");
+    let c = cache.to_str().unwrap();
+    let small = ["--quick", "--max-tokens", "16"];
+    // An old independent cache: rmsnorm on 2 ranks, disagreeing, and
+    // softmax of an earlier one-rank job (which must survive untouched).
+    for (op, ranks) in [("rmsnorm", "2"), ("softmax", "1")] {
+        let mut args = vec!["tune", "--ranks", ranks, "--strategy", "independent", "--ops", op];
+        args.extend(small);
+        args.extend(["--cache", c]);
+        assert!(ranktune(dir.path(), &args, &[]).status.success());
+    }
+    let planted = plant_disagreements(&cache, "rmsnorm");
+    assert!(planted >= 2, "only {planted} buckets could be made to differ");
+    let softmax_before: Vec<_> = (0..2).map(|r| choices(&load(&cache), Section::Rank(r))).collect();
+
+    // Tuning independently again hits the cache on every rank, and says
+    // that the ranks disagree, with the command that fixes it.
+    let mut args = vec!["tune", "--ranks", "2", "--strategy", "independent", "--ops", "rmsnorm"];
+    args.extend(small);
+    args.extend(["--cache", c]);
+    let out = ranktune(dir.path(), &args, &[]);
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{table}");
+    let want = format!("the ranks chose differently on {planted} of 5 buckets");
+    assert!(table.contains(&want), "{table}");
+    let fix = table
+        .lines()
+        .find_map(|l| l.strip_prefix("  ranktune "))
+        .unwrap_or_else(|| panic!("no command in:\n{table}"));
+    assert_eq!(
+        fix,
+        format!(
+            "tune --ranks 2 --quick --max-tokens 16 --ops rmsnorm --strategy parallel --cache {c}"
+        )
+    );
+    let check = ranktune(dir.path(), &["cache", "check", c], &[]);
+    assert!(!check.status.success());
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(
+        text.lines().filter(|l| l.starts_with("ranks disagree on rmsnorm")).count(),
+        planted
+    );
+
+    // Running that command: the differing buckets are tuned together, their
+    // per-rank entries are superseded, the counters add up, check passes.
+    let fix_args: Vec<&str> = fix.split(' ').collect();
+    let out = ranktune(dir.path(), &fix_args, &[]);
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{table}");
+    assert!(!table.contains("warning"), "{table}");
+    let (tuned, hits, misses) = totals(&table).expect("a totals line");
+    assert_eq!(tuned, misses, "{table}");
+    assert_eq!(tuned, 2 * planted as u64, "the differing buckets, on both ranks: {table}");
+    assert_eq!(hits + misses, 2 * 5, "one lookup per bucket and rank: {table}");
+    let want = format!("strategy parallel: {tuned} buckets tuned together");
+    assert!(table.contains(&want), "{table}");
+    let check = ranktune(dir.path(), &["cache", "check", c], &[]);
+    let text = String::from_utf8_lossy(&check.stdout);
+    assert!(check.status.success(), "{text}");
+    let data = load(&cache);
+    let shared = choices(&data, Section::Shared);
+    assert_eq!(shared.len(), planted, "{shared:?}");
+    for r in 0..2 {
+        let mine = choices(&data, Section::Rank(r));
+        assert!(shared.keys().all(|k| !mine.contains_key(k)), "rank {r} keeps a superseded entry");
+        // Nothing else was lost: softmax and the agreeing rmsnorm buckets stay.
+        let softmax: BTreeMap<_, _> = mine
+            .iter()
+            .filter(|(k, _)| k.0 == "softmax")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let before: BTreeMap<_, _> = softmax_before[r as usize]
+            .iter()
+            .filter(|(k, _)| k.0 == "softmax")
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        assert_eq!(softmax, before);
+        assert_eq!(mine.len(), [10, 5][r as usize] - planted);
+    }
+}

@@ -18,7 +18,17 @@ fn four_ranks_twice_into_one_file() {
     let cache_s = cache.to_str().unwrap();
     let first = ranktune(
         dir.path(),
-        &["tune", "--ranks", "4", "--quick", "--json", "--cache", cache_s],
+        &[
+            "tune",
+            "--ranks",
+            "4",
+            "--quick",
+            "--json",
+            "--strategy",
+            "independent",
+            "--cache",
+            cache_s,
+        ],
         &[],
     )
     .json();
@@ -51,7 +61,17 @@ fn four_ranks_twice_into_one_file() {
 
     let second = ranktune(
         dir.path(),
-        &["tune", "--ranks", "4", "--quick", "--json", "--cache", cache_s],
+        &[
+            "tune",
+            "--ranks",
+            "4",
+            "--quick",
+            "--json",
+            "--strategy",
+            "independent",
+            "--cache",
+            cache_s,
+        ],
         &[],
     )
     .json();
@@ -63,7 +83,11 @@ fn four_ranks_twice_into_one_file() {
     }
 
     // The table says so too.
-    let table = ranktune(dir.path(), &["tune", "--ranks", "2", "--quick", "--cache", cache_s], &[]);
+    let table = ranktune(
+        dir.path(),
+        &["tune", "--ranks", "2", "--quick", "--strategy", "independent", "--cache", cache_s],
+        &[],
+    );
     assert!(table.status.success());
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.contains("nothing to tune: all"), "{text}");
@@ -74,7 +98,18 @@ fn one_rank_from_the_launchers_environment_and_default_cache() {
     let dir = tempfile::tempdir().unwrap();
     let out = ranktune(
         dir.path(),
-        &["tune", "--quick", "--ops", "rmsnorm", "--max-tokens", "4", "--json"],
+        // Alone: rank 0 never comes, so no collective strategy.
+        &[
+            "tune",
+            "--quick",
+            "--ops",
+            "rmsnorm",
+            "--max-tokens",
+            "4",
+            "--json",
+            "--strategy",
+            "independent",
+        ],
         &[("RANK", "1"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "1")],
     )
     .json();
@@ -97,18 +132,75 @@ fn one_rank_from_the_launchers_environment_and_default_cache() {
 #[test]
 fn a_failing_rank_is_named_with_its_status() {
     let dir = tempfile::tempdir().unwrap();
-    // A directory where the cache file should be: every rank fails to load it.
-    let bad = dir.path().join("cache-is-a-dir");
-    std::fs::create_dir(&bad).unwrap();
+    // A malformed setting only the ranks read: every rank fails on it.
     let out = ranktune(
         dir.path(),
-        &["tune", "--ranks", "2", "--quick", "--ops", "rmsnorm", "--cache", bad.to_str().unwrap()],
-        &[],
+        &["tune", "--ranks", "2", "--quick", "--ops", "rmsnorm"],
+        &[("RANKTUNE_STRATEGY_TIMEOUT", "soon")],
     );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("rank 0 failed") && err.contains("rank 1 failed"), "{err}");
     assert!(err.contains("exit status"), "{err}");
+}
+
+/// The lines of `text` that contain `needle`.
+fn count(text: &str, needle: &str) -> usize {
+    text.lines().filter(|l| l.contains(needle)).count()
+}
+
+#[test]
+fn a_bad_cache_or_trace_path_is_one_error_before_any_rank_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("plain"), b"x").unwrap();
+    std::fs::create_dir(dir.path().join("cache-is-a-dir")).unwrap();
+    let cases: [(&[&str], &str); 3] = [
+        (&["--cache", "plain/c.json"], "choose another --cache"),
+        (&["--cache", "cache-is-a-dir"], "is a directory"),
+        (&["--cache", "c.json", "--trace", "plain/t.json"], "plain exists and is not a directory"),
+    ];
+    for (extra, needle) in cases {
+        let mut args = vec!["tune", "--ranks", "3", "--quick", "--ops", "rmsnorm"];
+        args.extend(extra);
+        let out = ranktune(dir.path(), &args, &[]);
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(count(&err, needle), 1, "{args:?}: once, not once per rank:\n{err}");
+        assert_eq!(count(&err, "[rank "), 0, "{args:?}: no rank started:\n{err}");
+        assert_eq!(count(&err, "failed"), 0, "{args:?}: no rank started:\n{err}");
+    }
+}
+
+#[test]
+fn rank_and_world_size_flags_settle_launchers_that_disagree() {
+    let dir = tempfile::tempdir().unwrap();
+    let disagreeing = [
+        ("RANK", "1"),
+        ("WORLD_SIZE", "2"),
+        ("OMPI_COMM_WORLD_RANK", "0"),
+        ("OMPI_COMM_WORLD_SIZE", "2"),
+    ];
+    let base = ["tune", "--quick", "--ops", "rmsnorm", "--max-tokens", "2", "--json"];
+    let mut args = base.to_vec();
+    args.extend(["--strategy", "independent"]);
+    let out = ranktune(dir.path(), &args, &disagreeing);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("launchers disagree") && err.contains("--rank N --world-size W"), "{err}");
+
+    // The hint works: the flags settle it.
+    args.extend(["--rank", "1", "--world-size", "2"]);
+    let report = ranktune(dir.path(), &args, &disagreeing).json();
+    assert_eq!(report["ranks"][0]["rank"].as_u64(), Some(1), "{report}");
+    assert_eq!(report["world_size"].as_u64(), Some(2));
+
+    // One without the other, or with --ranks, is refused by the parser.
+    let mut half = base.to_vec();
+    half.extend(["--rank", "1"]);
+    assert!(!ranktune(dir.path(), &half, &[]).status.success());
+    let mut both = base.to_vec();
+    both.extend(["--rank", "1", "--world-size", "2", "--ranks", "2"]);
+    assert!(!ranktune(dir.path(), &both, &[]).status.success());
 }
 
 #[test]

@@ -253,10 +253,11 @@ impl Cache {
                     )]);
                 }
                 let mut lines = loaded.warnings;
-                lines.extend(ranktune_cache::check::problems(
-                    &loaded.data,
-                    &Identity::current().digest(),
-                ));
+                lines.extend(
+                    ranktune_cache::check(&loaded.data, &Identity::current().digest())
+                        .iter()
+                        .map(ToString::to_string),
+                );
                 Ok(lines)
             }
             Err(e @ (CacheError::Corrupt { .. } | CacheError::Unsupported { .. })) => {

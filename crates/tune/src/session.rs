@@ -3,7 +3,11 @@
 //! return, on `?` errors and on panics (the save runs in `Drop`).
 //!
 //! Owns the load/save lifecycle only; it goes through a [`Store`], whose
-//! `save` merges, so concurrent ranks never lose each other's entries.
+//! saves merge, so concurrent ranks never lose each other's entries. It
+//! saves with [`Store::save_superseding`]: a bucket the ranks tuned together
+//! (a `shared` entry) replaces the entries each rank had stored alone for
+//! that op and bucket, so a collective run leaves no stale disagreement
+//! behind.
 
 use super::tuner::Tuner;
 use ranktune_cache::{CacheError, SaveReport, Store};
@@ -57,14 +61,15 @@ impl<'a> Session<'a> {
         &self.loaded
     }
 
-    /// Saves what was tuned since the last save (a merging save). Nothing to
+    /// Saves what was tuned since the last save (a merging save that also
+    /// removes the rank entries its `shared` entries supersede). Nothing to
     /// save → no write. On error the decisions are kept for the next save.
     pub fn save(&mut self) -> Result<SaveReport, CacheError> {
         let update = self.tuner.take_pending();
         if update.is_empty() {
             return Ok(SaveReport::default());
         }
-        match self.store.save(&update) {
+        match self.store.save_superseding(&update) {
             Ok(r) => {
                 for w in &r.warnings {
                     tracing::warn!("{w}");

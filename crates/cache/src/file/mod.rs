@@ -607,6 +607,46 @@ impl Store for FileStore {
             Ok(n)
         })
     }
+
+    /// [`Store::save`] and the removal of the rank entries `update`'s
+    /// `shared` entries supersede, in one rewrite under the lock (after
+    /// every waiting save was folded in), so a concurrent save is never lost
+    /// and no reader ever sees the shared entry missing or both.
+    fn save_superseding(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
+        if !update.sections.contains_key(&Section::Shared) {
+            return self.save(update);
+        }
+        let this = self.resolved();
+        let (update, mut warnings) = Self::prepare(update);
+        let written = update.len();
+        if let Some(parent) = this.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(io("creating directory", parent))?;
+        }
+        let (locked, _guard) = this.lock_for_edit(&mut warnings)?;
+        let mut superseded = 0;
+        let mut edit = |doc: &mut CacheData<EntryText>| -> Result<usize, CacheError> {
+            let mut n = 0;
+            for (section, entries) in doc.sections.iter_mut() {
+                entries.retain(|key, text| {
+                    let drop = text
+                        .entry()
+                        .is_some_and(|e| crate::store::superseded_by(&update, *section, key, &e));
+                    n += usize::from(drop);
+                    !drop
+                });
+            }
+            superseded = n;
+            let mut new = CacheData::default();
+            new.metadata.environments = update.metadata.environments.clone();
+            for (section, key, entry) in update.iter() {
+                new.insert(section, key.clone(), EntryText::new(key, entry));
+            }
+            Ok(n + usize::from(doc.apply(new)))
+        };
+        let (total, _, fold_warnings) = this.fold(locked, false, Some(&mut edit))?;
+        warnings.extend(fold_warnings);
+        Ok(SaveReport { written, total, warnings, superseded })
+    }
 }
 
 impl FileStore {
@@ -614,7 +654,7 @@ impl FileStore {
         let (update, mut warnings) = Self::prepare(update);
         let written = update.len();
         if written == 0 && update.metadata.environments.is_empty() {
-            return Ok(SaveReport { written, total: 0, warnings });
+            return Ok(SaveReport { written, total: 0, warnings, superseded: 0 });
         }
         if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(io("creating directory", parent))?;
@@ -632,7 +672,10 @@ impl FileStore {
         };
         let (locked, _guard) = match outcome {
             Ok(Acquired::Done) => {
-                return self.settled(&spool_file, SaveReport { written, total: written, warnings })
+                return self.settled(
+                    &spool_file,
+                    SaveReport { written, total: written, warnings, superseded: 0 },
+                )
             }
             Ok(Acquired::Locked(g)) => (true, Some(g)),
             Ok(Acquired::Unsupported(e)) => {
@@ -643,15 +686,19 @@ impl FileStore {
                 // Withdraw the spool so that an error means "not saved";
                 // if it is already gone, a lock holder folded it: saved.
                 return match std::fs::remove_file(&spool_file) {
-                    Err(r) if r.kind() == std::io::ErrorKind::NotFound => {
-                        self.settled(&spool_file, SaveReport { written, total: written, warnings })
-                    }
+                    Err(r) if r.kind() == std::io::ErrorKind::NotFound => self.settled(
+                        &spool_file,
+                        SaveReport { written, total: written, warnings, superseded: 0 },
+                    ),
                     _ => Err(e),
                 };
             }
         };
         if locked && folded_elsewhere() {
-            return self.settled(&spool_file, SaveReport { written, total: written, warnings });
+            return self.settled(
+                &spool_file,
+                SaveReport { written, total: written, warnings, superseded: 0 },
+            );
         }
         if locked {
             let t = std::time::Instant::now();
@@ -671,7 +718,7 @@ impl FileStore {
         match spool::state(&spool_file) {
             // Our own fold found this save's spool damaged and set it aside.
             Ok(SpoolState::SetAside(p)) => Err(Self::spool_set_aside(&p)),
-            _ => Ok(SaveReport { written, total, warnings }),
+            _ => Ok(SaveReport { written, total, warnings, superseded: 0 }),
         }
     }
 
@@ -710,7 +757,7 @@ impl FileStore {
         let (locked, _guard) = self.lock_for_edit(&mut warnings)?;
         let (total, edited, fold_warnings) = self.fold(locked, true, Some(edit))?;
         warnings.extend(fold_warnings);
-        Ok(SaveReport { written: edited, total, warnings })
+        Ok(SaveReport { written: edited, total, warnings, superseded: 0 })
     }
 
     /// Like [`Store::save`], but where the store already holds an entry
@@ -743,7 +790,7 @@ impl FileStore {
         };
         let (total, _, fold_warnings) = this.fold(locked, false, Some(&mut edit))?;
         warnings.extend(fold_warnings);
-        Ok(SaveReport { written, total, warnings })
+        Ok(SaveReport { written, total, warnings, superseded: 0 })
     }
 }
 

@@ -147,7 +147,7 @@ pub enum RankError {
         from: RankSource,
     },
     /// Two launchers' variables disagree.
-    #[error("launchers disagree: {a} says rank {ra} of {wa}, {b} says rank {rb} of {wb}; unset the stale variables or pass the rank explicitly")]
+    #[error("launchers disagree: {a} says rank {ra} of {wa}, {b} says rank {rb} of {wb}; unset the stale variables, or set the rank explicitly: RANKTUNE_RANK and RANKTUNE_WORLD_SIZE (`ranktune tune --rank N --world-size W`)")]
     Disagree {
         /// First launcher.
         a: RankSource,
@@ -292,7 +292,11 @@ impl RankInfo {
                 }
             }
         }
-        for pair in launchers.windows(2) {
+        // Explicit settings (both of them, or ranktune's own variables)
+        // are the way out of launchers that disagree: no check then.
+        let settled = (overrides.rank.is_some() && overrides.world_size.is_some())
+            || ours.is_some_and(|r| r.rank.is_some());
+        for pair in launchers.windows(2).filter(|_| !settled) {
             let (a, b) = (pair[0], pair[1]);
             if a.rank != b.rank || a.size != b.size {
                 return Err(RankError::Disagree {
@@ -471,6 +475,31 @@ mod tests {
         .unwrap_err();
         assert!(matches!(err, RankError::Disagree { .. }), "{err}");
         assert!(err.to_string().contains("launchers disagree"));
+        assert!(err.to_string().contains("RANKTUNE_RANK"), "{err}");
+    }
+
+    #[test]
+    fn explicit_settings_resolve_launchers_that_disagree() {
+        let env = [
+            ("RANK", "1"),
+            ("WORLD_SIZE", "4"),
+            ("OMPI_COMM_WORLD_RANK", "2"),
+            ("OMPI_COMM_WORLD_SIZE", "4"),
+        ];
+        let get = |name: &str| env.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string());
+        let o = RankOverrides { rank: Some(2), world_size: Some(4), local_rank: None };
+        let info = RankInfo::detect_with(&o, get).unwrap();
+        assert_eq!((info.rank, info.world_size, info.source), (2, 4, RankSource::Explicit));
+        // A rank alone is not enough to settle it.
+        let o = RankOverrides { rank: Some(2), world_size: None, local_rank: None };
+        assert!(RankInfo::detect_with(&o, get).is_err());
+        // ranktune's own variables settle it too.
+        let mut with_ours = env.to_vec();
+        with_ours.extend([("RANKTUNE_RANK", "3"), ("RANKTUNE_WORLD_SIZE", "4")]);
+        let get =
+            |name: &str| with_ours.iter().find(|(k, _)| *k == name).map(|(_, v)| v.to_string());
+        let info = RankInfo::detect_with(&RankOverrides::default(), get).unwrap();
+        assert_eq!((info.rank, info.world_size), (3, 4));
     }
 
     #[test]

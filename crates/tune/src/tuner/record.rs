@@ -30,6 +30,9 @@ pub struct TuneRecord {
     pub best_us: Option<f64>,
     /// The fallback's median, µs, when it was measured.
     pub fallback_us: Option<f64>,
+    /// How many samples that median is of (the adaptive sampler stops
+    /// measuring a clearly slower candidate after one or two).
+    pub fallback_samples: Option<u32>,
     /// Candidates measured (including failures).
     pub measured: usize,
     /// Candidates that failed, with their messages.
@@ -80,11 +83,10 @@ impl Tuner {
             .iter()
             .filter_map(|c| c.error.clone().map(|e| (c.runner.clone(), c.tactic.clone(), e)))
             .collect();
-        let fallback_us = cands
-            .iter()
-            .position(|&rt| rt == (0, 0))
-            .and_then(|i| results[i].as_ref().ok())
-            .map(|s| s.median_us);
+        let fallback_stats =
+            cands.iter().position(|&rt| rt == (0, 0)).and_then(|i| results[i].as_ref().ok());
+        let fallback_us = fallback_stats.map(|s| s.median_us);
+        let fallback_samples = fallback_stats.map(|s| s.samples);
         let seconds = t0.elapsed().as_secs_f64();
         let (choice, slot_kind) = match winner.filter(|&w| w < cands.len()) {
             Some(w) => {
@@ -122,6 +124,7 @@ impl Tuner {
             tactic: op.tactics(choice.runner as usize)[choice.tactic as usize].clone(),
             best_us: winner.and_then(|w| stats.get(w).copied().flatten()).map(|s| s.median_us),
             fallback_us,
+            fallback_samples,
             measured: cands.len(),
             failures,
             seconds,

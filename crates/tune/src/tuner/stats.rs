@@ -9,11 +9,21 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Per-op statistics.
+///
+/// Every keyable lookup is counted once, as a hit or a miss: `hits +
+/// misses` is the number of lookups. In tuning mode every miss is tuned
+/// (`tuned == misses` for lookups that fit the op's config), and a bucket
+/// this rank had cached but that a collective strategy tuned again (a rank
+/// had no entry, or the ranks' cached choices differed) is a miss, not a
+/// hit. `fallbacks` counts calls answered with the fallback (outside tuning
+/// mode, or when every candidate failed).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct OpStats {
-    /// Lookups answered from a stored decision.
+    /// Lookups answered from a stored decision (for collective strategies:
+    /// one every rank had, with the same choice).
     pub hits: u64,
-    /// Buckets asked for that had no stored decision.
+    /// Lookups without a usable stored decision: none stored, or (collective
+    /// strategies) not the same on every rank, so the bucket was tuned again.
     pub misses: u64,
     /// Calls answered with the fallback.
     pub fallbacks: u64,

@@ -58,7 +58,14 @@ impl Tuner {
                 self.publish(inner, [(h, slot)]);
                 return Choice { runner, tactic, source: Source::Cache };
             }
-            Settled::Measured(outcome) => outcome,
+            Settled::Measured(outcome) => {
+                if local_hit.is_some() {
+                    // This rank had the bucket cached, but the ranks did not
+                    // all agree on it: not a hit, a miss tuned again.
+                    inner.ops[op_slot as usize].stats.misses += 1;
+                }
+                outcome
+            }
         };
         let first_error = bench.first_error.take();
         let measured =

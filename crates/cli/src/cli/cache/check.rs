@@ -1,10 +1,10 @@
 //! `ranktune cache check FILE`: is this cache healthy? Exit 0 when it is;
 //! otherwise exit 1 with one line per problem: the file does not parse,
-//! bad entries, stale entries, ranks that chose different tactics for the
-//! same op and bucket. Read-only.
+//! bad entries, stale entries, ranks that would run different code for the
+//! same op and bucket. Read-only. What counts as a problem is
+//! `ranktune_cache::check`'s; this module only reads the file and prints.
 
 use super::common::{is_empty_file, open_store};
-use ranktune_cache::check::problems;
 use ranktune_cache::{CacheError, Identity};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,7 +34,10 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::FAILURE);
             }
             lines.extend(loaded.warnings.iter().cloned());
-            lines.extend(problems(&loaded.data, &Identity::current().digest()));
+            let current = Identity::current().digest();
+            lines.extend(
+                ranktune_cache::check(&loaded.data, &current).iter().map(|p| p.to_string()),
+            );
             if lines.is_empty() {
                 let sections: std::collections::BTreeSet<_> = loaded.data.sections.keys().collect();
                 println!(

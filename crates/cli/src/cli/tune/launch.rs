@@ -8,9 +8,11 @@
 
 use super::progress::LaunchBar;
 use super::report::{JobReport, RankReport};
-use super::{max_tokens, OpName, TuneArgs};
+use super::{max_tokens, rank, strategy_for, OpName, TuneArgs};
 use crate::cli::sys;
 use anyhow::Context;
+use ranktune_core::rank::{RankInfo, RankSource};
+use ranktune_trace::TraceConfig;
 use ranktune_tune::{LaunchError, Launcher};
 use std::ffi::OsString;
 use std::io::Write;
@@ -39,11 +41,12 @@ pub(super) fn launch(
     stop: &Arc<AtomicUsize>,
 ) -> anyhow::Result<Launched> {
     let started = Instant::now();
+    check_paths(args, cache, n)?;
     let exe =
         std::env::current_exe().context("finding the ranktune executable to start the ranks")?;
     let mut bar = LaunchBar::new(n);
     let launched = Launcher::new(exe)
-        .args(child_args(args, cache))
+        .args(child_args(args, cache, n))
         .stop_on(Arc::clone(stop))
         .run::<RankReport>(n, &mut bar);
     drop(bar);
@@ -79,8 +82,36 @@ pub(super) fn launch(
     )))
 }
 
+/// Checks the cache and trace paths once, before any rank starts, so that a
+/// bad one is one error here rather than the same error from every rank and
+/// again in the launcher's summary. Each rank checks again (the launcher's
+/// check creates the directories the ranks would create, and nothing else).
+fn check_paths(args: &TuneArgs, cache: &Path, n: u32) -> anyhow::Result<()> {
+    if cache.is_dir() {
+        anyhow::bail!(
+            "the tuning cache {} is a directory; give a file path, e.g. --cache {}",
+            cache.display(),
+            cache.join("ranktune-cache.json").display()
+        );
+    }
+    rank::open_store(cache)?;
+    if let Some(cfg) =
+        TraceConfig::from_env_or(args.trace.clone()).context("reading the trace settings")?
+    {
+        let host = ranktune_core::rank::host_name();
+        for r in 0..n {
+            let info =
+                RankInfo { rank: r, world_size: n, local_rank: r, source: RankSource::Ranktune };
+            let path = ranktune_trace::rank_path(&cfg.path, &info, std::process::id(), &host)
+                .context("starting the trace")?;
+            ranktune_trace::prepare(&path).context("starting the trace")?;
+        }
+    }
+    Ok(())
+}
+
 /// A child rank's arguments: this run's options, spelled out.
-fn child_args(args: &TuneArgs, cache: &Path) -> Vec<OsString> {
+fn child_args(args: &TuneArgs, cache: &Path, n: u32) -> Vec<OsString> {
     let ops: Vec<&str> = args
         .ops
         .iter()
@@ -100,7 +131,7 @@ fn child_args(args: &TuneArgs, cache: &Path) -> Vec<OsString> {
         a.push("--quick".into());
     }
     a.push("--strategy".into());
-    a.push(args.strategy.name().into());
+    a.push(strategy_for(args, n).name().into());
     if let Some(trace) = &args.trace {
         a.push("--trace".into());
         a.push(trace.into());

@@ -9,6 +9,7 @@
 //! - this file: the arguments, their checks and defaults, and `run`;
 //! - [`rank`]: one rank's tuning; [`launch`]: `--ranks N`;
 //! - [`report`]: the rows and reports (`--json`, a child's result);
+//! - [`agree`]: the warning when the ranks ended with different choices;
 //! - [`table`]: the table; [`progress`]: the bars; [`labels`]: short labels.
 //!
 //! SIGINT and SIGTERM stop `tune` cleanly. A rank checks for them between
@@ -19,6 +20,7 @@
 //! a launcher ignores SIGPIPE (its progress writes may fail once the
 //! launcher is gone) and, on Linux, gets SIGTERM when its launcher dies.
 
+mod agree;
 mod labels;
 mod launch;
 mod progress;
@@ -76,14 +78,23 @@ pub struct TuneArgs {
     /// Small shapes: the whole job takes a few seconds (tests, demos).
     #[arg(long)]
     quick: bool,
-    /// How the ranks share tuning: `independent` (each rank alone, entries in
-    /// its own section), `broadcast` (rank 0 measures), `merge` (every rank
-    /// measures, the slowest rank counts) or `parallel` (candidates split over
-    /// the ranks). All but independent give every rank the same choice,
-    /// stored once in the `shared` section. Waits are bounded by
-    /// RANKTUNE_STRATEGY_TIMEOUT seconds (default 300).
-    #[arg(long, value_name = "STRATEGY", env = "RANKTUNE_STRATEGY", default_value = "independent")]
-    strategy: Strategy,
+    /// How the ranks share tuning: `parallel` (candidates split over the
+    /// ranks), `broadcast` (rank 0 measures), `merge` (every rank measures,
+    /// the slowest rank counts) or `independent` (each rank alone, entries in
+    /// its own section). All but independent give every rank the same
+    /// choice, stored once in the `shared` section. Waits are bounded by
+    /// RANKTUNE_STRATEGY_TIMEOUT seconds (default 300). [default: parallel
+    /// with more than one rank, independent for one]
+    #[arg(long, value_name = "STRATEGY", env = "RANKTUNE_STRATEGY")]
+    strategy: Option<Strategy>,
+    /// This process's rank, overriding the launcher's variables (with
+    /// --world-size; for one rank of a job started by hand, or when stale
+    /// launcher variables disagree).
+    #[arg(long, value_name = "N", requires = "world_size", conflicts_with = "ranks")]
+    rank: Option<u32>,
+    /// The job's number of ranks, overriding the launcher's variables (with --rank).
+    #[arg(long, value_name = "N", requires = "rank", conflicts_with = "ranks")]
+    world_size: Option<u32>,
     /// Print one JSON document instead of the table.
     #[arg(long)]
     json: bool,
@@ -156,10 +167,17 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
             JobReport::new(cache.clone(), vec![rank], started.elapsed().as_secs_f64())
         }
     };
+    let disagree = agree::warning(&report, &args);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).context("encoding the report")?);
+        if let Some(w) = disagree {
+            eprintln!("{w}");
+        }
     } else {
         table::print_table(&report);
+        if let Some(w) = disagree {
+            println!("{w}");
+        }
     }
     // A signal that came after the last bucket: the work is complete and
     // reported, and the exit status still says the signal came.
@@ -183,6 +201,14 @@ fn cache_path(flag: Option<&Path>) -> PathBuf {
         .or_else(|| env("RANKTUNE_CACHE"))
         .or_else(|| env("TLLM_AUTOTUNER_CACHE_PATH"))
         .unwrap_or_else(|| PathBuf::from(DEFAULT_CACHE))
+}
+
+/// The strategy a job of `world_size` ranks uses: `--strategy` (or
+/// RANKTUNE_STRATEGY) when given; otherwise ranks agree by default —
+/// `parallel` for more than one rank (see docs/strategy.md for why), and
+/// `independent` for one rank, which has nobody to agree with.
+fn strategy_for(args: &TuneArgs, world_size: u32) -> Strategy {
+    args.strategy.unwrap_or(if world_size > 1 { Strategy::Parallel } else { Strategy::Independent })
 }
 
 /// The largest token bucket to tune.

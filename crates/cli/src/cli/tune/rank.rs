@@ -7,7 +7,7 @@
 
 use super::progress::Progress;
 use super::report::{row_from_entry, row_from_record, RankReport, Row};
-use super::{labels::shape_label, max_tokens, OpName, TuneArgs};
+use super::{labels::shape_label, max_tokens, strategy_for, OpName, TuneArgs};
 use crate::cli::sys;
 use anyhow::Context;
 use ranktune_cache::{Identity, Section, Store};
@@ -24,7 +24,7 @@ use std::sync::atomic::AtomicUsize;
 /// its directory exists (or is created) and accepts new files — so a bad
 /// path fails before tuning rather than after it. The check leaves nothing
 /// behind.
-fn open_store(path: &Path) -> anyhow::Result<Box<dyn Store>> {
+pub(super) fn open_store(path: &Path) -> anyhow::Result<Box<dyn Store>> {
     let store = ranktune_cache::FileStore::from_env(path).context("opening the tuning cache")?;
     let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
         Some(dir) => {
@@ -58,8 +58,10 @@ pub(super) fn run_rank(
     cache: &Path,
     stop: &AtomicUsize,
 ) -> anyhow::Result<RankReport> {
-    let info =
-        RankInfo::detect(&RankOverrides::default()).context("finding this process's rank")?;
+    let overrides =
+        RankOverrides { rank: args.rank, world_size: args.world_size, local_rank: None };
+    let info = RankInfo::detect(&overrides).context("finding this process's rank")?;
+    let strategy = strategy_for(args, info.world_size);
     let max = max_tokens(args);
     let (gemm_n, gemm_k, cols) = if args.quick {
         (gemm::QUICK_N, gemm::QUICK_K, softmax::QUICK_COLS)
@@ -91,13 +93,19 @@ pub(super) fn run_rank(
 
     let (id, digest) = identity();
     let mut opts = TunerOptions::new(Section::Rank(info.rank), id, digest);
-    opts.strategy = args.strategy;
+    opts.strategy = strategy;
     let tuner = Tuner::new(opts);
-    if args.strategy.is_collective() {
+    if strategy.is_collective() {
         // The ranks talk through the cache file's directory, or MPI (see collective::from_env).
         let dir = cache.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let coll = collective::from_env(&info, dir).with_context(|| {
-            format!("connecting the ranks for --strategy {} in {}", args.strategy, dir.display())
+            let why =
+                if args.strategy.is_none() { " (the default for more than one rank)" } else { "" };
+            format!(
+                "connecting the ranks for --strategy {strategy}{why} in {}; \
+                 `--strategy independent` needs no connection but lets ranks disagree",
+                dir.display()
+            )
         })?;
         let timeout = strategy::timeout_from_env()?;
         tuner.set_coordinator(Coordinator::new(coll).with_timeout(timeout));
@@ -150,7 +158,7 @@ pub(super) fn run_rank(
         failed_tactics: stats.failed_tactics,
         tuning_seconds: stats.tuning_seconds,
         entries_saved: saved.written,
-        strategy: args.strategy.to_string(),
+        strategy: strategy.to_string(),
         shared: coord.shared,
         agreed_hits: coord.agreed_hits,
         strategy_fallbacks: coord.fallbacks,

@@ -25,7 +25,14 @@ pub struct Row {
     /// `tuned` (measured now), `cache` (hit) or `fallback`.
     pub(super) source: String,
     pub(super) best_us: Option<f64>,
+    /// The fallback's median; with `best_us` (the winner's median, the
+    /// statistic decisions use) it gives `speedup`.
     pub(super) fallback_us: Option<f64>,
+    /// How many samples the fallback's median is of: below
+    /// [`ROUGH_BELOW`] the ratio is rough (a clearly slower candidate is
+    /// dropped after a sample or two).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) fallback_samples: Option<u32>,
     pub(super) speedup: Option<f64>,
     pub(super) candidates: usize,
     pub(super) failures: Vec<String>,
@@ -103,7 +110,18 @@ impl JobReport {
     }
 }
 
-/// How many times faster the best candidate is than the fallback.
+/// A "vs fallback" ratio from a fallback median of fewer samples than this
+/// is marked rough.
+pub(super) const ROUGH_BELOW: u32 = 3;
+
+/// Whether `row`'s speed-up rests on a fallback timed too few times to be
+/// more than rough.
+pub(super) fn speedup_is_rough(row: &Row) -> bool {
+    row.speedup.is_some() && row.fallback_samples.is_some_and(|n| n < ROUGH_BELOW)
+}
+
+/// How many times faster the best candidate is than the fallback: the
+/// ratio of their medians (the statistic the decision uses).
 fn speedup(best: Option<f64>, fallback: Option<f64>) -> Option<f64> {
     match (best, fallback) {
         (Some(b), Some(f)) if b > 0.0 => Some(f / b),
@@ -123,6 +141,7 @@ pub(super) fn row_from_record(
 ) -> Row {
     let best_us = rec.and_then(|r| r.best_us);
     let fallback_us = rec.and_then(|r| r.fallback_us);
+    let fallback_samples = rec.and_then(|r| r.fallback_samples);
     Row {
         rank,
         op: op.to_string(),
@@ -132,6 +151,7 @@ pub(super) fn row_from_record(
         source: if source == Source::Tuned { "tuned" } else { "fallback" }.to_string(),
         best_us,
         fallback_us,
+        fallback_samples,
         speedup: speedup(best_us, fallback_us),
         candidates: rec.map_or(0, |r| r.measured),
         section: rec.map(|r| r.section.name()),
@@ -158,15 +178,16 @@ pub(super) fn row_from_entry(
     entry: Option<&Entry>,
 ) -> Row {
     let best_us = entry.map(|e| e.time_us);
-    let fallback_us = entry.and_then(|e| {
+    let fallback_stats = entry.and_then(|e| {
         e.candidates
             .iter()
             .find(|c| {
                 c.runner_index == 0 && Some(&c.tactic) == e.candidates.first().map(|f| &f.tactic)
             })
             .and_then(|c| c.stats.as_ref())
-            .map(|s| s.median_us)
     });
+    let fallback_us = fallback_stats.map(|s| s.median_us);
+    let fallback_samples = fallback_stats.map(|s| s.samples);
     Row {
         rank,
         op: op.to_string(),
@@ -176,6 +197,7 @@ pub(super) fn row_from_entry(
         source: "cache".to_string(),
         best_us,
         fallback_us,
+        fallback_samples,
         speedup: speedup(best_us, fallback_us),
         candidates: entry.map_or(0, |e| e.candidates.len()),
         section: None,

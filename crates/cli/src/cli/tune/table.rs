@@ -6,7 +6,7 @@
 //! tests: change a column or a sentence only on purpose.
 
 use super::labels::{shape_label, tactic_label};
-use super::report::{JobReport, RankReport, Row};
+use super::report::{speedup_is_rough, JobReport, RankReport, Row, ROUGH_BELOW};
 use std::fmt::{self, Write};
 
 /// `12.3 µs`, `4.56 ms`, `-`.
@@ -35,6 +35,7 @@ fn write_table(out: &mut String, report: &JobReport) -> fmt::Result {
     write_buckets(out, report)?;
     write_failures(out, report)?;
     write_tuned_alone(out, report)?;
+    write_rough_note(out, report)?;
     writeln!(out)?;
     write_totals(out, report)
 }
@@ -42,6 +43,16 @@ fn write_table(out: &mut String, report: &JobReport) -> fmt::Result {
 /// The columns; the first (rank) only for more than one rank.
 const HEADER: [&str; 10] =
     ["rank", "op", "bucket", "runner", "tactic", "best", "vs fallback", "cands", "fails", "source"];
+
+/// The "vs fallback" cell: the ratio of the medians, `~` in front when the
+/// fallback's median is of too few samples to be more than rough.
+fn speedup_cell(row: &Row) -> String {
+    match row.speedup {
+        Some(s) if speedup_is_rough(row) => format!("~{s:.2}x"),
+        Some(s) => format!("{s:.2}x"),
+        None => "-".to_string(),
+    }
+}
 
 /// One bucket's cells, in [`HEADER`]'s order.
 fn cells(row: &Row) -> [String; 10] {
@@ -52,7 +63,7 @@ fn cells(row: &Row) -> [String; 10] {
         row.runner.clone(),
         tactic_label(&row.tactic),
         us(row.best_us),
-        row.speedup.map_or("-".to_string(), |s| format!("{s:.2}x")),
+        speedup_cell(row),
         row.candidates.to_string(),
         row.failures.len().to_string(),
         match (row.section.as_deref(), &row.note) {
@@ -115,6 +126,18 @@ fn write_tuned_alone(out: &mut String, report: &JobReport) -> fmt::Result {
                 writeln!(out, "  rank {}: {more} more bucket(s) tuned alone after that", row.rank)?;
             }
         }
+    }
+    Ok(())
+}
+
+/// What `~` in the "vs fallback" column means, when it is used.
+fn write_rough_note(out: &mut String, report: &JobReport) -> fmt::Result {
+    if report.ranks.iter().flat_map(|r| &r.rows).any(speedup_is_rough) {
+        writeln!(
+            out,
+            "  ~: rough; the fallback was timed fewer than {ROUGH_BELOW} times (clearly slower \
+             candidates are dropped early), so its median is of 1 or 2 samples"
+        )?;
     }
     Ok(())
 }
@@ -278,5 +301,23 @@ nothing to tune: all 2 lookups hit the cache dir/c.json (1 rank)
         for (report, want) in expected {
             assert_eq!(render(report), want);
         }
+    }
+
+    #[test]
+    fn a_ratio_from_a_fallback_timed_once_or_twice_is_marked_rough() {
+        let rows = vec![
+            row(0, "tuned", json!({"fallback_samples": 1})),
+            row(0, "tuned", json!({"fallback_samples": 2, "speedup": 7.0})),
+            row(0, "tuned", json!({"fallback_samples": 3, "speedup": 1.25})),
+            row(0, "cache", json!({})),
+        ];
+        let report = job(vec![rank(0, "independent", rows)], 3, 3);
+        let text = render(&report);
+        let cells: Vec<String> = report.ranks[0].rows.iter().map(speedup_cell).collect();
+        assert_eq!(cells, ["~121.50x", "~7.00x", "1.25x", "121.50x"]);
+        assert!(text.contains("  ~: rough; the fallback was timed fewer than 3 times"), "{text}");
+        // No rough ratio, no note.
+        let report = job(vec![rank(0, "independent", vec![row(0, "cache", json!({}))])], 3, 3);
+        assert!(!render(&report).contains("~"));
     }
 }
