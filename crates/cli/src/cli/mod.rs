@@ -78,6 +78,16 @@ fn init_logging(verbose: u8) {
     let _ = tracing_subscriber::registry().with(logs).with(traces).try_init();
 }
 
+/// Parses a count flag (`--max-tokens`, `--ranks`, `--rank`). Flags that use
+/// it also set `allow_negative_numbers`, so `-5` reaches this parser and
+/// gets this message instead of clap's "unexpected argument '-5'".
+pub(crate) fn count<T: std::str::FromStr>(s: &str) -> Result<T, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!("{s} is negative; give a whole number of at least 0"));
+    }
+    s.trim().parse().map_err(|_| format!("{s:?} is not a whole number (e.g. 4)"))
+}
+
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
