@@ -29,6 +29,11 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Tune the built-in CPU kernels into the shared cache (the main job).
+    #[command(after_help = "Examples:
+  ranktune tune --ranks 2                          # 2 local ranks into ./ranktune-cache.json
+  ranktune tune --quick --ops gemm --max-tokens 64 # a few seconds
+  mpirun -n 4 ranktune tune --cache /shared/tune.json --trace traces/
+  ranktune tune --ranks 4 --strategy merge --json")]
     Tune(tune::TuneArgs),
     /// Inspect, check, compare, merge, prune, import and export tuning caches.
     #[command(subcommand)]
