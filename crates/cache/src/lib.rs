@@ -45,6 +45,8 @@
 //!   [`place_in_rank`], [`diff`], [`check`] (stale entries and ranks that
 //!   would run different code), and [`read_source`], which reads a cache
 //!   of any known format, detecting which;
+//! - labels for people: [`bucket_label`] and [`tactic_label`], the one way
+//!   every table and message writes a bucket and a tactic;
 //! - [`trtllm`]: TensorRT-LLM's autotuner cache files, both ways.
 //!
 //! The tuner never touches files itself; everything that reads or writes a
@@ -58,6 +60,7 @@ mod entry;
 mod error;
 mod file;
 mod identity;
+mod label;
 mod memory;
 mod merge;
 mod source;
@@ -74,11 +77,12 @@ pub use document::{CacheData, Metadata};
 pub use entry::{Candidate, Entry, EntryKey, Identity, Section, Stats};
 pub use error::CacheError;
 pub use file::{
-    lock_timeout_from_env, max_file_bytes, read_cache_bytes, read_cache_file, write_cache_file,
-    FileStore, Resolver, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_FILE_BYTES, LOCK_TIMEOUT_ENV,
-    MAX_FILE_BYTES_ENV,
+    check_parent_dir, lock_timeout_from_env, max_file_bytes, read_cache_bytes, read_cache_file,
+    write_cache_file, FileStore, Resolver, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_FILE_BYTES,
+    LOCK_TIMEOUT_ENV, MAX_FILE_BYTES_ENV,
 };
 pub use identity::is_stale;
+pub use label::{bucket_label, bucket_size, tactic_label};
 pub use memory::MemoryStore;
 pub use merge::{merge, new_wins, place_in_rank, Conflict, Merged, PlaceError, WonBy};
 pub use source::{read_source, Source, SourceError, SourceFormat};

@@ -56,9 +56,8 @@ fn save_merges_and_never_drops() {
     assert_eq!(d.get(Section::Rank(1), &key("gemm", 1)).unwrap().tactic, 2);
     assert_eq!(d.get(Section::Rank(0), &key("gemm", 2)).unwrap().tactic, 3);
     assert_eq!(d.get(Section::Shared, &key("softmax", 1)).unwrap().tactic, 4);
-    // Only the cache, its lock and the (empty) spool remain.
-    assert_eq!(file_names(dir.path()), ["c.json", "c.json.lock", "c.json.spool"]);
-    assert!(file_names(&dir.path().join("c.json.spool")).is_empty());
+    // Only the cache and its lock remain: the emptied spool is removed.
+    assert_eq!(file_names(dir.path()), ["c.json", "c.json.lock"]);
 }
 
 #[test]
@@ -195,15 +194,28 @@ fn stale_temp_files_are_ignored_and_removed() {
     assert_eq!(loaded.data.len(), 1);
     assert!(loaded.warnings.is_empty());
     store.save(&update(Section::Rank(0), &[(key("gemm", 2), entry(1, 1.0, "e"))])).unwrap();
-    assert_eq!(file_names(dir.path()), ["c.json", "c.json.lock", "c.json.spool"]);
+    assert_eq!(file_names(dir.path()), ["c.json", "c.json.lock"]);
     assert_eq!(store.load().unwrap().data.len(), 2);
 }
 
 #[test]
-fn missing_parent_directory_is_created() {
+fn missing_parent_directory_is_refused_and_nothing_is_created() {
     let dir = tempfile::tempdir().unwrap();
     let store = FileStore::new(dir.path().join("a/b/c.json"));
     assert!(store.load().unwrap().data.is_empty());
+    let err =
+        store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("does not exist") && msg.contains("mkdir -p"), "{msg}");
+    assert!(file_names(dir.path()).is_empty(), "nothing may be created");
+    // A regular file where a directory should be is named as such.
+    std::fs::write(dir.path().join("a"), b"").unwrap();
+    let err =
+        store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap_err();
+    assert!(err.to_string().contains("is a file, not a directory"), "{err}");
+    // Once the directory exists, the save works.
+    std::fs::remove_file(dir.path().join("a")).unwrap();
+    std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
     store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
     assert_eq!(store.load().unwrap().data.len(), 1);
 }
@@ -225,7 +237,7 @@ fn unfolded_spools_are_read_and_without_locking_nothing_is_lost() {
     FileStore::new(&path)
         .save(&update(Section::Rank(9), &[(key("x", 1), entry(1, 1.0, "e"))]))
         .unwrap();
-    assert!(file_names(&dir.path().join("c.json.spool")).is_empty());
+    assert!(!dir.path().join("c.json.spool").exists(), "the emptied spool is removed");
     assert_eq!(FileStore::new(&path).load().unwrap().data.len(), 4);
 }
 

@@ -141,9 +141,12 @@ fn many_processes_saving_at_once_lose_nothing() {
         for (sec, k, e) in expected.iter() {
             assert_eq!(main.data.get(sec, k), Some(e), "round {round}: {sec} {k} missing");
         }
-        let spools: Vec<_> =
-            std::fs::read_dir(dir.path().join("tune.json.spool")).unwrap().collect();
-        assert!(spools.is_empty(), "spool not empty after round {round}");
+        // The last fold removed the emptied spool directory.
+        assert!(
+            !dir.path().join("tune.json.spool").exists(),
+            "spool left after round {round}: {:?}",
+            std::fs::read_dir(dir.path().join("tune.json.spool")).map(|r| r.count())
+        );
         assert_eq!(FileStore::new(&cache).load().unwrap().data, main.data);
     }
     let leftovers: Vec<String> = file_names(dir.path())

@@ -105,7 +105,7 @@ fn check_reports_one_line_per_problem() {
         lines[0].starts_with("stale: rank_2: 1 entries") && lines[0].contains(&other),
         "{text}"
     );
-    assert!(lines[1].starts_with("ranks disagree on gemm [[128,64]]"), "{text}");
+    assert!(lines[1].starts_with("ranks disagree on gemm 128x64:"), "{text}");
     assert!(lines[1].contains("rank_0 chose") && lines[1].contains("rank_1 chose"), "{text}");
 
     // Bad entries are problems too; a damaged file is reported, not moved.

@@ -156,11 +156,12 @@ fn an_empty_file_is_called_empty_by_every_command() {
 #[test]
 fn an_io_error_names_the_os_reason_once() {
     let dir = tempfile::tempdir().unwrap();
-    let blocker = dir.path().join("file");
-    std::fs::write(&blocker, b"x").unwrap();
+    // The lock file's name is taken by a directory: opening it fails with
+    // the OS's "Is a directory".
+    std::fs::create_dir(dir.path().join("c.json.lock")).unwrap();
     let mut data = CacheData::default();
     data.metadata.environments.insert("e".into(), ranktune_cache::Identity::current());
-    let e = FileStore::new(blocker.join("c.json")).save(&data).unwrap_err();
+    let e = FileStore::new(dir.path().join("c.json")).save(&data).unwrap_err();
     // The chain as anyhow's `{:#}` prints it.
     let mut text = e.to_string();
     let mut src = std::error::Error::source(&e);
@@ -276,6 +277,8 @@ fn things_put_in_the_spool_are_skipped_and_left_alone() {
     let cache = dir.path().join("tune.json");
     let spool = dir.path().join("tune.json.spool");
     FileStore::new(&cache).save(&one_entry(1, 1)).unwrap();
+    // (The save removed the spool it emptied; someone makes it again.)
+    std::fs::create_dir_all(&spool).unwrap();
     // A FIFO, a directory and symlinks named like spool files, a device if
     // this user may make one, and a plain directory.
     let fifo = spool.join("00-fifo.json");

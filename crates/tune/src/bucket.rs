@@ -121,7 +121,14 @@ pub struct DynamicDim {
 }
 
 impl DynamicDim {
-    /// Powers of two up to the maximum, mapped by last power of two.
+    /// The usual token dimension: dim `dim` (0-based) of input `input`
+    /// (0-based, in the order the op's inputs are given) is tuned at the
+    /// powers of two 1, 2, 4, … up to the config's `max_tokens` (this dim's
+    /// `max` is `None`), and a runtime value maps to the last power of two
+    /// `<=` it (5 → 4, 1000 → 512).
+    ///
+    /// `DynamicDim::powers_of_two(0, 0)` is "the rows of the first input",
+    /// e.g. the token count `m` of a GEMM's `[m, k]` activation.
     pub fn powers_of_two(input: usize, dim: usize) -> Self {
         DynamicDim {
             input,

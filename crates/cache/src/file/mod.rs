@@ -464,6 +464,7 @@ impl FileStore {
             if any {
                 atomic_file::sync_dir(&spool_dir).map_err(io("fsyncing directory", &spool_dir))?;
             }
+            spool::remove_if_empty(&spool_dir);
         }
         let total = doc.stored_len();
         tracing::debug!(
@@ -656,9 +657,8 @@ impl FileStore {
         if written == 0 && update.metadata.environments.is_empty() {
             return Ok(SaveReport { written, total: 0, warnings, superseded: 0 });
         }
-        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(io("creating directory", parent))?;
-        }
+        check_parent_dir(&self.path)?;
+        self.refuse_foreign_file()?;
         let spool_file = spool::write_spool(&self.spool_path(), || codec::cache_to_bytes(&update))?;
         // Done waiting once the spool file was folded (or set aside, which
         // `settled` turns into an error); any other error is not "done".
@@ -690,7 +690,10 @@ impl FileStore {
                         &spool_file,
                         SaveReport { written, total: written, warnings, superseded: 0 },
                     ),
-                    _ => Err(e),
+                    _ => {
+                        spool::remove_if_empty(&self.spool_path());
+                        Err(e)
+                    }
                 };
             }
         };
@@ -711,6 +714,7 @@ impl FileStore {
                 // Withdraw the spool so that an error means "not saved" and
                 // nothing lingers (e.g. next to a file of a newer version).
                 let _ = std::fs::remove_file(&spool_file);
+                spool::remove_if_empty(&self.spool_path());
                 return Err(e);
             }
         };
@@ -719,6 +723,25 @@ impl FileStore {
             // Our own fold found this save's spool damaged and set it aside.
             Ok(SpoolState::SetAside(p)) => Err(Self::spool_set_aside(&p)),
             _ => Ok(SaveReport { written, total, warnings, superseded: 0 }),
+        }
+    }
+
+    /// Before the first write next to a file ranktune has not written yet
+    /// (no lock file beside it), checks that the file is one this build may
+    /// rewrite, so that a save into a TensorRT-LLM cache or a newer format
+    /// fails before any lock file or spool is created next to it. A file
+    /// that does not parse is left to the usual path (set aside, then
+    /// saved); once a lock file exists, the check is the fold's, under the
+    /// lock, and costs nothing here.
+    fn refuse_foreign_file(&self) -> Result<(), CacheError> {
+        if std::fs::symlink_metadata(self.lock_path()).is_ok()
+            || std::fs::symlink_metadata(&self.path).is_err()
+        {
+            return Ok(());
+        }
+        match read_cache_file(&self.path) {
+            Err(e @ CacheError::Unsupported { .. }) => Err(e),
+            _ => Ok(()),
         }
     }
 
@@ -753,6 +776,7 @@ impl FileStore {
     /// malformed entries dropped). `written` in the report is what the edit
     /// changed.
     fn edit_resolved(&self, edit: &mut Edit<'_>) -> Result<SaveReport, CacheError> {
+        self.refuse_foreign_file()?;
         let mut warnings = Vec::new();
         let (locked, _guard) = self.lock_for_edit(&mut warnings)?;
         let (total, edited, fold_warnings) = self.fold(locked, true, Some(edit))?;
@@ -773,6 +797,8 @@ impl FileStore {
         take_new: &Resolver<'_>,
     ) -> Result<SaveReport, CacheError> {
         let this = self.resolved();
+        check_parent_dir(&this.path)?;
+        this.refuse_foreign_file()?;
         let (update, mut warnings) = Self::prepare(update);
         let (locked, _guard) = this.lock_for_edit(&mut warnings)?;
         let mut written = 0;
@@ -811,4 +837,48 @@ pub fn read_cache_file(path: &Path) -> Result<Parsed, CacheError> {
         ParseError::Unparseable(reason) => CacheError::Corrupt { path: path.into(), reason },
         ParseError::Unsupported(reason) => CacheError::Unsupported { path: path.into(), reason },
     })
+}
+
+/// Checks that the directory a cache file (or any file ranktune writes next
+/// to caches) would go in exists, before anything is created: ranktune
+/// never creates directories for a cache path. Errors name the problem and
+/// the fix: a missing directory (`mkdir -p` it), or a path component that is
+/// a file, not a directory.
+///
+/// ```
+/// let dir = tempfile::tempdir()?;
+/// assert!(ranktune_cache::check_parent_dir(&dir.path().join("c.json")).is_ok());
+/// let e = ranktune_cache::check_parent_dir(&dir.path().join("no/c.json")).unwrap_err();
+/// assert!(e.to_string().contains("does not exist"), "{e}");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn check_parent_dir(path: &Path) -> Result<(), CacheError> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if std::fs::metadata(parent).is_ok_and(|m| m.is_dir()) {
+        return Ok(());
+    }
+    // The nearest ancestor that exists says what is wrong.
+    for a in parent.ancestors().filter(|a| !a.as_os_str().is_empty()) {
+        match std::fs::metadata(a) {
+            Ok(m) if m.is_dir() => break,
+            Ok(_) => {
+                return Err(CacheError::Invalid(format!(
+                    "cannot use {}: {} is a file, not a directory; choose another path",
+                    path.display(),
+                    a.display()
+                )))
+            }
+            Err(_) => continue,
+        }
+    }
+    Err(CacheError::Invalid(format!(
+        "cannot use {}: directory {} does not exist; create it first (mkdir -p {}) or choose \
+         another path",
+        path.display(),
+        parent.display(),
+        parent.display()
+    )))
 }

@@ -178,7 +178,7 @@ pub fn read_cache_bytes(path: &Path) -> Result<Vec<u8>, CacheError> {
         None => Err(CacheError::Io {
             action: "reading",
             path: path.to_path_buf(),
-            source: std::io::ErrorKind::NotFound.into(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "does not exist"),
         }),
     }
 }

@@ -97,17 +97,51 @@ pub(crate) fn state(path: &Path) -> std::io::Result<SpoolState> {
     }
 }
 
+/// Removes the spool directory when it is empty (`rmdir`, which fails on
+/// anything in it: a waiting save, a temp file being written, `corrupt/`),
+/// so that no empty `<cache>.spool/` stays next to a cache. Safe at any
+/// time: readers take a missing spool for an empty one, and a writer whose
+/// directory vanished between creating it and writing its file creates it
+/// again (see [`write_spool`]).
+pub(crate) fn remove_if_empty(dir: &Path) {
+    let _ = std::fs::remove_dir(dir);
+}
+
 /// Writes one spool file with the bytes `bytes()` makes (atomically, not
-/// durably: see the comment inside) and returns its path.
+/// durably: see the comment inside) and returns its path. The directory is
+/// created when missing, and again if a lock holder removed it as empty
+/// (see [`remove_if_empty`]) before this file appeared in it.
 pub(crate) fn write_spool(
     dir: &Path,
     bytes: impl FnOnce() -> Vec<u8>,
 ) -> Result<PathBuf, CacheError> {
-    match std::fs::DirBuilder::new().create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(io("creating spool directory", dir)(e)),
+    let mut make = Some(bytes);
+    let mut made = Vec::new();
+    let mut tries = 0;
+    loop {
+        match std::fs::DirBuilder::new().create(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io("creating spool directory", dir)(e)),
+        }
+        match write_spool_once(dir, &mut make, &mut made) {
+            Err(CacheError::Io { action: "creating spool file", source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound && tries < 100 =>
+            {
+                tries += 1;
+            }
+            other => return other,
+        }
     }
+}
+
+/// One attempt: the bytes are made (by `make`, once, into `made`) only once
+/// the temp file exists.
+fn write_spool_once<F: FnOnce() -> Vec<u8>>(
+    dir: &Path,
+    make: &mut Option<F>,
+    made: &mut Vec<u8>,
+) -> Result<PathBuf, CacheError> {
     let pid = std::process::id();
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     let nanos = next_nanos();
@@ -120,7 +154,12 @@ pub(crate) fn write_spool(
     // The temp file exists before the entries are serialized, so a lock
     // holder gathering a burst of saves (see `settle`) sees this one coming.
     Publish::new(&fin)
-        .write_with(|temp| temp.write_all(&bytes()).map_err(io("writing", temp.path())))
+        .write_with(|temp| {
+            if let Some(make) = make.take() {
+                *made = make();
+            }
+            temp.write_all(made).map_err(io("writing", temp.path()))
+        })
         .map_err(|e| match e {
             PublishError::Io { step: Step::CreateTemp, path, source } => {
                 CacheError::Io { action: "creating spool file", path, source }

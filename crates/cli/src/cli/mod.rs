@@ -29,6 +29,11 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Tune the built-in CPU kernels into the shared cache (the main job).
+    #[command(after_help = "Examples:
+  ranktune tune --ranks 2                          # 2 local ranks into ./ranktune-cache.json
+  ranktune tune --quick --ops gemm --max-tokens 64 # a few seconds
+  mpirun -n 4 ranktune tune --cache /shared/tune.json --trace traces/
+  ranktune tune --ranks 4 --strategy merge --json")]
     Tune(tune::TuneArgs),
     /// Inspect, check, compare, merge, prune, import and export tuning caches.
     #[command(subcommand)]
@@ -76,6 +81,16 @@ fn init_logging(verbose: u8) {
     let traces = ranktune_trace::layer()
         .with_filter(Targets::new().with_target("ranktune", LevelFilter::TRACE));
     let _ = tracing_subscriber::registry().with(logs).with(traces).try_init();
+}
+
+/// Parses a count flag (`--max-tokens`, `--ranks`, `--rank`). Flags that use
+/// it also set `allow_negative_numbers`, so `-5` reaches this parser and
+/// gets this message instead of clap's "unexpected argument '-5'".
+pub(crate) fn count<T: std::str::FromStr>(s: &str) -> Result<T, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!("{s} is negative; give a whole number of at least 0"));
+    }
+    s.trim().parse().map_err(|_| format!("{s:?} is not a whole number (e.g. 4)"))
 }
 
 /// Runs the CLI and returns the process exit code.

@@ -10,8 +10,15 @@ use std::process::ExitCode;
 #[derive(Debug, clap::Subcommand)]
 pub enum TraceCommand {
     /// Merge per-rank traces onto one timeline (one process group per rank).
+    #[command(after_help = "Examples:
+  ranktune trace merge traces/ -o merged.json          # open in https://ui.perfetto.dev
+  ranktune trace merge traces/ -o merged.json.gz --align first-step")]
     Merge(MergeArgs),
     /// Per-rank step times and top spans, and which rank is slow and where.
+    #[command(after_help = "Examples:
+  ranktune trace summary traces/                       # per-rank steps and the straggler
+  ranktune trace summary traces/ --html report.html    # with charts
+  ranktune trace summary traces/ --json")]
     Summary(SummaryArgs),
 }
 

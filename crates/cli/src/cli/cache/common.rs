@@ -63,16 +63,33 @@ pub(super) fn won_by_text(w: WonBy) -> &'static str {
     }
 }
 
-/// `[[64,64],[64]]`: a bucket as people read it.
+/// `64x64,64`: a bucket as people read it, the same label `tune` prints
+/// (see `ranktune_cache::bucket_label`).
 pub(super) fn bucket_text(bucket: &[Vec<u64>]) -> String {
-    serde_json::to_string(bucket).unwrap_or_default()
+    ranktune_cache::bucket_label(bucket)
 }
 
-/// A tactic in at most `max` characters.
+/// A tactic in at most `max` characters, the same label `tune` prints (see
+/// `ranktune_cache::tactic_label`).
 pub(super) fn tactic_text(t: &serde_json::Value, max: usize) -> String {
-    let s = match t {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
+    crate::cli::table::clip(&ranktune_cache::tactic_label(t), max)
+}
+
+/// True when `a` and `b` name the same file once resolved: the same path,
+/// a symlink to it, or a hard link (same device and inode). False when
+/// either does not exist.
+pub(super) fn same_file(a: &Path, b: &Path) -> bool {
+    let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) else {
+        return false;
     };
-    crate::cli::table::clip(&s, max)
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        ma.dev() == mb.dev() && ma.ino() == mb.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (ma, mb);
+        matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
+    }
 }

@@ -1,6 +1,8 @@
 //! `ranktune cache diff A B`: what changed from cache A to cache B — entries
 //! added, removed, with a different choice, with a changed time — as a table
-//! or as JSON. Exit status like diff(1): 0 same, 1 different, 2 trouble.
+//! or as JSON. Exit status like diff(1): 0 no reported difference, 1
+//! differences reported, 2 trouble (a file missing or unreadable, a bad
+//! flag).
 
 use super::common::{load_source, Format};
 use anyhow::Result;
@@ -8,7 +10,22 @@ use ranktune_cache::{diff, CacheDiff, ChangeKind, DiffOptions, Entry, EntryKey};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// The default `--time-threshold`, in percent: the tuner's widest near-tie
+/// band ([`ranktune_tune::NOISE_BAND_CAP`], 10%). A time change smaller than
+/// that is within the run-to-run noise the tuner itself refuses to decide
+/// on, so it is not a change worth exit status 1.
+pub const DEFAULT_TIME_THRESHOLD_PCT: f64 = ranktune_tune::NOISE_BAND_CAP * 100.0;
+
 #[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Exit status: 0 when nothing is reported (no entry added, removed, with another choice, \
+or with a time change above --time-threshold; with --all, no evidence change either), \
+1 when something is, 2 on trouble (a file missing or unreadable, a bad flag).
+
+Examples:
+  ranktune cache diff old.json new.json                      # choices and >10% time changes
+  ranktune cache diff old.json new.json --time-threshold 0   # every time change
+  ranktune cache diff tune.json trtllm-cache.json --json     # JSON for scripts")]
 pub struct DiffArgs {
     /// The old cache.
     pub a: PathBuf,
@@ -17,8 +34,10 @@ pub struct DiffArgs {
     /// Format of both files.
     #[arg(long, value_enum, default_value_t = Format::Auto)]
     pub format: Format,
-    /// Report time changes only above this many percent.
-    #[arg(long, value_name = "PCT", default_value_t = 0.0)]
+    /// Report time changes only above this many percent. The default, 10,
+    /// is the tuner's widest near-tie band: smaller changes are run-to-run
+    /// noise. 0 reports every change.
+    #[arg(long, value_name = "PCT", default_value_t = DEFAULT_TIME_THRESHOLD_PCT, allow_negative_numbers = true)]
     pub time_threshold: f64,
     /// Also list entries whose only change is their evidence (candidates,
     /// checksum, environment, creation time).
@@ -54,7 +73,15 @@ pub fn run(args: DiffArgs) -> Result<ExitCode> {
             d.unchanged
         );
     }
-    Ok(if d.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if reported(&d, args.all) == 0 { ExitCode::SUCCESS } else { ExitCode::from(1) })
+}
+
+/// How many differences the output reports: added, removed, another
+/// choice, a time change above the threshold, and with `all` also the
+/// evidence-only changes (a re-measurement within the noise).
+fn reported(d: &CacheDiff, all: bool) -> usize {
+    let evidence = d.changed.len() - d.count(&ChangeKind::Choice) - d.count(&ChangeKind::Time);
+    d.added.len() + d.removed.len() + d.changed.len() - if all { 0 } else { evidence }
 }
 
 fn render(d: &CacheDiff, all: bool) -> String {
@@ -91,7 +118,7 @@ fn row(what: &str, section: &str, key: Option<&EntryKey>, old: String, new: Stri
             k.op.clone(),
             k.runner.clone(),
             crate::cli::table::clip(&k.fingerprint, 24),
-            format!("{:?}", k.bucket),
+            ranktune_cache::bucket_label(&k.bucket),
         ),
         None => ("OP".into(), "RUNNER".into(), "FINGERPRINT".into(), "BUCKET".into()),
     };
@@ -103,7 +130,7 @@ fn choice(e: &Entry) -> String {
     format!(
         "#{} {} @ {:.3}us",
         e.runner_index,
-        crate::cli::table::clip(&e.tactic.to_string(), 40),
+        crate::cli::table::clip(&ranktune_cache::tactic_label(&e.tactic), 40),
         e.time_us
     )
 }

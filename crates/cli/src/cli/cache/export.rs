@@ -5,7 +5,7 @@
 //! directory; never over a device or FIFO), and an existing OUT is only
 //! replaced with --force. The cache itself is only read.
 
-use super::common::open_store;
+use super::common::{open_store, same_file};
 use anyhow::{bail, Context, Result};
 use ranktune_cache::trtllm::{export, to_json_text};
 use ranktune_cache::CacheError;
@@ -40,6 +40,15 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
     if !args.cache.exists() {
         bail!("{} does not exist", args.cache.display());
     }
+    if same_file(&args.cache, &args.output) {
+        bail!(
+            "{} is the cache being exported (the same file{}); writing the export there would \
+             replace the cache with another format. Choose another -o path",
+            args.output.display(),
+            if args.cache == args.output { "" } else { " through a link" }
+        );
+    }
+    ranktune_cache::check_parent_dir(&args.output)?;
     if args.output.exists() && !args.force {
         bail!("{} exists; pass --force to replace it", args.output.display());
     }

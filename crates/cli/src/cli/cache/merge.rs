@@ -4,7 +4,7 @@
 //! which applies the same rule again, under the lock, against OUT as stored
 //! at that moment (see `FileStore::save_resolving`).
 
-use super::common::{load_source, open_store, won_by_text, Format};
+use super::common::{load_source, open_store, same_file, won_by_text, Format};
 use anyhow::{Context, Result};
 use ranktune_cache::{merge, new_wins};
 use std::path::PathBuf;
@@ -113,11 +113,4 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
         println!("{msg}");
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn same_file(a: &std::path::Path, b: &std::path::Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a == b,
-    }
 }

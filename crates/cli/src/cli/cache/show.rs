@@ -4,7 +4,7 @@
 
 use super::common::{bucket_text, is_empty_file, open_store, tactic_text};
 use anyhow::Context;
-use ranktune_cache::{is_stale, CacheData, Entry, EntryKey, Identity, Section};
+use ranktune_cache::{bucket_size, is_stale, CacheData, Entry, EntryKey, Identity, Section};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -13,8 +13,8 @@ use std::process::ExitCode;
 pub struct ShowArgs {
     /// The cache file.
     pub file: PathBuf,
-    /// Only this rank's section (`rank_R`).
-    #[arg(long, value_name = "R")]
+    /// Only this rank's section (`rank_R`); exit 1 when the cache has none.
+    #[arg(long, value_name = "R", allow_negative_numbers = true, value_parser = crate::cli::count::<u32>)]
     pub rank: Option<u32>,
     /// JSON for scripts: {"metadata": {...}, "entries": [{"rank", "op", "runner", ...}]}.
     #[arg(long)]
@@ -45,6 +45,22 @@ fn selected(data: &CacheData, rank: Option<u32>) -> Vec<(Section, &EntryKey, &En
     data.iter().filter(|(s, _, _)| rank.is_none() || s.rank() == rank).collect()
 }
 
+/// The table's order: by op, then bucket size (smallest first, numerically),
+/// then runner; ties by bucket, fingerprint and section. `--json` keeps
+/// file order.
+fn sort_for_people(rows: &mut [(Section, &EntryKey, &Entry)]) {
+    rows.sort_by(|(sa, a, _), (sb, b, _)| {
+        (&a.op, bucket_size(&a.bucket), &a.runner, &a.bucket, &a.fingerprint, sa).cmp(&(
+            &b.op,
+            bucket_size(&b.bucket),
+            &b.runner,
+            &b.bucket,
+            &b.fingerprint,
+            sb,
+        ))
+    });
+}
+
 /// Runs `cache show`.
 pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
     if std::fs::symlink_metadata(&args.file).is_err() {
@@ -64,6 +80,21 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
     let current = Identity::current().digest();
     let data = &loaded.data;
     let rows = selected(data, args.rank);
+    if let Some(r) = args.rank.filter(|_| rows.is_empty()) {
+        let ranks: std::collections::BTreeSet<u32> =
+            data.iter().filter_map(|(s, _, _)| s.rank()).collect();
+        let list: Vec<String> = ranks.iter().map(u32::to_string).collect();
+        eprintln!(
+            "error: {} has no entries for rank {r}; {}",
+            args.file.display(),
+            if list.is_empty() {
+                "it has no rank sections (only shared entries, or none)".to_string()
+            } else {
+                format!("its ranks are {}", list.join(", "))
+            }
+        );
+        return Ok(ExitCode::from(1));
+    }
     if args.json {
         let m = &data.metadata;
         let doc = serde_json::json!({
@@ -80,6 +111,8 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(ExitCode::SUCCESS);
     }
+    let mut rows = rows;
+    sort_for_people(&mut rows);
     let mut cells =
         vec![["SECTION", "OP", "RUNNER", "FINGERPRINT", "BUCKET", "TACTIC", "TIME_US", "STALE"]
             .map(String::from)

@@ -65,7 +65,7 @@ pub struct TuneArgs {
     ops: Vec<OpName>,
     /// Largest token (row) count to tune: buckets are the powers of two up to
     /// it [default: 1024, or 64 with --quick].
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli::count::<u64>)]
     max_tokens: Option<u64>,
     /// Cache file [default: $RANKTUNE_CACHE, $TLLM_AUTOTUNER_CACHE_PATH, or
     /// ./ranktune-cache.json].
@@ -73,7 +73,7 @@ pub struct TuneArgs {
     cache: Option<PathBuf>,
     /// Start N local rank processes and wait for all of them. Without it this
     /// process is one rank of a job started by mpirun, srun, torchrun, ….
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli::count::<u32>)]
     ranks: Option<u32>,
     /// Small shapes: the whole job takes a few seconds (tests, demos).
     #[arg(long)]

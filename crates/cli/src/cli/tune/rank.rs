@@ -21,20 +21,13 @@ use std::path::Path;
 use std::sync::atomic::AtomicUsize;
 
 /// Opens the cache store and checks now that the cache can be saved —
-/// its directory exists (or is created) and accepts new files — so a bad
+/// its directory exists (ranktune never creates it) and accepts new files — so a bad
 /// path fails before tuning rather than after it. The check leaves nothing
 /// behind.
 pub(super) fn open_store(path: &Path) -> anyhow::Result<Box<dyn Store>> {
     let store = ranktune_cache::FileStore::from_env(path).context("opening the tuning cache")?;
-    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        Some(dir) => {
-            std::fs::create_dir_all(dir).with_context(|| {
-                format!("creating {} for the tuning cache; choose another --cache", dir.display())
-            })?;
-            dir
-        }
-        None => Path::new("."),
-    };
+    ranktune_cache::check_parent_dir(path).context("the tuning cache; choose another --cache")?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let probe = dir.join(format!(".ranktune-probe-{}", std::process::id()));
     std::fs::OpenOptions::new().write(true).create_new(true).open(&probe).with_context(|| {
         format!("the tuning cache could not be saved in {}; choose another --cache", dir.display())

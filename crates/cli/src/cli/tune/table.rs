@@ -262,11 +262,11 @@ mod tests {
         let expected = [
             (
                 &one,
-                r#"op    bucket  runner   tactic                       best     vs fallback  cands  fails  source
-gemm  16x64   blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      1      tuned
-gemm  16x64   blocked  naive                        2.50 ms  -            7      0      cache
-gemm  16x64   blocked  blocked(tile_m=4,tile_n=64)  -        -            0      0      fallback
-  failed on rank 0 gemm 16x64: blocked x: boom
+                r#"op    bucket       runner   tactic                       best     vs fallback  cands  fails  source
+gemm  16x64,64x32  blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      1      tuned
+gemm  16x64,64x32  blocked  naive                        2.50 ms  -            7      0      cache
+gemm  16x64,64x32  blocked  blocked(tile_m=4,tile_n=64)  -        -            0      0      fallback
+  failed on rank 0 gemm 16x64,64x32: blocked x: boom
 line
 
 tuned 3 buckets on 1 rank in 0.50 s of measuring (1.25 s wall); cache hits 2, misses 3, fallbacks 1, failed tactics 1
@@ -275,13 +275,13 @@ saved 3 entries to dir/c.json
             ),
             (
                 &two,
-                r#"rank  op    bucket     runner   tactic                       best     vs fallback  cands  fails  source
-0     gemm  16x64      blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      tuned, shared
-0     gemm  16x64      blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      tuned, alone
-0     gemm  16x64      blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      tuned, alone
-0     gemm  16x64      blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      tuned, alone
-1     gemm  1024x4096  blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      cache
-  rank 0 gemm 16x64: rank(s) [1] did not arrive
+                r#"rank  op    bucket       runner   tactic                       best     vs fallback  cands  fails  source
+0     gemm  16x64,64x32  blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      tuned, shared
+0     gemm  16x64,64x32  blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      tuned, alone
+0     gemm  16x64,64x32  blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      tuned, alone
+0     gemm  16x64,64x32  blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      tuned, alone
+1     gemm  1024x4096    blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      cache
+  rank 0 gemm 16x64,64x32: rank(s) [1] did not arrive
   rank 0: 2 more bucket(s) tuned alone after that
 
 strategy merge: 4 buckets tuned together, 2 cache hits agreed by all ranks, 2 tuned alone after a failure (counts over ranks)
@@ -291,8 +291,8 @@ saved 6 entries to dir/c.json
             ),
             (
                 &cached,
-                r#"op    bucket  runner   tactic                       best     vs fallback  cands  fails  source
-gemm  16x64   blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      cache
+                r#"op    bucket       runner   tactic                       best     vs fallback  cands  fails  source
+gemm  16x64,64x32  blocked  blocked(tile_m=4,tile_n=64)  12.3 µs  121.50x      7      0      cache
 
 nothing to tune: all 2 lookups hit the cache dir/c.json (1 rank)
 "#,

@@ -1,0 +1,63 @@
+//! Short labels for people: one way to write a bucket (`16x512,16x512`) and
+//! a tactic (`naive(order=ikj)`) in every table and message the tools print.
+//! Pure functions of their input; they never print, and JSON outputs never
+//! use them (scripts get the values as stored).
+
+use serde_json::Value;
+
+/// A bucket as people read it: each input's dims joined by `x`, inputs
+/// joined by `,`; an input without dims is `()`.
+///
+/// ```
+/// use ranktune_cache::bucket_label;
+/// assert_eq!(bucket_label(&[vec![16, 512], vec![16, 512]]), "16x512,16x512");
+/// assert_eq!(bucket_label(&[vec![8, 4096]]), "8x4096");
+/// ```
+pub fn bucket_label(bucket: &[Vec<u64>]) -> String {
+    bucket
+        .iter()
+        .map(|dims| {
+            if dims.is_empty() {
+                "()".to_string()
+            } else {
+                dims.iter().map(u64::to_string).collect::<Vec<_>>().join("x")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A tactic as people read it: a string as it is, an object with one key
+/// as `key(arg=value,...)`, anything else as compact JSON.
+///
+/// ```
+/// use ranktune_cache::tactic_label;
+/// use serde_json::json;
+/// assert_eq!(tactic_label(&json!({"naive": {"order": "ikj"}})), "naive(order=ikj)");
+/// assert_eq!(tactic_label(&json!("library")), "library");
+/// assert_eq!(tactic_label(&json!({"threaded": 4})), "threaded(4)");
+/// assert_eq!(tactic_label(&json!(2)), "2");
+/// ```
+pub fn tactic_label(t: &Value) -> String {
+    match t {
+        Value::String(s) => s.clone(),
+        Value::Object(m) if m.len() == 1 => {
+            let Some((k, v)) = m.iter().next() else { return String::new() };
+            match v {
+                Value::Object(inner) => {
+                    let args: Vec<String> =
+                        inner.iter().map(|(a, b)| format!("{a}={}", tactic_label(b))).collect();
+                    format!("{k}({})", args.join(","))
+                }
+                other => format!("{k}({})", tactic_label(other)),
+            }
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The number of elements of a bucket (the product of each input's dims,
+/// summed over inputs): how `cache show` orders buckets, smallest first.
+pub fn bucket_size(bucket: &[Vec<u64>]) -> u128 {
+    bucket.iter().map(|d| d.iter().map(|&x| u128::from(x)).product::<u128>()).sum()
+}
