@@ -76,6 +76,15 @@ pub enum Problem {
 /// At most this many characters of a tactic in a problem's line.
 const TACTIC_CHARS: usize = 60;
 
+/// The tactic label people read everywhere ([`crate::tactic_label`]) for a
+/// choice's compact-JSON tactic (a plain string tactic is kept as it is).
+fn tactic_text(json: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(v) => crate::tactic_label(&v),
+        Err(_) => json.to_string(),
+    }
+}
+
 fn clip(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         return s.to_string();
@@ -93,8 +102,7 @@ impl fmt::Display for Problem {
                  not this machine's {current}; they are not used (remove them with `ranktune cache prune`)"
             ),
             Problem::Divergent { op, bucket, choices } => {
-                let bucket = serde_json::to_string(bucket).unwrap_or_default();
-                write!(f, "ranks disagree on {op} {bucket}: ")?;
+                write!(f, "ranks disagree on {op} {}: ", crate::bucket_label(bucket))?;
                 for (i, (c, sections)) in choices.iter().enumerate() {
                     if i > 0 {
                         f.write_str("; ")?;
@@ -114,7 +122,7 @@ impl fmt::Display for Problem {
                         f,
                         "{} chose {runner} tactic {}",
                         names.join(", "),
-                        clip(&c.tactic, TACTIC_CHARS)
+                        clip(&tactic_text(&c.tactic), TACTIC_CHARS)
                     )?;
                 }
                 Ok(())
@@ -254,7 +262,7 @@ mod tests {
         assert_eq!(p.len(), 1, "{p:?}");
         assert_eq!(
             p[0].to_string(),
-            "ranks disagree on moe [[8,64]]: rank_0, rank_1, rank_3 chose MoERunner tactic 7; \
+            "ranks disagree on moe 8x64: rank_0, rank_1, rank_3 chose MoERunner tactic 7; \
              rank_2 chose MoERunner tactic 9"
         );
 
@@ -265,7 +273,7 @@ mod tests {
         let p = check(&data, "e");
         assert_eq!(
             p[0].to_string(),
-            "ranks disagree on moe [[8,64]]: rank_0 chose MoERunner (runner #0) tactic 7; \
+            "ranks disagree on moe 8x64: rank_0 chose MoERunner (runner #0) tactic 7; \
              rank_1 chose MoERunner (runner #1) tactic 7"
         );
 

@@ -234,9 +234,8 @@ fn check_on_an_expert_parallel_import_names_only_real_divergence() {
     let disagree: Vec<&str> = text.lines().filter(|l| l.starts_with("ranks disagree")).collect();
     assert_eq!(disagree.len(), 1, "{text}");
     assert!(
-        disagree[0].starts_with(
-            "ranks disagree on trtllm::fp8_block_scaling_gemm [[2048,4096],[4096,4096]]: "
-        ),
+        disagree[0]
+            .starts_with("ranks disagree on trtllm::fp8_block_scaling_gemm 2048x4096,4096x4096: "),
         "{text}"
     );
     assert!(disagree[0].contains("rank_3 chose FP8BlockScalingGemmRunner tactic"), "{text}");
