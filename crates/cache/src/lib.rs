@@ -61,6 +61,7 @@ mod error;
 mod file;
 mod identity;
 mod label;
+mod listing;
 mod memory;
 mod merge;
 mod source;
@@ -83,6 +84,7 @@ pub use file::{
 };
 pub use identity::is_stale;
 pub use label::{bucket_label, bucket_size, tactic_label};
+pub use listing::entry_listing;
 pub use memory::MemoryStore;
 pub use merge::{merge, new_wins, place_in_rank, Conflict, Merged, PlaceError, WonBy};
 pub use source::{read_source, Source, SourceError, SourceFormat};

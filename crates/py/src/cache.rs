@@ -13,12 +13,12 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use ranktune_cache::trtllm::{export as trtllm_export, to_json_text};
 use ranktune_cache::{
-    is_stale, place_in_rank, read_cache_bytes, read_source, CacheData, CacheError, Candidate,
-    Entry, EntryKey, FileStore, Identity, Section, SourceError, SourceFormat, Store,
+    place_in_rank, read_cache_bytes, read_source, CacheData, CacheError, Candidate, Entry,
+    EntryKey, FileStore, Identity, Section, SourceError, SourceFormat, Store,
 };
 use ranktune_core::atomic_file::Publish;
 use ranktune_core::error_chain::Chain;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -30,26 +30,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[pyclass(module = "ranktune", frozen)]
 pub struct Cache {
     path: PathBuf,
-}
-
-/// One entry as `ranktune cache show --json` prints it.
-fn entry_json(section: Section, k: &EntryKey, e: &Entry, current: &str) -> Value {
-    json!({
-        "rank": section.rank(),
-        "section": section.name(),
-        "op": k.op,
-        "runner": k.runner,
-        "fingerprint": k.fingerprint,
-        "bucket": k.bucket,
-        "tactic": e.tactic,
-        "time_us": e.time_us,
-        "stale": is_stale(e, current),
-        "runner_index": e.runner_index,
-        "checksum": e.checksum,
-        "env": e.env,
-        "created_unix": e.created_unix,
-        "candidates": e.candidates,
-    })
 }
 
 /// Warnings the store returned, as Python `RuntimeWarning`s.
@@ -188,7 +168,7 @@ impl Cache {
                     .data
                     .iter()
                     .filter(|(s, _, _)| rank.is_none() || s.rank() == rank)
-                    .map(|(s, k, e)| entry_json(s, k, e, &current))
+                    .map(|(s, k, e)| ranktune_cache::entry_listing(s, k, e, &current))
                     .collect();
                 Ok((loaded.warnings, rows))
             })

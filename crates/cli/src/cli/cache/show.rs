@@ -21,26 +21,6 @@ pub struct ShowArgs {
     pub json: bool,
 }
 
-/// One entry as `--json` prints it.
-fn entry_json(section: Section, k: &EntryKey, e: &Entry, current: &str) -> serde_json::Value {
-    serde_json::json!({
-        "rank": section.rank(),
-        "section": section.name(),
-        "op": k.op,
-        "runner": k.runner,
-        "fingerprint": k.fingerprint,
-        "bucket": k.bucket,
-        "tactic": e.tactic,
-        "time_us": e.time_us,
-        "stale": is_stale(e, current),
-        "runner_index": e.runner_index,
-        "checksum": e.checksum,
-        "env": e.env,
-        "created_unix": e.created_unix,
-        "candidates": e.candidates,
-    })
-}
-
 fn selected(data: &CacheData, rank: Option<u32>) -> Vec<(Section, &EntryKey, &Entry)> {
     data.iter().filter(|(s, _, _)| rank.is_none() || s.rank() == rank).collect()
 }
@@ -106,7 +86,7 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
                 "environments": m.environments,
                 "current_env": current,
             },
-            "entries": rows.iter().map(|(s, k, e)| entry_json(*s, k, e, &current)).collect::<Vec<_>>(),
+            "entries": rows.iter().map(|(s, k, e)| ranktune_cache::entry_listing(*s, k, e, &current)).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(ExitCode::SUCCESS);
