@@ -48,9 +48,10 @@ fn compare<I: TuneInputs>(op: &Op<I>, base: &[Vec<u64>], round: usize, t: &mut T
             (fixed.tune_key(op, key), a)
         };
         let f2 = fixed2.tune_key(op, key);
-        t.fixed_same += u32::from((f.runner, f.tactic) == (f2.runner, f2.tactic));
+        t.fixed_same +=
+            u32::from((f.runner_index, f.tactic_index) == (f2.runner_index, f2.tactic_index));
         t.buckets += 1;
-        if (f.runner, f.tactic) == (a.runner, a.tactic) {
+        if (f.runner_index, f.tactic_index) == (a.runner_index, a.tactic_index) {
             t.same += 1;
             t.equivalent += 1;
         } else {
@@ -60,7 +61,11 @@ fn compare<I: TuneInputs>(op: &Op<I>, base: &[Vec<u64>], round: usize, t: &mut T
             let entry = data.iter().map(|(_, _, e)| e).last().cloned();
             let fixed_of = |r: u32, tac: u32| {
                 let e = entry.as_ref()?;
-                let tv = op.tactic(Choice { runner: r, tactic: tac, source: Source::Tuned })?;
+                let tv = op.tactic(Choice {
+                    runner_index: r,
+                    tactic_index: tac,
+                    source: Source::Tuned,
+                })?;
                 e.candidates
                     .iter()
                     .find(|c| c.runner_index == r && &c.tactic == tv)
@@ -68,7 +73,7 @@ fn compare<I: TuneInputs>(op: &Op<I>, base: &[Vec<u64>], round: usize, t: &mut T
                     .map(|s| s.median_us)
             };
             if let (Some(fm), Some(am)) =
-                (fixed_of(f.runner, f.tactic), fixed_of(a.runner, a.tactic))
+                (fixed_of(f.runner_index, f.tactic_index), fixed_of(a.runner_index, a.tactic_index))
             {
                 if am <= fm * (1.0 + DEFAULT_TIE_TOLERANCE) {
                     t.equivalent += 1;
@@ -78,9 +83,9 @@ fn compare<I: TuneInputs>(op: &Op<I>, base: &[Vec<u64>], round: usize, t: &mut T
                 "  differs: {} {:?}: fixed {}/{} adaptive {}/{}",
                 op.name(),
                 key.input(0),
-                op.runner_names()[f.runner as usize],
+                op.runner_names()[f.runner_index as usize],
                 op.tactic(f).map_or(String::new(), |v| v.to_string()),
-                op.runner_names()[a.runner as usize],
+                op.runner_names()[a.runner_index as usize],
                 op.tactic(a).map_or(String::new(), |v| v.to_string()),
             );
         }

@@ -69,7 +69,7 @@ fn setup() -> Setup {
     for m in (0..14).map(|p| 1usize << p) {
         let io = Rows { shapes: [[m, 4096], [m, 4096]] };
         let c = tuner.choose_one(&op, &io);
-        raw.insert(m as u64 * 7919, (c.runner, c.tactic));
+        raw.insert(m as u64 * 7919, (c.runner_index, c.tactic_index));
     }
     tuner.set_tuning(false);
     let io = Rows { shapes: [[700, 4096], [700, 4096]] };

@@ -146,14 +146,14 @@ impl<I: TuneInputs> Op<I> {
 
     /// The tactic value of a choice.
     pub fn tactic(&self, choice: Choice) -> Option<&serde_json::Value> {
-        self.tactics.get(choice.runner as usize)?.get(choice.tactic as usize)
+        self.tactics.get(choice.runner_index as usize)?.get(choice.tactic_index as usize)
     }
 
     /// Runs a choice on `io`.
     pub fn run(&self, choice: Choice, io: &mut I) -> Result<(), RunError> {
-        match self.runners.get(choice.runner as usize) {
-            Some(r) => r.run(choice.tactic as usize, io),
-            None => Err(RunError(format!("op {}: no runner {}", self.name, choice.runner))),
+        match self.runners.get(choice.runner_index as usize) {
+            Some(r) => r.run(choice.tactic_index as usize, io),
+            None => Err(RunError(format!("op {}: no runner {}", self.name, choice.runner_index))),
         }
     }
 }

@@ -49,12 +49,13 @@ pub trait Runner<I>: Send + Sync {
     /// Stable fingerprint of the runner's parameters (see [`fingerprint_of`]).
     /// Two runners with different parameters must have different fingerprints.
     fn fingerprint(&self) -> String;
-    /// Every tactic, in canonical order.
+    /// Every tactic (a configuration, as a value), in canonical order; a
+    /// tactic's position in this list is its *tactic index*.
     fn tactics(&self) -> Vec<serde_json::Value>;
-    /// Whether tactic `tactic` can run on inputs of these shapes.
-    fn valid(&self, tactic: usize, shapes: &[Vec<u64>]) -> bool;
-    /// Runs tactic `tactic` on `io` once.
-    fn run(&self, tactic: usize, io: &mut I) -> Result<(), RunError>;
+    /// Whether the tactic at index `tactic_index` can run on inputs of these shapes.
+    fn valid(&self, tactic_index: usize, shapes: &[Vec<u64>]) -> bool;
+    /// Runs the tactic at index `tactic_index` on `io` once.
+    fn run(&self, tactic_index: usize, io: &mut I) -> Result<(), RunError>;
 }
 
 pub use ranktune_core::hash::StableHasher;

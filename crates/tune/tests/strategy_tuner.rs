@@ -83,7 +83,7 @@ fn independent_ranks_diverge_without_a_strategy() {
     let out = on_ranks(2, None, LONG, &[], |_, tuner, op| tune_all(tuner, op).0);
     let (a, b) = (out[0].as_ref().unwrap(), out[1].as_ref().unwrap());
     // Small buckets are dominated by the fixed cost (a tie); large ones split.
-    assert!(a.iter().zip(b).any(|(x, y)| x.tactic != y.tactic), "{a:?} vs {b:?}");
+    assert!(a.iter().zip(b).any(|(x, y)| x.tactic_index != y.tactic_index), "{a:?} vs {b:?}");
 }
 
 #[test]
@@ -108,7 +108,7 @@ fn collective_strategies_store_identical_shared_entries_on_every_rank() {
         }
         // The slowest rank's view decides: fast tactic 0 everywhere.
         assert!(
-            first.0.iter().all(|c| (c.runner, c.tactic) == (1, 0)),
+            first.0.iter().all(|c| (c.runner_index, c.tactic_index) == (1, 0)),
             "{strategy}: {:?}",
             first.0
         );
@@ -184,8 +184,9 @@ fn mixed_hits_and_misses_in_tuning_mode_never_hang_and_end_aligned() {
     let first = out[0].as_ref().unwrap();
     for o in &out {
         let o = o.as_ref().unwrap();
-        let pairs: Vec<(u32, u32)> = o.0.iter().map(|c| (c.runner, c.tactic)).collect();
-        let want: Vec<(u32, u32)> = first.0.iter().map(|c| (c.runner, c.tactic)).collect();
+        let pairs: Vec<(u32, u32)> = o.0.iter().map(|c| (c.runner_index, c.tactic_index)).collect();
+        let want: Vec<(u32, u32)> =
+            first.0.iter().map(|c| (c.runner_index, c.tactic_index)).collect();
         assert_eq!(pairs, want);
         assert!(o.0.iter().all(|c| c.source == Source::Tuned), "{:?}", o.0);
         assert!(o.1.iter().all(|c| c.source == Source::Cache));
@@ -208,7 +209,7 @@ fn equal_cached_hits_are_agreed_once_without_measuring() {
     for o in out {
         let (a, b, c, stats, coord) = o.unwrap();
         for ch in [a, b, c] {
-            assert_eq!((ch.runner, ch.tactic, ch.source), (1, 1, Source::Cache));
+            assert_eq!((ch.runner_index, ch.tactic_index, ch.source), (1, 1, Source::Cache));
         }
         assert_eq!((stats.tuned, coord.agreed_hits, coord.shared), (0, 2, 0));
     }
@@ -230,7 +231,7 @@ fn shared_entries_win_for_collective_ops_and_rank_entries_for_independent_ones()
         tuner.load(&store.load().unwrap().data);
         let op = op_for(0, strategy, &c);
         let ch = tuner.choose_one(&op, &Rows::new(20, 8));
-        assert_eq!((ch.tactic, ch.source), (want, Source::Cache), "{strategy:?}");
+        assert_eq!((ch.tactic_index, ch.source), (want, Source::Cache), "{strategy:?}");
     }
 }
 

@@ -62,7 +62,7 @@ fn a_hit_allocates_nothing() {
         for i in &inputs {
             let ch = tuner.choose_one(&op, i);
             assert_eq!(ch.source, Source::Cache);
-            sum += u64::from(ch.runner + ch.tactic);
+            sum += u64::from(ch.runner_index + ch.tactic_index);
         }
         assert_eq!(tuner.choose_one(&op, &fallback_input).source, Source::Fallback);
     }

@@ -27,12 +27,12 @@ fn miss_outside_tuning_returns_fallback_then_tuning_stores_best() {
 
     tuner.set_tuning(true);
     let tuned = tuner.choose_one(&op, &Rows::new(700, 8)); // bucket 512
-    assert_eq!((tuned.runner, tuned.tactic, tuned.source), (1, 1, Source::Tuned));
+    assert_eq!((tuned.runner_index, tuned.tactic_index, tuned.source), (1, 1, Source::Tuned));
     let small = tuner.choose_one(&op, &Rows::new(3, 8)); // bucket 2
-    assert_eq!((small.runner, small.tactic), (1, 0));
+    assert_eq!((small.runner_index, small.tactic_index), (1, 0));
     tuner.set_tuning(false);
     let hit = tuner.choose_one(&op, &Rows::new(1000, 8));
-    assert_eq!((hit.runner, hit.tactic, hit.source), (1, 1, Source::Cache));
+    assert_eq!((hit.runner_index, hit.tactic_index, hit.source), (1, 1, Source::Cache));
     assert_eq!(op.tactic(hit), Some(&serde_json::json!({"variant": 1})));
 
     let s = tuner.stats();
@@ -62,8 +62,8 @@ fn invalid_tactics_are_not_measured() {
     let op = op_with(vec![Scripted::new("simple", vec![cost(1000, 100)], &c), fast]);
     let tuner = tuner_for(0, "1", "cpu-a", &c);
     tuner.set_tuning(true);
-    assert_eq!(tuner.choose_one(&op, &Rows::new(8, 1)).runner, 1);
-    assert_eq!(tuner.choose_one(&op, &Rows::new(64, 1)).runner, 0);
+    assert_eq!(tuner.choose_one(&op, &Rows::new(8, 1)).runner_index, 1);
+    assert_eq!(tuner.choose_one(&op, &Rows::new(64, 1)).runner_index, 0);
     let rec = tuner.records();
     assert_eq!((rec[0].measured, rec[1].measured), (2, 1));
 }
@@ -80,13 +80,13 @@ fn near_ties_go_to_the_lowest_canonical_index() {
     for _ in 0..3 {
         let tuner = tuner_for(0, "1", "cpu-a", &c);
         tuner.set_tuning(true);
-        assert_eq!(tuner.choose_one(&op, &Rows::new(4, 4)).tactic, 0);
+        assert_eq!(tuner.choose_one(&op, &Rows::new(4, 4)).tactic_index, 0);
     }
     // Outside the tolerance the fastest wins.
     let op = op_with(vec![Scripted::new("t", vec![cost(11_000, 0), cost(10_000, 0)], &c)]);
     let tuner = tuner_for(0, "1", "cpu-a", &c);
     tuner.set_tuning(true);
-    assert_eq!(tuner.choose_one(&op, &Rows::new(4, 4)).tactic, 1);
+    assert_eq!(tuner.choose_one(&op, &Rows::new(4, 4)).tactic_index, 1);
 }
 
 #[test]
@@ -122,7 +122,7 @@ fn failing_and_panicking_tactics_are_recorded_and_skipped() {
     let tuner = tuner_for(0, "1", "cpu-a", &c);
     tuner.set_tuning(true);
     let ch = tuner.choose_one(&op, &Rows::new(32, 4));
-    assert_eq!((ch.runner, ch.tactic), (1, 2));
+    assert_eq!((ch.runner_index, ch.tactic_index), (1, 2));
     let s = tuner.stats().total;
     assert_eq!(s.failed_tactics, 2);
     let data = tuner.take_pending();

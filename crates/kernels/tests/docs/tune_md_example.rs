@@ -13,7 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = FileStore::new("ranktune-cache.json");
     let session = Session::start(&tuner, &store)?; // loads; saves on drop/panic too
     tuner.set_tuning(true); // misses measure
-    let choice = tuner.choose_one(&op, &inputs); // Choice { runner, tactic, source }: indices
+    let choice = tuner.choose_one(&op, &inputs); // Choice { runner_index, tactic_index, source }
     op.run(choice, &mut inputs)?;
     session.finish()?; // merging, locked save
     Ok(())

@@ -128,7 +128,7 @@ impl Tuner {
                     SlotKind::Hit if slot.confirm && self.tuning.load(Ordering::Relaxed) => None,
                     SlotKind::Hit => {
                         bump(local.counters.hits.get(i));
-                        Some(Choice { runner: slot.runner, tactic: slot.tactic, source: Source::Cache })
+                        Some(Choice { runner_index: slot.runner, tactic_index: slot.tactic, source: Source::Cache })
                     }
                     SlotKind::Fallback if self.tuning.load(Ordering::Relaxed) => None,
                     SlotKind::Fallback | SlotKind::Failed => {

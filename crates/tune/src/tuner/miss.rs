@@ -55,7 +55,11 @@ impl Tuner {
             }
             Some(s) if s.kind == SlotKind::Hit => {
                 stats.hits += 1;
-                return Choice { runner: s.runner, tactic: s.tactic, source: Source::Cache };
+                return Choice {
+                    runner_index: s.runner,
+                    tactic_index: s.tactic,
+                    source: Source::Cache,
+                };
             }
             Some(s) if s.kind == SlotKind::Failed || !tune => {
                 stats.fallbacks += 1;

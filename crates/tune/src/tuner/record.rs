@@ -96,7 +96,11 @@ impl Tuner {
                     self.entry_for(op, &shapes, (r, t), time_us, candidates, created_unix);
                 inner.pending.insert(section, ekey, entry);
                 (
-                    Choice { runner: r as u32, tactic: t as u32, source: Source::Tuned },
+                    Choice {
+                        runner_index: r as u32,
+                        tactic_index: t as u32,
+                        source: Source::Tuned,
+                    },
                     SlotKind::Hit,
                 )
             }
@@ -120,8 +124,8 @@ impl Tuner {
         inner.records.push(TuneRecord {
             op: op.name().to_string(),
             bucket: shapes,
-            runner: op.runner_names()[choice.runner as usize].clone(),
-            tactic: op.tactics(choice.runner as usize)[choice.tactic as usize].clone(),
+            runner: op.runner_names()[choice.runner_index as usize].clone(),
+            tactic: op.tactics(choice.runner_index as usize)[choice.tactic_index as usize].clone(),
             best_us: winner.and_then(|w| stats.get(w).copied().flatten()).map(|s| s.median_us),
             fallback_us,
             fallback_samples,

@@ -56,7 +56,11 @@ impl Tuner {
                 inner.ops[op_slot as usize].stats.hits += 1;
                 let slot = Slot::new(op.id(), *key, runner, tactic, op_slot, SlotKind::Hit);
                 self.publish(inner, [(h, slot)]);
-                return Choice { runner, tactic, source: Source::Cache };
+                return Choice {
+                    runner_index: runner,
+                    tactic_index: tactic,
+                    source: Source::Cache,
+                };
             }
             Settled::Measured(outcome) => {
                 if local_hit.is_some() {
@@ -71,7 +75,8 @@ impl Tuner {
         let measured =
             Measured { op, op_slot, shapes, cands: &cands, strategy, outcome, t0, first_error };
         let (choice, kind) = self.record(inner, measured);
-        let slot = Slot::new(op.id(), *key, choice.runner, choice.tactic, op_slot, kind);
+        let slot =
+            Slot::new(op.id(), *key, choice.runner_index, choice.tactic_index, op_slot, kind);
         self.publish(inner, [(h, slot)]);
         choice
     }

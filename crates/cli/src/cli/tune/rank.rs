@@ -176,7 +176,8 @@ fn tune_op<I: TuneInputs>(
         }
         let bucket = key.to_nested();
         let choice = tuner.tune_key(op, &key);
-        let runner = op.runner_names().get(choice.runner as usize).cloned().unwrap_or_default();
+        let runner =
+            op.runner_names().get(choice.runner_index as usize).cloned().unwrap_or_default();
         let tactic = op.tactic(choice).cloned().unwrap_or(serde_json::Value::Null);
         let row = match choice.source {
             Source::Tuned | Source::Fallback => {
