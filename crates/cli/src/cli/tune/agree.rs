@@ -62,15 +62,6 @@ pub(super) fn warning(report: &JobReport, args: &TuneArgs) -> Option<String> {
 
 /// `ranktune tune` with this job's ops, sizes and cache, tuned together.
 fn fix_command(report: &JobReport, args: &TuneArgs) -> String {
-    let ops: Vec<&str> = args
-        .ops
-        .iter()
-        .map(|o| match o {
-            OpName::Gemm => "gemm",
-            OpName::Softmax => "softmax",
-            OpName::Rmsnorm => "rmsnorm",
-        })
-        .collect();
     let mut cmd = format!("ranktune tune --ranks {}", report.ranks.len());
     if args.quick {
         cmd.push_str(" --quick");
@@ -78,8 +69,8 @@ fn fix_command(report: &JobReport, args: &TuneArgs) -> String {
     if args.max_tokens.is_some() {
         cmd.push_str(&format!(" --max-tokens {}", max_tokens(args)));
     }
-    if ops.len() < 3 {
-        cmd.push_str(&format!(" --ops {}", ops.join(",")));
+    if args.ops.len() < 3 {
+        cmd.push_str(&format!(" --ops {}", OpName::list(&args.ops)));
     }
     cmd.push_str(&format!(" --strategy parallel --cache {}", shell_word(&report.cache)));
     cmd

@@ -112,17 +112,8 @@ fn check_paths(args: &TuneArgs, cache: &Path, n: u32) -> anyhow::Result<()> {
 
 /// A child rank's arguments: this run's options, spelled out.
 fn child_args(args: &TuneArgs, cache: &Path, n: u32) -> Vec<OsString> {
-    let ops: Vec<&str> = args
-        .ops
-        .iter()
-        .map(|o| match o {
-            OpName::Gemm => "gemm",
-            OpName::Softmax => "softmax",
-            OpName::Rmsnorm => "rmsnorm",
-        })
-        .collect();
     let mut a: Vec<OsString> = ["tune", "--child", "--ops"].map(OsString::from).to_vec();
-    a.push(ops.join(",").into());
+    a.push(OpName::list(&args.ops).into());
     a.push("--cache".into());
     a.push(cache.into());
     a.push("--max-tokens".into());

@@ -57,6 +57,22 @@ pub enum OpName {
     Rmsnorm,
 }
 
+impl OpName {
+    /// The name as `--ops` takes it.
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            OpName::Gemm => "gemm",
+            OpName::Softmax => "softmax",
+            OpName::Rmsnorm => "rmsnorm",
+        }
+    }
+
+    /// `--ops` value for `ops`: their names, comma-separated.
+    pub(super) fn list(ops: &[OpName]) -> String {
+        ops.iter().map(|o| o.as_str()).collect::<Vec<_>>().join(",")
+    }
+}
+
 /// Arguments of `ranktune tune`.
 #[derive(Debug, clap::Args)]
 pub struct TuneArgs {
