@@ -38,6 +38,7 @@
 //! | `lines` | reading a child's output pipe line by line on a thread ([`LineReader`]) |
 //! | `wait` | bounded waits for a child, kills and signals |
 //! | `files` | the names of the files a test left in a directory |
+//! | `redis` | a real `redis-server` on a free loopback port for one test ([`redis::RedisServer`]) |
 //!
 //! Nothing here sleeps to let a child get on: waits are woken by the child
 //! (its exit, its next line), and the one poll (a job's kill requests) has
@@ -49,6 +50,7 @@ mod cli;
 mod files;
 mod job;
 mod lines;
+pub mod redis;
 mod wait;
 
 pub use child::{child_test, child_test_args, child_var, child_var_parsed, test_binary};

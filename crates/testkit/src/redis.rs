@@ -1,0 +1,222 @@
+//! A real `redis-server` for tests: started on a free loopback port, in its
+//! own temporary directory, with persistence off, and stopped (SIGKILL) when
+//! the handle drops.
+//!
+//! Owns: finding the program, choosing the port, waiting until the server
+//! accepts connections, and the CI rule for skipping. Never: speaks the
+//! Redis protocol beyond `PING` (tests use the client crate the code under
+//! test uses), or shares one server between tests.
+//!
+//! The skip rule: outside CI (`CI` unset or not `true`/`1`), a machine
+//! without `redis-server` skips the test loudly (a line on stderr) and
+//! [`RedisServer::start`] returns `None`; in CI the same situation panics,
+//! because `.ci/run` installs the server and a skipped test would hide a
+//! missing install step.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::wait::kill;
+
+/// How long a starting server may take to answer `PING`.
+const START_LIMIT: Duration = Duration::from_secs(20);
+
+/// A running `redis-server` on `127.0.0.1:port`, killed on drop.
+pub struct RedisServer {
+    child: Option<Child>,
+    port: u16,
+    dir: PathBuf,
+    args: Vec<String>,
+}
+
+/// Whether this run is CI (`CI=true` or `CI=1`), where tests that need a
+/// server must run, never skip.
+pub fn in_ci() -> bool {
+    matches!(std::env::var("CI").as_deref(), Ok("true") | Ok("1"))
+}
+
+/// The `redis-server` program: `RANKTUNE_TEST_REDIS_SERVER` when set, else
+/// the first `redis-server` on `PATH` (or in `/usr/bin`, `/usr/sbin`).
+fn program() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("RANKTUNE_TEST_REDIS_SERVER") {
+        return Some(PathBuf::from(p));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain([PathBuf::from("/usr/bin"), PathBuf::from("/usr/sbin")])
+        .map(|d| d.join("redis-server"))
+        .find(|p| p.is_file())
+}
+
+/// A port nobody listens on right now (bind port 0, read it, let it go).
+fn free_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind 127.0.0.1:0: {e}"));
+    l.local_addr().unwrap_or_else(|e| panic!("local_addr: {e}")).port()
+}
+
+/// Whether a server on `port` answers `PING` with `+PONG`.
+fn pings(port: u16) -> bool {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    if s.write_all(b"PING\r\n").is_err() {
+        return false;
+    }
+    let mut buf = [0u8; 16];
+    matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG"))
+}
+
+impl RedisServer {
+    /// Starts a server with `extra` arguments added to the command line
+    /// (e.g. `["--requirepass", "secret"]`), or returns `None` outside CI
+    /// when no `redis-server` is installed (after saying so on stderr).
+    ///
+    /// # Panics
+    /// In CI when no server is installed; when the server does not answer
+    /// within 20 s (retrying once on another port, in case the chosen one
+    /// was taken in between).
+    pub fn start_with(extra: &[&str]) -> Option<RedisServer> {
+        let Some(program) = program() else {
+            if in_ci() {
+                panic!("redis-server is not installed, but CI=true: .ci/run must install it (apt-get install -y redis-server)");
+            }
+            eprintln!("SKIPPED: redis-server is not installed (apt-get install -y redis-server); this test runs in CI");
+            return None;
+        };
+        let dir = std::env::temp_dir().join(format!(
+            "ranktune-test-redis-{}-{}",
+            std::process::id(),
+            free_port()
+        ));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+        let mut server = RedisServer {
+            child: None,
+            port: 0,
+            dir,
+            args: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        for _attempt in 0..2 {
+            server.port = free_port();
+            server.spawn(&program);
+            if server.wait_ready() {
+                return Some(server);
+            }
+            server.stop();
+        }
+        panic!("redis-server ({}) did not answer PING within {START_LIMIT:?}", program.display());
+    }
+
+    /// Starts a server with the default settings; see [`RedisServer::start_with`].
+    pub fn start() -> Option<RedisServer> {
+        Self::start_with(&[])
+    }
+
+    fn spawn(&mut self, program: &Path) {
+        let port = self.port.to_string();
+        let dir = self.dir.display().to_string();
+        let mut args: Vec<&str> = vec![
+            "--port",
+            &port,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            &dir,
+            "--daemonize",
+            "no",
+            "--protected-mode",
+            "yes",
+        ];
+        args.extend(self.args.iter().map(String::as_str));
+        let child = Command::new(program)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {}: {e}", program.display()));
+        self.child = Some(child);
+    }
+
+    fn wait_ready(&mut self) -> bool {
+        let start = Instant::now();
+        while start.elapsed() < START_LIMIT {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return false; // exited: port taken or bad arguments
+                }
+            }
+            if pings(self.port) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// The port it listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT/db`.
+    pub fn url(&self, db: u32) -> String {
+        format!("redis://127.0.0.1:{}/{db}", self.port)
+    }
+
+    /// The server's process id (for SIGSTOP/SIGCONT/SIGKILL in fault tests).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Kills the server (SIGKILL) and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = kill(&mut child);
+        }
+    }
+
+    /// Starts the server again on the same port after [`RedisServer::stop`]
+    /// (its data is gone: persistence is off), waiting until it answers.
+    ///
+    /// # Panics
+    /// When it does not answer within 20 s.
+    pub fn restart(&mut self) {
+        self.stop();
+        let program = program().unwrap_or_else(|| panic!("redis-server vanished"));
+        self.spawn(&program);
+        assert!(self.wait_ready(), "redis-server did not come back on port {}", self.port);
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starts_answers_and_stops() {
+        let Some(mut server) = RedisServer::start() else { return };
+        assert!(pings(server.port()));
+        assert!(server.url(0).starts_with("redis://127.0.0.1:"));
+        let port = server.port();
+        server.stop();
+        assert!(!pings(port));
+        server.restart();
+        assert!(pings(port));
+    }
+}
