@@ -176,8 +176,31 @@ fn write_totals(out: &mut String, report: &JobReport) -> fmt::Result {
         report.fallbacks,
         report.failed_tactics
     )?;
-    let saved: usize = report.ranks.iter().map(|r| r.entries_saved).sum();
-    writeln!(out, "saved {saved} entries to {}", report.cache.display())
+    let (saved, shared) = distinct_saved(report);
+    write!(out, "saved {saved} entries to {}", report.cache.display())?;
+    if shared > 0 && ranks > 1 {
+        write!(out, " ({shared} of them in the shared section, written by every rank)")?;
+    }
+    writeln!(out)
+}
+
+/// How many distinct entries the job saved, and how many of those are in
+/// the `shared` section. Every rank of a collective run writes the same
+/// shared entries (the save merges them into one), so summing the ranks'
+/// counts would count each shared entry once per rank.
+fn distinct_saved(report: &JobReport) -> (usize, usize) {
+    let written: usize = report.ranks.iter().map(|r| r.entries_saved).sum();
+    let shared_rows = || {
+        report
+            .ranks
+            .iter()
+            .flat_map(|r| &r.rows)
+            .filter(|row| row.source == "tuned" && row.section.as_deref() == Some("shared"))
+    };
+    let distinct: std::collections::BTreeSet<_> =
+        shared_rows().map(|row| (&row.op, &row.bucket, &row.runner)).collect();
+    let repeats = shared_rows().count() - distinct.len();
+    (written.saturating_sub(repeats), distinct.len())
 }
 
 #[cfg(test)]
@@ -215,6 +238,32 @@ mod tests {
             "tuning_seconds": 0.5, "wall_seconds": 1.25, "ranks": ranks,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_collective_run_counts_each_shared_entry_once() {
+        // Two ranks tuned the same two buckets together: each rank's save
+        // wrote both shared entries, and rank 1 one entry of its own.
+        let shared = |rank, m: u64| {
+            row(rank, "tuned", json!({"section": "shared", "bucket": [[m, 64], [64, 32]]}))
+        };
+        let mut r0 = rank(0, "parallel", vec![shared(0, 16), shared(0, 32)]);
+        let mut r1 = rank(
+            1,
+            "parallel",
+            vec![shared(1, 16), shared(1, 32), row(1, "tuned", json!({"section": "rank_1"}))],
+        );
+        r0["entries_saved"] = json!(2);
+        r1["entries_saved"] = json!(3);
+        let report = job(vec![r0, r1], 5, 5);
+        assert_eq!(distinct_saved(&report), (3, 2));
+        let text = render(&report);
+        assert!(
+            text.ends_with(
+                "saved 3 entries to dir/c.json (2 of them in the shared section, written by every rank)\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
@@ -286,7 +335,7 @@ saved 3 entries to dir/c.json
 
 strategy merge: 4 buckets tuned together, 2 cache hits agreed by all ranks, 2 tuned alone after a failure (counts over ranks)
 tuned 5 buckets on 2 ranks in 0.50 s of measuring (1.25 s wall); cache hits 2, misses 4, fallbacks 1, failed tactics 1
-saved 6 entries to dir/c.json
+saved 6 entries to dir/c.json (1 of them in the shared section, written by every rank)
 "#,
             ),
             (
