@@ -234,3 +234,68 @@ fn limits_and_an_unusable_cache_path_fail_before_any_tuning() {
         std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(names, vec![std::ffi::OsString::from("plain")]);
 }
+
+/// `tune --model`: two ranks tune the GEMM shapes of a (small) model's
+/// linear layers, split by `--tp`, and the cache holds one entry per layer
+/// shape and token bucket; a config without a needed field is one error.
+#[test]
+fn a_model_config_gives_its_layer_shapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.json");
+    // A Llama-shaped toy: hidden 64, 4 heads (2 KV heads), MLP 96, vocab 100.
+    std::fs::write(
+        &config,
+        r#"{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 96,
+            "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100}"#,
+    )
+    .unwrap();
+    let args = ["tune", "--model", "config.json", "--tp", "2", "--ranks", "2", "--max-tokens", "2"];
+    let report =
+        ranktune(dir.path(), &[&args[..], &["--json", "--cache", "c.json"]].concat(), &[]).json();
+    let layers: Vec<(String, u64, u64)> = report["model"]["layers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (l["name"].as_str().unwrap().into(), l["k"].as_u64().unwrap(), l["n"].as_u64().unwrap())
+        })
+        .collect();
+    let expected: Vec<(String, u64, u64)> = [
+        ("qkv", 64, 64),
+        ("o", 32, 64),
+        ("gate_up", 64, 96),
+        ("down", 48, 64),
+        ("lm_head", 64, 50),
+    ]
+    .iter()
+    .map(|&(n, k, o)| (n.into(), k, o))
+    .collect();
+    assert_eq!(layers, expected, "{report}");
+    // 5 layers of 5 distinct shapes, 2 token buckets each.
+    let show = ranktune(dir.path(), &["cache", "show", "c.json", "--json"], &[]).json();
+    let mut buckets: Vec<String> = show
+        .as_array()
+        .unwrap_or_else(|| show["entries"].as_array().unwrap())
+        .iter()
+        .map(|e| e["bucket"].to_string())
+        .collect();
+    buckets.sort();
+    buckets.dedup();
+    assert_eq!(buckets.len(), 5 * 2, "{show}");
+    for (k, n) in [(64, 64), (32, 64), (64, 96), (48, 64), (64, 50)] {
+        let b = format!("[[1,{k}],[1,{n}]]");
+        assert!(buckets.contains(&b), "{b} in {buckets:?}");
+    }
+    let text = ranktune(dir.path(), &args, &[("RANKTUNE_CACHE", "c.json")]);
+    assert!(
+        text.stdout_text().starts_with("model LlamaForCausalLM (tp 2): qkv 64→64, o 32→64"),
+        "{text}"
+    );
+
+    std::fs::write(&config, r#"{"hidden_size": 64, "num_attention_heads": 4}"#).unwrap();
+    let bad = ranktune(dir.path(), &args, &[]);
+    assert_eq!(bad.status.code(), Some(2), "{bad}");
+    let err = bad.stderr_text();
+    assert!(err.contains("lacks vocab_size"), "{err}");
+    assert_eq!(err.matches("lacks").count(), 1, "one error, not one per rank: {err}");
+}

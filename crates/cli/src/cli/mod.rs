@@ -33,7 +33,9 @@ enum Command {
   ranktune tune --ranks 2                          # 2 local ranks into ./ranktune-cache.json
   ranktune tune --quick --ops gemm --max-tokens 64 # a few seconds
   mpirun -n 4 ranktune tune --cache /shared/tune.json --trace traces/
-  ranktune tune --ranks 4 --strategy merge --json")]
+  ranktune tune --ranks 4 --strategy merge --json
+  ranktune tune --ranks 2 --quick --model examples/models/smollm2-135m.json   # a real model's GEMMs
+  ranktune tune --model examples/models/mixtral-8x7b.json --tp 8      # split as 8 TP ranks hold it")]
     Tune(tune::TuneArgs),
     /// Inspect, check, compare, merge, prune, import and export tuning caches.
     #[command(subcommand)]

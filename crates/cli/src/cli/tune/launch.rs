@@ -112,12 +112,21 @@ fn check_paths(args: &TuneArgs, cache: &Path, n: u32) -> anyhow::Result<()> {
 
 /// A child rank's arguments: this run's options, spelled out.
 fn child_args(args: &TuneArgs, cache: &Path, n: u32) -> Vec<OsString> {
-    let mut a: Vec<OsString> = ["tune", "--child", "--ops"].map(OsString::from).to_vec();
-    a.push(OpName::list(&args.ops).into());
+    let mut a: Vec<OsString> = ["tune", "--child"].map(OsString::from).to_vec();
+    if args.model.is_none() {
+        a.push("--ops".into());
+        a.push(OpName::list(&args.ops).into());
+    }
     a.push("--cache".into());
     a.push(cache.into());
     a.push("--max-tokens".into());
     a.push(max_tokens(args).to_string().into());
+    if let Some(model) = &args.model {
+        a.push("--model".into());
+        a.push(model.into());
+        a.push("--tp".into());
+        a.push(args.tp.to_string().into());
+    }
     if args.quick {
         a.push("--quick".into());
     }

@@ -10,7 +10,8 @@
 //! - [`rank`]: one rank's tuning; [`launch`]: `--ranks N`;
 //! - [`report`]: the rows and reports (`--json`, a child's result);
 //! - [`agree`]: the warning when the ranks ended with different choices;
-//! - [`table`]: the table; [`progress`]: the bars; [`labels`]: short labels.
+//! - [`table`]: the table; [`progress`]: the bars; [`labels`]: short labels;
+//! - [`model`]: `--model`, a Hugging Face model's GEMM shapes.
 //!
 //! SIGINT and SIGTERM stop `tune` cleanly. A rank checks for them between
 //! buckets: it stops tuning, saves the entries it has tuned, writes its
@@ -23,6 +24,7 @@
 mod agree;
 mod labels;
 mod launch;
+mod model;
 mod progress;
 mod rank;
 mod report;
@@ -121,6 +123,15 @@ pub struct TuneArgs {
     /// $RANKTUNE_PROFILE_ITERS selects buckets.
     #[arg(long, value_name = "PATH")]
     trace: Option<PathBuf>,
+    /// Tune the GEMM shapes of a model's linear layers (QKV, output,
+    /// gate/up, down, LM head; experts for a mixture of experts) read from
+    /// its Hugging Face config.json, instead of the built-in ops' shapes.
+    #[arg(long, value_name = "CONFIG.JSON", conflicts_with = "ops")]
+    model: Option<PathBuf>,
+    /// With --model: the tensor-parallel degree the layers are split by
+    /// (column-parallel layers split their outputs, row-parallel their inputs).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "model", value_parser = crate::cli::count::<u32>)]
+    tp: u32,
     /// Internal: run as a child of `--ranks` (JSON on stdout, progress lines on stderr).
     #[arg(long, hide = true)]
     child: bool,
@@ -146,6 +157,16 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
              for bigger jobs start one ranktune per rank with mpirun, srun or torchrun"
         );
     }
+    // A bad model config is one error here, not one per rank.
+    let model = match &args.model {
+        Some(path) => {
+            let m = model::ModelShapes::from_file(path, args.tp)?;
+            m.check_fits(MODEL_WEIGHT_LIMIT)
+                .with_context(|| format!("the model config {}", path.display()))?;
+            Some(m)
+        }
+        None => None,
+    };
     let cache = cache_path(args.cache.as_deref());
     if args.child {
         // A rank whose launcher died must still save: its progress writes
@@ -183,6 +204,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
             JobReport::new(cache.clone(), vec![rank], started.elapsed().as_secs_f64())
         }
     };
+    let report = JobReport { model, ..report };
     let disagree = agree::warning(&report, &args);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).context("encoding the report")?);
@@ -190,6 +212,9 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
             eprintln!("{w}");
         }
     } else {
+        if let Some(m) = &report.model {
+            println!("{}", m.describe());
+        }
         table::print_table(&report);
         if let Some(w) = disagree {
             println!("{w}");
@@ -235,6 +260,10 @@ fn max_tokens(args: &TuneArgs) -> u64 {
 /// Largest `--max-tokens`: the biggest bucket's synthetic inputs must fit
 /// in memory (65,536 rows of 4,096 floats is 1 GiB).
 const MAX_TOKENS_LIMIT: u64 = 1 << 16;
+
+/// Largest f32 weight of one `--model` layer on one rank (1 GiB, the same
+/// memory bound as `--max-tokens`).
+const MODEL_WEIGHT_LIMIT: u64 = 1 << 30;
 
 /// Most local rank processes `--ranks` starts.
 const MAX_LOCAL_RANKS: u32 = 1024;

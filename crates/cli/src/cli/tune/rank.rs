@@ -65,7 +65,19 @@ pub(super) fn run_rank(
     let gemm_op = runners::gemm_op(max).context("building the gemm op")?;
     let softmax_op = runners::softmax_op(max).context("building the softmax op")?;
     let rmsnorm_op = runners::rmsnorm_op(max).context("building the rmsnorm op")?;
-    let gemm_base = runners::gemm_base(gemm_n, gemm_k);
+    // The GEMM shapes: a model's linear layers, or the built-in one.
+    let (gemm_bases, ops) = match &args.model {
+        Some(path) => {
+            let model = super::model::ModelShapes::from_file(path, args.tp)?;
+            let bases: Vec<_> = model
+                .distinct()
+                .into_iter()
+                .map(|((n, k), _)| runners::gemm_base(n as usize, k as usize))
+                .collect();
+            (bases, vec![OpName::Gemm])
+        }
+        None => (vec![runners::gemm_base(gemm_n, gemm_k)], args.ops.clone()),
+    };
     let softmax_base = runners::rows_base(cols);
     let rms_base = runners::rows_base(rms_cols);
 
@@ -107,21 +119,22 @@ pub(super) fn run_rank(
     let session = Session::start(&tuner, store.as_ref())
         .with_context(|| format!("loading the tuning cache {}", cache.display()))?;
 
-    let total: usize = args
-        .ops
+    let total: usize = ops
         .iter()
         .map(|o| match o {
-            OpName::Gemm => gemm_op.config().profiles(&gemm_base).len(),
+            OpName::Gemm => gemm_bases.iter().map(|b| gemm_op.config().profiles(b).len()).sum(),
             OpName::Softmax => softmax_op.config().profiles(&softmax_base).len(),
             OpName::Rmsnorm => rmsnorm_op.config().profiles(&rms_base).len(),
         })
         .sum();
     let mut progress = Progress::new(total as u64, args.child);
     let mut rows = Vec::new();
-    for o in &args.ops {
+    for o in &ops {
         match o {
             OpName::Gemm => {
-                tune_op(&tuner, &gemm_op, &gemm_base, info.rank, stop, &mut progress, &mut rows)
+                for base in &gemm_bases {
+                    tune_op(&tuner, &gemm_op, base, info.rank, stop, &mut progress, &mut rows)
+                }
             }
             OpName::Softmax => {
                 let base = &softmax_base;

@@ -88,6 +88,9 @@ pub struct JobReport {
     pub(super) failed_tactics: u64,
     pub(super) tuning_seconds: f64,
     pub(super) wall_seconds: f64,
+    /// With `--model`: the model and its layers' shapes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) model: Option<super::model::ModelShapes>,
     pub(super) ranks: Vec<RankReport>,
 }
 
@@ -105,6 +108,7 @@ impl JobReport {
             failed_tactics: ranks.iter().map(|r| r.failed_tactics).sum(),
             tuning_seconds: ranks.iter().map(|r| r.tuning_seconds).sum(),
             wall_seconds,
+            model: None,
             ranks,
         }
     }
