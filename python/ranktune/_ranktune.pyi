@@ -65,3 +65,18 @@ def tune_measure(
     n: int, run: Any, timed: bool = False, warmup: Optional[int] = None, samples: Optional[int] = None
 ) -> List[Dict[str, Any]]: ...
 def tune_decide(stats: List[Dict[str, Any]], tolerance: float = ...) -> Optional[int]: ...
+
+class Coordinator:
+    """The ranks of one job tuning together through `directory` (or MPI)."""
+    def __init__(self, directory: _Path, timeout: Optional[float] = None) -> None: ...
+    def resolve(
+        self,
+        strategy: str,
+        op: str,
+        bucket: List[List[int]],
+        checksum: str,
+        n: int,
+        local_hit: Optional[int],
+        measure: Any,
+        tolerance: float = ...,
+    ) -> Dict[str, Any]: ...

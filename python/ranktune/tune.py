@@ -24,6 +24,7 @@ import os
 import signal
 import threading
 import warnings
+import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from ranktune import _ranktune
@@ -102,12 +103,14 @@ class Tuned:
             raise ValueError("op must be a non-empty name, e.g. \"gemm\"")
         if not candidates:
             raise ValueError("candidates must name at least one callable")
-        if strategy not in (None, "independent"):
-            raise _ranktune.Error(
-                f"strategy={strategy!r} is not available from Python yet; use None or "
-                "\"independent\" (each rank tunes its own buckets), or run `ranktune tune` "
-                "for broadcast/merge/parallel"
+        if strategy is None:
+            strategy = os.environ.get("RANKTUNE_STRATEGY") or "independent"
+        if strategy not in _STRATEGIES:
+            raise ValueError(
+                f"strategy={strategy!r}: use one of {', '.join(_STRATEGIES)} "
+                "(None: $RANKTUNE_STRATEGY, else independent)"
             )
+        self.strategy = strategy
         self.op = op
         # (runner name, runner index, tactic, callable) in canonical order.
         self._cands: List[Tuple[str, int, Any, Callable[..., Any]]] = []
@@ -136,13 +139,25 @@ class Tuned:
         self._checksum = hashlib.sha256(
             repr([(n, i, repr(t)) for n, i, t, _ in self._cands]).encode()
         ).hexdigest()[:16]
+        if strategy != "independent" and self._cache is None:
+            raise ValueError(
+                f"strategy={strategy!r} needs a cache: the ranks connect through its directory "
+                "(give cache= or set RANKTUNE_CACHE)"
+            )
         self._choices: Dict[Tuple[int, ...], Callable[..., Any]] = {}
+        # Bucket -> candidate position of the choice (for hit agreement).
+        self._pos: Dict[Tuple[int, ...], int] = {}
+        # Buckets every rank has resolved together (collective strategies).
+        self._agreed: set = set()
         # Raw key value -> chosen callable, for hits (never holds a miss).
         self._hot: Dict[Any, Callable[..., Any]] = {}
         self._warned: set = set()
         self._new: Dict[Tuple[int, ...], Dict[str, Any]] = {}
         self._loaded = False
         self.measured = 0  # buckets measured by this object (for tests and logs)
+        self.fallbacks: List[str] = []  # why collective buckets were tuned alone
+        if strategy != "independent":
+            _collective.add(self)
 
     # -- hot path ---------------------------------------------------------
     def _make_entry(self) -> Callable[..., Any]:
@@ -175,6 +190,13 @@ class Tuned:
 
     def _slow(self, k: Any, args: Any, kwargs: Any) -> Any:
         b = self._bucket(_dims(k))
+        if self.strategy != "independent" and is_tuning():
+            # Every rank resolves each bucket together once, hit or miss,
+            # so that no rank waits for one that found it in its cache.
+            # Nothing goes into the hot path while tuning.
+            if b not in self._agreed:
+                return self._together(b, args, kwargs)
+            return self._choices[b](*args, **kwargs)
         fn = self._choices.get(b)
         if fn is not None:
             if len(self._hot) >= _HOT_MAX:
@@ -210,13 +232,19 @@ class Tuned:
         if self._cache is None:
             return
         rank = _ranktune.rank_info()["rank"]
-        by = {(n, repr(t)): fn for n, _, t, fn in self._cands}
-        for e in self._cache.entries(rank=rank):
+        by = {(n, repr(t)): i for i, (n, _, t, _) in enumerate(self._cands)}
+        # The shared section (what the ranks agreed on) first, then this rank's.
+        entries = [e for e in self._cache.entries() if e["section"] in ("shared", f"rank_{rank}")]
+        entries.sort(key=lambda e: e["section"] != "shared")
+        for e in entries:
             if e["op"] != self.op or e["stale"] or e["checksum"] != self._checksum:
                 continue
-            fn = by.get((e["runner"], repr(_from_stored(e["tactic"]))))
-            if fn is not None and len(e["bucket"]) == 1:
-                self._choices.setdefault(tuple(e["bucket"][0]), fn)
+            pos = by.get((e["runner"], repr(_from_stored(e["tactic"]))))
+            if pos is not None and len(e["bucket"]) == 1:
+                b = tuple(e["bucket"][0])
+                if b not in self._choices:
+                    self._choices[b] = self._cands[pos][3]
+                    self._pos[b] = pos
 
     def _run_once(self, i: int, args: Any, kwargs: Any) -> Any:
         fn = self._cands[i][3]
@@ -230,23 +258,68 @@ class Tuned:
         fn(*args, **kwargs)
         return None
 
-    def _tune(self, b: Tuple[int, ...], args: Any, kwargs: Any) -> Any:
-        stats = _ranktune.tune_measure(
-            len(self._cands),
-            lambda i: self._run_once(i, args, kwargs),
+    def _measure(self, positions: List[int], args: Any, kwargs: Any) -> List[Dict[str, Any]]:
+        """Measures the candidates at ``positions`` on this call's arguments."""
+        return _ranktune.tune_measure(
+            len(positions),
+            lambda j: self._run_once(positions[j], args, kwargs),
             self._timer is not None,
             self._warmup,
             self._samples,
         )
+
+    def _tune(self, b: Tuple[int, ...], args: Any, kwargs: Any) -> Any:
+        stats = self._measure(list(range(len(self._cands))), args, kwargs)
         self.measured += 1
         win = _ranktune.tune_decide(stats, self._tolerance)
+        return self._chosen(b, win, stats, None, args, kwargs)
+
+    def _together(self, b: Tuple[int, ...], args: Any, kwargs: Any) -> Any:
+        """Resolves bucket ``b`` with the other ranks (``strategy``): they
+        agree whether it is a hit, split or repeat the measuring, and end
+        with one choice, stored once in the ``shared`` section."""
+        if not self._loaded:
+            self._load()
+        res = _coordinator(self._cache).resolve(
+            self.strategy,
+            self.op,
+            [list(b)],
+            self._checksum,
+            len(self._cands),
+            self._pos.get(b),
+            lambda positions: self._measure(list(positions), args, kwargs),
+            self._tolerance,
+        )
+        self._agreed.add(b)
+        if res["fallback"]:
+            self.fallbacks.append(res["fallback"])
+            warnings.warn(f"ranktune: {res['fallback']}", RuntimeWarning, stacklevel=4)
+        if res["kind"] == "hit":
+            return self._choices[b](*args, **kwargs)
+        if res["measured_here"]:
+            self.measured += 1
+        section = "shared" if res["kind"] == "shared" else None
+        return self._chosen(b, res["winner"], res["results"], section, args, kwargs)
+
+    def _chosen(
+        self,
+        b: Tuple[int, ...],
+        win: Optional[int],
+        stats: List[Dict[str, Any]],
+        section: Optional[str],
+        args: Any,
+        kwargs: Any,
+    ) -> Any:
+        """Records the winner of bucket ``b`` (to be saved) and runs it."""
         if win is None:
             errors = "; ".join(f"{c[0]}: {s.get('error')}" for c, s in zip(self._cands, stats))
             raise _ranktune.Error(f"every candidate of {self.op} failed for bucket {list(b)}: {errors}")
         name, idx, tactic, fn = self._cands[win]
         self._choices[b] = fn
+        self._pos[b] = win
         rank = _ranktune.rank_info()["rank"]
         self._new[b] = {
+            **({"section": section} if section else {}),
             "op": self.op,
             "runner": name,
             "fingerprint": "python",
@@ -270,6 +343,27 @@ class Tuned:
     def _take_new(self) -> List[Dict[str, Any]]:
         new, self._new = list(self._new.values()), {}
         return new
+
+
+_STRATEGIES = ("independent", "broadcast", "merge", "parallel")
+
+# Tuned objects with a collective strategy (their hot paths are cleared when
+# tuning starts, so every call goes through the agreement).
+_collective: "weakref.WeakSet[Tuned]" = weakref.WeakSet()
+
+# One coordinator per process and cache directory: the ranks' collective
+# calls are matched by their order, so every op shares one sequence.
+_coordinators: Dict[str, Any] = {}
+
+
+def _coordinator(cache: Any) -> Any:
+    directory = os.path.dirname(os.path.abspath(os.fspath(cache.path)))
+    with _lock:
+        c = _coordinators.get(directory)
+        if c is None:
+            c = _ranktune.Coordinator(directory)
+            _coordinators[directory] = c
+        return c
 
 
 def _to_stored(t: Any) -> Any:
@@ -329,8 +423,19 @@ def autotune(
     - ``timer``: a callable ``timer(run) -> seconds`` that times one call of
       ``run()`` (e.g. with CUDA events); ``sync``: called before and after
       each wall-clock-timed run (e.g. ``torch.cuda.synchronize``).
-    - ``strategy``: ``None``/``"independent"`` (each rank tunes its own
-      buckets).
+    - ``strategy``: ``"independent"`` (each rank tunes its own buckets,
+      entries in its section), or ``"broadcast"`` (rank 0 measures),
+      ``"merge"`` (every rank measures, the slowest rank's time counts),
+      ``"parallel"`` (the candidates are split over the ranks): inside
+      ``tuning()`` every rank then resolves each bucket together with the
+      others -- every rank must call the op with the same buckets in the
+      same order, as SPMD jobs do -- and all end with one choice, stored
+      once in the ``shared`` section. The ranks connect through the cache's
+      directory (or MPI), as ``ranktune tune`` does; every wait is bounded
+      by ``$RANKTUNE_STRATEGY_TIMEOUT`` (default 300 s), and a rank that
+      does not arrive makes the others tune that bucket alone (with a
+      warning) instead of hanging. ``None``: ``$RANKTUNE_STRATEGY``, else
+      ``"independent"``.
     """
     t = Tuned(op, candidates, key, buckets, cache, strategy, warmup, samples, timer, sync, tolerance)
     return t._make_entry()
@@ -361,6 +466,9 @@ def tuning() -> Iterator[None]:
     with _lock:
         _tuning_depth += 1
         outermost = _tuning_depth == 1
+    if outermost:
+        for t in list(_collective):
+            t._hot.clear()
     if outermost and main:
         prev = signal.getsignal(signal.SIGTERM)
 

@@ -182,3 +182,43 @@ def test_rank_info_follows_the_launcher_environment():
         """, env={"RANK": "x", "WORLD_SIZE": "2"})
     (out,) = wait_ok([bad])
     assert 'RANK="x" is not a non-negative integer' in out
+
+
+def test_threads_save_and_dispatch_at_once(tmp_path):
+    """The package is safe from several threads: 8 threads saving into one
+    cache lose nothing, and tuned calls from many threads all return right."""
+    import threading
+
+    p = tmp_path / "threads.json"
+    cache = ranktune.Cache(p)
+    errors = []
+
+    def saver(t):
+        try:
+            for i in range(20):
+                cache.save([{"op": f"t{t}", "runner": "r", "bucket": [[i]], "time_us": 1.0, "rank": t}])
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=saver, args=(t,)) for t in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
+    assert len(ranktune.Cache(p).entries()) == 8 * 20
+
+    f = ranktune.autotune("inc", {"a": lambda n: n + 1, "b": lambda n: n + 1}, key=lambda n: n, cache=cache)
+    with ranktune.tuning():
+        f(5)
+    results = []
+
+    def caller():
+        results.append(all(f(n) == n + 1 for n in range(1, 200)))
+
+    threads = [threading.Thread(target=caller) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert results == [True] * 8

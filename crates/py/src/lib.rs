@@ -12,6 +12,7 @@
 mod cache;
 mod convert;
 mod errors;
+mod strategy;
 mod trace;
 mod trtllm;
 mod tune;
@@ -44,5 +45,6 @@ fn _ranktune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     trace::register(m)?;
     trtllm::register(m)?;
     tune::register(m)?;
+    strategy::register(m)?;
     Ok(())
 }

@@ -1,0 +1,203 @@
+//! `ranktune.autotune(..., strategy=...)` across Python processes: the Rust
+//! coordinator ([`ranktune_tune::strategy::Coordinator`]) over ranktune's
+//! collective transports (the cache file's directory, or MPI), driving
+//! Python's measurements.
+//!
+//! Owns only the bridging: the coordinator decides (hit agreement, the
+//! split of candidates, combining, the bounded waits and the fallback to
+//! independent tuning); Python measures. The GIL is released while the
+//! coordinator waits for the other ranks and taken again only to run the
+//! `measure` callable; no Rust lock is held while Python runs (the
+//! coordinator is taken out of its mutex for the call).
+
+use crate::{convert, errors};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use ranktune_cache::Stats;
+use ranktune_core::rank::{RankInfo, RankOverrides};
+use ranktune_tune::strategy::{self, BucketCtx, Coordinator, Measured, Resolved, Strategy};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyCoordinator>()?;
+    Ok(())
+}
+
+/// The ranks of one job tuning together: `Coordinator(directory,
+/// timeout=None)` connects this process (rank from the launcher's
+/// environment) to the others through `directory` (the cache file's, shared
+/// by every rank) or MPI, as `ranktune tune` does. `timeout` (seconds)
+/// bounds every wait (default `RANKTUNE_STRATEGY_TIMEOUT`, else 300). One
+/// per process and directory: the ranks' collective calls are matched by
+/// their order.
+#[pyclass(name = "Coordinator", module = "ranktune._ranktune")]
+pub(crate) struct PyCoordinator {
+    /// `None` while a `resolve` call has it (the mutex is never held while
+    /// Python code runs).
+    inner: Mutex<Option<Coordinator>>,
+}
+
+#[pymethods]
+impl PyCoordinator {
+    #[new]
+    #[pyo3(signature = (directory, timeout=None))]
+    fn new(py: Python<'_>, directory: PathBuf, timeout: Option<f64>) -> PyResult<Self> {
+        let timeout = match timeout {
+            Some(t) if t.is_finite() && t > 0.0 => Duration::from_secs_f64(t),
+            Some(t) => {
+                return Err(PyValueError::new_err(format!(
+                    "timeout={t}: give a positive number of seconds"
+                )))
+            }
+            None => strategy::timeout_from_env().map_err(errors::to_py)?,
+        };
+        let info = RankInfo::detect(&RankOverrides::default()).map_err(errors::to_py)?;
+        let dir: &Path = if directory.as_os_str().is_empty() { Path::new(".") } else { &directory };
+        let coll = py.allow_threads(|| ranktune_collective::from_env(&info, dir)).map_err(|e| {
+            errors::Error::new_err(format!(
+                "connecting the ranks in {}: {}; \
+                     strategy=\"independent\" needs no connection but lets ranks disagree",
+                dir.display(),
+                ranktune_core::error_chain::Chain(&e)
+            ))
+        })?;
+        let coord = Coordinator::new(coll).with_timeout(timeout);
+        Ok(PyCoordinator { inner: Mutex::new(Some(coord)) })
+    }
+
+    /// Resolves one bucket of `op` under `strategy` (`broadcast`, `merge`,
+    /// `parallel`; `independent` tunes alone) with the other ranks: every rank calls it
+    /// for the same buckets in the same order. `n` candidates (positions
+    /// `0..n`); `local_hit`, this rank's cached choice (a position) or None;
+    /// `measure(positions)` measures those candidates on this rank and
+    /// returns one stats dict per position (as `tune_measure`). Returns
+    /// `{"kind": "hit"|"shared"|"local", "winner": position or None,
+    /// "results": [stats or {"error"}], "measured_here": int,
+    /// "fallback": reason or None}`. Never raises for another rank's
+    /// failure: the bucket is then tuned on this rank alone, and
+    /// `fallback` says why.
+    #[pyo3(signature = (strategy, op, bucket, checksum, n, local_hit, measure, tolerance=ranktune_tune::DEFAULT_TIE_TOLERANCE))]
+    #[allow(clippy::too_many_arguments)]
+    fn resolve<'py>(
+        &self,
+        py: Python<'py>,
+        strategy: &str,
+        op: &str,
+        bucket: Vec<Vec<u64>>,
+        checksum: &str,
+        n: usize,
+        local_hit: Option<usize>,
+        measure: Py<PyAny>,
+        tolerance: f64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let strategy: Strategy = strategy.parse().map_err(errors::to_py)?;
+        if local_hit.is_some_and(|h| h >= n) {
+            return Err(PyValueError::new_err(format!(
+                "local_hit {local_hit:?} is not below n={n}"
+            )));
+        }
+        let mut coord = self
+            .inner
+            .lock()
+            .map_err(|_| {
+                errors::Error::new_err("the coordinator was poisoned by an earlier panic")
+            })?
+            .take()
+            .ok_or_else(|| {
+                errors::Error::new_err(
+                    "resolve() is already running on another thread; tune from one thread per rank",
+                )
+            })?;
+        let candidates: Vec<(u32, u32)> = (0..n as u32).map(|i| (i, 0)).collect();
+        let ctx = BucketCtx {
+            op,
+            bucket: &bucket,
+            checksum,
+            candidates: &candidates,
+            local_hit: local_hit.map(|h| (h as u32, 0)),
+            tie_tolerance: tolerance,
+        };
+        // A Python exception from `measure` that is not an ordinary
+        // Exception (KeyboardInterrupt, SystemExit) is re-raised after the
+        // coordinator returns.
+        let mut fatal: Option<PyErr> = None;
+        let res = py.allow_threads(|| {
+            coord.resolve(strategy, &ctx, &mut |positions: &[usize]| {
+                Python::with_gil(|py| match call_measure(py, &measure, positions) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let msg = format!("measure() raised {e}");
+                        fatal.get_or_insert(e);
+                        positions.iter().map(|_| Err(msg.clone())).collect()
+                    }
+                })
+            })
+        });
+        if let Ok(mut slot) = self.inner.lock() {
+            *slot = Some(coord);
+        }
+        if let Some(e) = fatal {
+            return Err(e);
+        }
+        let d = PyDict::new(py);
+        let kind = match res.kind {
+            Resolved::Hit => "hit",
+            Resolved::Shared => "shared",
+            Resolved::Local => "local",
+        };
+        d.set_item("kind", kind)?;
+        d.set_item("winner", res.winner)?;
+        let results = PyList::empty(py);
+        for r in &res.results {
+            let item = PyDict::new(py);
+            match r {
+                Ok(s) => {
+                    let v = serde_json::to_value(s)
+                        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                    if let Some(o) = v.as_object() {
+                        for (k, x) in o {
+                            item.set_item(k, convert::to_py(py, x)?)?;
+                        }
+                    }
+                }
+                Err(e) => item.set_item("error", e)?,
+            }
+            results.append(item)?;
+        }
+        d.set_item("results", results)?;
+        d.set_item("measured_here", res.measured_here)?;
+        d.set_item("fallback", res.fallback.map(|f| f.reason))?;
+        Ok(d)
+    }
+}
+
+/// Calls `measure(positions)` and reads one stats dict (or `{"error"}`) per position.
+fn call_measure(
+    py: Python<'_>,
+    measure: &Py<PyAny>,
+    positions: &[usize],
+) -> PyResult<Vec<Measured>> {
+    let out = measure.call1(py, (positions.to_vec(),))?;
+    let list: Vec<Bound<'_, PyDict>> = out.bind(py).extract()?;
+    if list.len() != positions.len() {
+        return Err(PyValueError::new_err(format!(
+            "measure() returned {} results for {} candidates",
+            list.len(),
+            positions.len()
+        )));
+    }
+    list.iter()
+        .map(|d| {
+            if let Some(e) = d.get_item("error")? {
+                return Ok(Err(e.str()?.to_string()));
+            }
+            let v = convert::from_py(d.as_any(), "stats")?;
+            let s: Stats = serde_json::from_value(v)
+                .map_err(|e| PyValueError::new_err(format!("stats: {e}")))?;
+            Ok(Ok(s))
+        })
+        .collect()
+}
