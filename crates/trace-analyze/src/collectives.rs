@@ -3,8 +3,8 @@
 //!
 //! Two halves. [`Collector`] is fed every span of one rank while the summary
 //! streams the file and keeps, per collective call, only what matching needs
-//! (name, process group, sequence number, start and end, and the longest span
-//! that ran on the same thread since the previous collective). [`analyze`]
+//! (name, process group, sequence number, arrival, and the span names with
+//! the most time on the same thread since the previous collective). [`analyze`]
 //! then matches the calls across ranks per process group — by `Seq` where
 //! every call of the group has one, else by order — reports the first
 //! position where ranks diverge, and attributes wait to the rank that
@@ -37,7 +37,7 @@ const NONE: u32 = u32::MAX;
 const NO_SEQ: u64 = u64::MAX;
 
 type Ns = i64;
-/// How many of the longest spans before a collective are kept per call.
+/// How many span names before a collective are kept per call.
 const PREV: usize = 3;
 type Prev = [(u32, Ns); PREV];
 type FxMap<K, V> = ranktune_core::hash::FastMap<K, V>;
@@ -58,8 +58,8 @@ struct Raw {
     members: u32,
     seq: u64,
     ext: u64,
-    /// The longest spans on the same thread since the previous collective
-    /// (summary ids, `NONE` when fewer) and their durations.
+    /// The span names with the most time on the same thread since the
+    /// previous collective (summary ids, `NONE` when fewer), and that time.
     prev: Prev,
     thread: u32,
 }
@@ -143,26 +143,27 @@ impl Collector {
             t.spans.push_back((start, end, name));
             return;
         }
-        // The span before: the longest one that ran entirely between the
-        // previous collective on this thread and this one.
+        // The spans before: those that ran entirely between the previous
+        // collective on this thread and this one.
         let since = t.coll_ends.iter().filter(|&&e| e <= start.saturating_add(TOL)).max().copied();
         let since = since.unwrap_or(Ns::MIN);
-        let mut prev: Prev = [(NONE, 0); PREV];
+        // Time per span name since the previous collective; keep the
+        // PREV names with the most.
+        let mut per_name: Vec<(u32, Ns)> = Vec::new();
         for &(s, e, n) in &t.spans {
             if s < since.saturating_sub(TOL) || e > start.saturating_add(TOL) {
                 continue;
             }
             let d = e.saturating_sub(s);
-            // Keep the PREV longest, one entry per name.
-            if let Some(same) = prev.iter_mut().find(|p| p.0 == n) {
-                same.1 = same.1.max(d);
-            } else if let Some(min) =
-                prev.iter_mut().min_by_key(|p| if p.0 == NONE { -1 } else { p.1 })
-            {
-                if min.0 == NONE || d > min.1 {
-                    *min = (n, d);
-                }
+            match per_name.iter_mut().find(|p| p.0 == n) {
+                Some(p) => p.1 = p.1.saturating_add(d),
+                None => per_name.push((n, d)),
             }
+        }
+        per_name.sort_by_key(|p| std::cmp::Reverse(p.1));
+        let mut prev: Prev = [(NONE, 0); PREV];
+        for (slot, p) in prev.iter_mut().zip(per_name) {
+            *slot = p;
         }
         if t.coll_ends.len() == 16 {
             t.coll_ends.pop_front();
@@ -432,9 +433,11 @@ pub struct Culprit {
     pub count: u64,
     /// Wait caused at that collective, µs.
     pub caused_us: f64,
-    /// The span before that collective on this rank that ran longest
-    /// compared to the other ranks' span before the same collective, and
-    /// by how much on average, µs.
+    /// The span name, among those that ran between the previous collective
+    /// and this one on this rank, with the most extra time over the same
+    /// span before the same collective on the other ranks (their median),
+    /// and that extra time per time it arrived last there, µs. Named only
+    /// when it explains at least a quarter of the wait caused there.
     pub span: Option<(String, f64)>,
 }
 
@@ -714,9 +717,10 @@ pub fn analyze(ranks: &[(u32, &CollectiveCalls)]) -> Collectives {
                 let acc = culprits.entry((li, name, group.clone())).or_default();
                 acc.count += 1;
                 acc.caused = acc.caused.saturating_add(delay);
-                // Of the longest spans before it on the last rank, the one
-                // that ran longest compared to the same span before the same
-                // collective on the other ranks (0 where they lack it).
+                // Of the span names with the most time before it on the last
+                // rank, the one with the most extra time over the same name
+                // before the same collective on the other ranks (0 where they
+                // lack it).
                 let mut best: Option<(&str, Ns)> = None;
                 for &(pn, pd) in last_call.prev.iter().filter(|p| p.0 != NONE) {
                     let Some(pname) = ranks[li].1.str(pn) else { continue };
