@@ -330,7 +330,8 @@ struct Call {
     prev: Prev,
 }
 
-/// One rank's collective calls, in start order (what [`analyze`] matches).
+/// One rank's collective calls, in start order (what the summary matches
+/// across ranks into [`Collectives`]).
 #[derive(Debug, Clone)]
 pub struct CollectiveCalls {
     base_ns: i128,
@@ -451,7 +452,7 @@ pub struct Collectives {
     pub mismatched: u64,
     /// One per rank of the summary, in rank order.
     pub per_rank: Vec<RankBlame>,
-    /// The matched collectives with the largest skew (at most [`WORST`]).
+    /// The matched collectives with the largest skew (at most ten).
     pub worst: Vec<CollectiveSkew>,
     /// The first divergence of each group that has one.
     pub mismatches: Vec<Mismatch>,

@@ -158,7 +158,9 @@ fn rank_table(h: &mut String, s: &Summary) {
         );
     }
     h.push_str("</table>\n");
-    if key.is_some() {
+    if key == Some(Method::WaitCaused) {
+        h.push_str("<p class=\"note\">The verdict compares the wait each rank caused at collectives (below).</p>\n");
+    } else if key.is_some() {
         h.push_str("<p class=\"note\">Underlined: the figure the verdict compares.</p>\n");
     }
 }

@@ -906,20 +906,22 @@ impl Summary {
         }
         let max = c.per_rank.iter().map(|b| b.wait_caused_us).fold(0.0, f64::max);
         o.push_str(&format!(
-            "{:>5} {:>6} {:>12} {:>14}  wait caused\n",
+            "{:>5} {:>6} {:>12} {:>14}  blame (wait caused)\n",
             "rank", "last", "wait caused", "wait suffered"
         ));
         for b in &c.per_rank {
             let width =
                 if max > 0.0 { (b.wait_caused_us / max * 30.0).round() as usize } else { 0 };
-            o.push_str(&format!(
-                "{:>5} {:>6} {:>12} {:>14}  {}\n",
+            let line = format!(
+                "{:>5} {:>6} {:>12} {:>14}  {}",
                 b.rank,
                 b.last_count,
                 fmt_us(b.wait_caused_us),
                 fmt_us(b.wait_suffered_us),
                 "#".repeat(width)
-            ));
+            );
+            o.push_str(line.trim_end());
+            o.push('\n');
         }
         o.push_str("worst collectives by skew (last arrival − first):\n");
         o.push_str(&format!(
