@@ -21,7 +21,7 @@ fn summarize(spec: &JobSpec) -> analyze::Summary {
 }
 
 #[test]
-fn synchronized_kineto_job_names_the_rank_that_waits_least() {
+fn synchronized_kineto_job_names_the_rank_that_made_the_others_wait() {
     let spec = JobSpec {
         ranks: 4,
         steps: 6,
@@ -39,7 +39,12 @@ fn synchronized_kineto_job_names_the_rank_that_waits_least() {
     assert!(spread < 1.01, "steps should be equally long: {means:?}");
     let st = s.straggler.as_ref().expect("a straggler");
     assert_eq!(st.rank, 2, "{}", s.verdict);
-    assert_eq!(st.method, Method::OutsideCollectives);
+    // The all-reduce of every step is matched across ranks: rank 2 arrived
+    // last at each, after more time in `aten::mm` than the others.
+    assert_eq!(st.method, Method::WaitCaused);
+    assert_eq!(s.collectives.matched, 6);
+    assert_eq!(s.collectives.per_rank[2].last_count, 6);
+    assert_eq!(st.collective.as_ref().unwrap().name, "allreduce", "{}", s.verdict);
     assert_eq!(st.span.as_ref().unwrap().0, "aten::mm", "{}", s.verdict);
     // It waits least inside collectives.
     let min_comm =
@@ -164,12 +169,20 @@ fn cli_json_schema_text_and_html() {
         assert!(!r["top_spans_total"].as_array().unwrap().is_empty());
     }
     assert_eq!(doc["straggler"]["rank"], 3);
+    assert_eq!(doc["straggler"]["method"], "wait-caused");
+    assert_eq!(doc["collectives"]["matched"], 5);
+    assert_eq!(doc["collectives"]["per_rank"][3]["last_count"], 5);
+    assert_eq!(doc["collectives"]["worst"][0]["last_rank"], 3);
     assert!(doc["straggler"]["reason"].as_str().unwrap().contains("rank 3"));
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.contains("<svg") && page.contains("polyline"));
     assert!(!page.contains("http://") || !page.contains("src=\"http"));
     assert!(!page.contains("<script"));
     check_report(&page, 3, 5);
+    // The blame chart: rank 3's bar is marked, numbers printed.
+    assert!(page.contains("Who made whom wait"), "no blame section");
+    assert!(page.contains("caused ") && page.contains(" · last 5×"), "blame values missing");
+    assert!(page.contains("Worst collectives by skew"));
 
     // Text: the verdict is the first line.
     let out =

@@ -100,7 +100,7 @@ td.key{text-decoration:underline}\
 td.slowest{font-weight:bold;outline:2px solid #d62728;outline-offset:-2px}\
 .legend span{display:inline-block;margin-right:1.2em}.legend span.straggler{font-weight:bold;color:#d62728}\
 .sw{display:inline-block;width:.9em;height:.9em;margin-right:.3em;vertical-align:middle}\
-.note{color:#555;font-size:.9em}\
+.note{color:#555;font-size:.9em}.mismatch{color:#a11;font-weight:bold}\
 svg text{font-size:13px;font-family:system-ui,sans-serif;fill:#222}\
 svg text.tick{fill:#444}svg text.value{font-size:12px}svg text.straggler{fill:#d62728;font-weight:bold}\
 svg text.axis{font-size:13px;fill:#444}td.straggler{color:#d62728;font-weight:bold}";
@@ -115,6 +115,7 @@ fn render(s: &Summary) -> String {
         verdict_html(&s.verdict)
     );
     rank_table(&mut h, s);
+    blame_chart(&mut h, s);
     step_chart(&mut h, s);
     span_chart(&mut h, s);
     step_table(&mut h, s);
@@ -157,9 +158,142 @@ fn rank_table(h: &mut String, s: &Summary) {
         );
     }
     h.push_str("</table>\n");
-    if key.is_some() {
+    if key == Some(Method::WaitCaused) {
+        h.push_str("<p class=\"note\">The verdict compares the wait each rank caused at collectives (below).</p>\n");
+    } else if key.is_some() {
         h.push_str("<p class=\"note\">Underlined: the figure the verdict compares.</p>\n");
     }
+}
+
+/// Most ranks drawn in the blame chart (those that caused the most wait).
+const MAX_BLAME_ROWS: usize = 64;
+
+/// Per-collective blame: per rank a bar of the wait it caused (arrived last,
+/// by how much) and one of the wait it suffered, the mismatches, and the
+/// worst collectives by skew.
+fn blame_chart(h: &mut String, s: &Summary) {
+    let c = &s.collectives;
+    if c.matched == 0 && c.mismatched == 0 {
+        return;
+    }
+    let _ = writeln!(
+        h,
+        "<h2>Who made whom wait: per-collective blame</h2>\n<p>{} collectives matched across ranks, {} mismatched. <b>Wait caused</b>: over the collectives where the rank arrived last, its arrival minus the second-to-last arrival. <b>Wait suffered</b>: the last arrival minus its own, summed.</p>",
+        c.matched, c.mismatched
+    );
+    for m in &c.mismatches {
+        let _ = writeln!(
+            h,
+            "<p class=\"mismatch\">Mismatch{} at {} {}: {}</p>",
+            m.group.as_ref().map_or(String::new(), |g| format!(" in group {}", esc(g))),
+            if m.by_seq { "Seq" } else { "position" },
+            m.position,
+            verdict_html(&m.detail)
+        );
+    }
+    if c.matched == 0 {
+        return;
+    }
+    let mut rows: Vec<usize> = (0..c.per_rank.len()).collect();
+    if rows.len() > MAX_BLAME_ROWS {
+        rows.sort_by(|&a, &b| {
+            c.per_rank[b].wait_caused_us.total_cmp(&c.per_rank[a].wait_caused_us)
+        });
+        rows.truncate(MAX_BLAME_ROWS);
+        rows.sort_unstable();
+    }
+    let max = rows
+        .iter()
+        .map(|&i| c.per_rank[i].wait_caused_us.max(c.per_rank[i].wait_suffered_us))
+        .fold(0.0, f64::max);
+    let xt = ticks(max, 5);
+    let top = xt.last().copied().unwrap_or(1.0).max(1e-9);
+    let (l, r, t, row, bar) = (110.0, 190.0, 30.0, 40.0, 15.0);
+    let w = 1000.0;
+    let pw = w - l - r;
+    let ht = t + row * rows.len() as f64 + 40.0;
+    let _ = writeln!(
+        h,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{ht}\" role=\"img\" aria-label=\"wait caused and suffered per rank\">"
+    );
+    let bottom = t + row * rows.len() as f64;
+    for v in &xt {
+        let x = l + pw * v / top;
+        let _ = writeln!(
+            h,
+            "<line x1=\"{x:.1}\" x2=\"{x:.1}\" y1=\"{t}\" y2=\"{bottom}\" stroke=\"#e4e4e4\"/><text class=\"tick\" x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            bottom + 16.0,
+            esc(&fmt_us(*v))
+        );
+    }
+    let _ = writeln!(
+        h,
+        "<rect x=\"{l}\" y=\"8\" width=\"12\" height=\"12\" fill=\"{STRAGGLER}\"/><text x=\"{}\" y=\"18\">wait caused</text><rect x=\"{}\" y=\"8\" width=\"12\" height=\"12\" fill=\"#9aa5b1\"/><text x=\"{}\" y=\"18\">wait suffered</text><text class=\"axis\" x=\"{}\" y=\"{:.1}\" text-anchor=\"middle\">time (sum over matched collectives)</text>",
+        l + 16.0,
+        l + 120.0,
+        l + 136.0,
+        l + pw / 2.0,
+        bottom + 34.0
+    );
+    for (k, &i) in rows.iter().enumerate() {
+        let b = &c.per_rank[i];
+        let slow = is_straggler(s, b.rank);
+        let y = t + row * k as f64 + 4.0;
+        let cls = if slow { " class=\"straggler\"" } else { "" };
+        let _ = writeln!(
+            h,
+            "<text{cls} x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">rank {}</text>",
+            l - 8.0,
+            y + bar + 3.0,
+            b.rank
+        );
+        let wc = pw * b.wait_caused_us / top;
+        let ws = pw * b.wait_suffered_us / top;
+        let _ = writeln!(
+            h,
+            "<rect{cls} x=\"{l}\" y=\"{y:.1}\" width=\"{wc:.1}\" height=\"{bar}\" fill=\"{}\"{}/><text class=\"value\" x=\"{:.1}\" y=\"{:.1}\">caused {} · last {}×</text>",
+            if slow { STRAGGLER } else { "#e8868a" },
+            if slow { " stroke=\"#000\" stroke-width=\"1.5\"" } else { "" },
+            l + wc + 5.0,
+            y + 12.0,
+            esc(&fmt_us(b.wait_caused_us)),
+            b.last_count
+        );
+        let _ = writeln!(
+            h,
+            "<rect x=\"{l}\" y=\"{:.1}\" width=\"{ws:.1}\" height=\"{:.1}\" fill=\"#9aa5b1\"/><text class=\"value\" x=\"{:.1}\" y=\"{:.1}\">suffered {}</text>",
+            y + bar + 2.0,
+            bar - 4.0,
+            l + ws + 5.0,
+            y + bar + 11.0,
+            esc(&fmt_us(b.wait_suffered_us))
+        );
+    }
+    h.push_str("</svg>\n");
+    if rows.len() < c.per_rank.len() {
+        let _ = writeln!(
+            h,
+            "<p class=\"note\">The {} ranks that caused the most wait are drawn, of {}.</p>",
+            rows.len(),
+            c.per_rank.len()
+        );
+    }
+    h.push_str("<h3>Worst collectives by skew (last arrival − first)</h3>\n<table><tr><th>skew</th><th>last rank</th><th>wait caused</th><th>group</th><th>seq</th><th class=\"l\">collective</th></tr>\n");
+    for w in &c.worst {
+        let slow = is_straggler(s, w.last_rank);
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td{}>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\"><code>{}</code></td></tr>",
+            esc(&fmt_us(w.skew_us)),
+            if slow { " class=\"straggler\"" } else { "" },
+            w.last_rank,
+            esc(&fmt_us(w.caused_us)),
+            esc(w.group.as_deref().unwrap_or("-")),
+            w.seq,
+            esc(&w.name)
+        );
+    }
+    h.push_str("</table>\n");
 }
 
 /// About `n` round tick values from 0 to at least `max`.

@@ -35,7 +35,9 @@
 //!
 //! Owns: the streaming reader ([`TraceReader`], over a private byte
 //! scanner), input discovery and rank detection ([`resolve`]), the streaming
-//! merge ([`merge`]), the summary and straggler verdict ([`summarize`]) and
+//! merge ([`merge`]), the summary and straggler verdict ([`summarize`]), the
+//! matching of collectives across ranks and who made whom wait
+//! ([`Collectives`]), and
 //! its HTML report ([`Summary::to_html`]), plus synthetic traces for tests
 //! and benchmarks ([`write_job`]). It must never load a whole trace into
 //! memory, never evaluate anything read from a file, and never panic on bad
@@ -47,12 +49,15 @@
 //!
 //! ```text
 //! html ─▶ summary ─▶ inputs ─▶ reader ─▶ json
+//!           │
+//!           └──▶ collectives ─▶ reader, json
 //!         merge ───▶ inputs, timefmt
 //! synth (uses nothing of the crate)
 //! ```
 //!
 //! `merge` and `summary` also use `reader` and `json` directly.
 
+mod collectives;
 mod error;
 mod html;
 mod inputs;
@@ -63,6 +68,9 @@ mod summary;
 mod synth;
 mod timefmt;
 
+pub use collectives::{
+    CollectiveCalls, CollectiveSkew, Collectives, Culprit, Mismatch, RankBlame, Source, MAX_CALLS,
+};
 pub use error::AnalyzeError;
 pub use inputs::{
     parse_rank_arg, rank_from_name, resolve, resolve_with, RankSource, RankedInput, ResolveOptions,
@@ -71,7 +79,7 @@ pub use inputs::{
 pub use merge::{merge, merge_to, Align, MergeOptions, MergeReport, RankMerge};
 pub use reader::{Event, Form, ReadStats, SkipReason, TraceReader, MAX_ITEM};
 pub use summary::{
-    summarize, Method, RankSummary, SpanStat, Step, Straggler, Summary, SummaryOptions,
-    MAX_COLLECTIVE_INTERVALS, STRAGGLER_THRESHOLD,
+    judge, judge_with, summarize, Method, RankSummary, SpanStat, Step, Straggler, Summary,
+    SummaryOptions, MAX_COLLECTIVE_INTERVALS, STRAGGLER_THRESHOLD,
 };
-pub use synth::{write_job, write_rank, JobSpec, Shape};
+pub use synth::{write_job, write_rank, CommArgs, JobSpec, Shape};

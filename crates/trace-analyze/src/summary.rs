@@ -12,6 +12,7 @@
 //! them). Without collectives the slow rank is the one with the longest
 //! steps; without steps, the busiest one.
 
+use super::collectives::{self, CollectiveCalls, Collectives, Collector};
 use super::inputs::RankedInput;
 use super::json;
 use super::reader::TraceReader;
@@ -109,6 +110,9 @@ pub struct RankSummary {
     /// Spans that arrived too far out of order to be nested (self times of
     /// their parents are then slightly too high).
     pub late_spans: u64,
+    /// Its collective calls, matched across ranks into
+    /// [`Summary::collectives`].
+    pub collectives: CollectiveCalls,
 }
 
 impl RankSummary {
@@ -142,6 +146,8 @@ pub enum Method {
     StepTime,
     /// Most busy time (no steps).
     BusyTime,
+    /// Most wait caused at matched collectives (arrived last, by how much).
+    WaitCaused,
 }
 
 impl Method {
@@ -150,6 +156,7 @@ impl Method {
             Method::OutsideCollectives => "outside-collectives",
             Method::StepTime => "step-time",
             Method::BusyTime => "busy-time",
+            Method::WaitCaused => "wait-caused",
         }
     }
 }
@@ -169,8 +176,15 @@ pub struct Straggler {
     pub others_us: f64,
     /// `(value - others) / others`.
     pub excess: f64,
-    /// The span where most extra time goes, and how much more per step (µs).
+    /// The span where most extra time goes, and how much more per step (µs);
+    /// with [`Method::WaitCaused`], the span before the collective where it
+    /// caused the most wait, and how much longer it ran there than the
+    /// other ranks' span before the same collective (µs, mean per time it
+    /// arrived last there).
     pub span: Option<(String, f64)>,
+    /// With [`Method::WaitCaused`]: the collective where it caused the most
+    /// wait.
+    pub collective: Option<collectives::Culprit>,
 }
 
 /// The whole summary.
@@ -186,6 +200,8 @@ pub struct Summary {
     pub warnings: Vec<String>,
     /// Spans listed per rank.
     pub top: usize,
+    /// Collectives matched across ranks, and who made whom wait.
+    pub collectives: Collectives,
 }
 
 type FxMap<K, V> = ranktune_core::hash::FastMap<K, V>;
@@ -415,6 +431,7 @@ impl RankAcc {
             window_us: window,
             spans,
             late_spans: self.late,
+            collectives: CollectiveCalls::default(),
         }
     }
 }
@@ -478,6 +495,7 @@ fn process(t: &mut Thread, names: &mut [NameAgg], late: &mut u64, p: Pending) {
 pub fn summarize_rank(input: &RankedInput) -> Result<(RankSummary, Vec<String>), AnalyzeError> {
     let mut r = TraceReader::open(&input.path)?;
     let mut acc = RankAcc::default();
+    let mut coll = Collector::default();
     while let Some(ev) = r.next_event()? {
         let ph = ev.ph();
         if ph != b'X' && ph != b'B' && ph != b'E' {
@@ -512,6 +530,17 @@ pub fn summarize_rank(input: &RankedInput) -> Result<(RankSummary, Vec<String>),
                         }
                     }
                 }
+                let n = &acc.names[name as usize];
+                coll.span(
+                    Some(&ev),
+                    name_raw,
+                    &thread_key,
+                    to_ns(ts),
+                    to_ns(dur).max(0),
+                    name,
+                    n.comm,
+                    n.step,
+                );
                 acc.span(&thread_key, ts, dur, name);
             }
             b'B' => {
@@ -524,6 +553,9 @@ pub fn summarize_rank(input: &RankedInput) -> Result<(RankSummary, Vec<String>),
             _ => {
                 let begun = acc.threads.get_mut(&thread_key).and_then(|t| t.begins.pop());
                 if let Some((name, start)) = begun {
+                    let n = &acc.names[name as usize];
+                    let (s0, d0) = (to_ns(start), (to_ns(ts) - to_ns(start)).max(0));
+                    coll.span(None, &n.raw, &thread_key, s0, d0, name, n.comm, n.step);
                     acc.span(&thread_key, start, ts - start, name);
                 }
             }
@@ -531,7 +563,20 @@ pub fn summarize_rank(input: &RankedInput) -> Result<(RankSummary, Vec<String>),
     }
     r.drain()?;
     let mut warnings = r.warnings();
-    let s = acc.finish(input.rank, input.path.display().to_string(), r.stats().events);
+    let names = |id: u32| {
+        acc.names.get(id as usize).and_then(|n| json::unescape(&n.raw)).unwrap_or_default()
+    };
+    let calls = coll.finish(&names, input.base_ns);
+    let mut s = acc.finish(input.rank, input.path.display().to_string(), r.stats().events);
+    if calls.dropped() > 0 {
+        warnings.push(format!(
+            "{}: more than {} collective calls; the {} after them are not matched across ranks",
+            s.file,
+            collectives::MAX_CALLS,
+            calls.dropped()
+        ));
+    }
+    s.collectives = calls;
     if s.late_spans > 0 {
         warnings.push(format!(
             "{}: {} spans arrived too far out of order to be nested; self times of their parents are approximate",
@@ -584,8 +629,11 @@ pub fn summarize(inputs: &[RankedInput], opts: &SummaryOptions) -> Result<Summar
             ));
         }
     }
-    let (straggler, verdict) = judge(&ranks);
-    Ok(Summary { ranks, straggler, verdict, warnings, top: opts.top })
+    let pairs: Vec<(u32, &CollectiveCalls)> =
+        ranks.iter().map(|r| (r.rank, &r.collectives)).collect();
+    let collectives = collectives::analyze(&pairs);
+    let (straggler, verdict) = judge_with(&ranks, &collectives);
+    Ok(Summary { ranks, straggler, verdict, warnings, top: opts.top, collectives })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -651,7 +699,8 @@ pub fn judge(ranks: &[RankSummary]) -> (Option<Straggler>, String) {
     }
     let method = method_for(ranks);
     let figure = |r: &RankSummary| match method {
-        Method::OutsideCollectives => r.outside_collective_us() / r.per(),
+        // method_for never picks WaitCaused (judge_with does).
+        Method::OutsideCollectives | Method::WaitCaused => r.outside_collective_us() / r.per(),
         Method::StepTime => r.step_mean_us.unwrap_or(0.0),
         Method::BusyTime => r.busy_us,
     };
@@ -662,7 +711,7 @@ pub fn judge(ranks: &[RankSummary]) -> (Option<Straggler>, String) {
         median(figs.iter().enumerate().filter(|(i, _)| *i != slow).map(|(_, v)| *v).collect());
     let excess = if others > 0.0 { (value - others) / others } else { 0.0 };
     let what = match method {
-        Method::OutsideCollectives => "time outside collectives per step",
+        Method::OutsideCollectives | Method::WaitCaused => "time outside collectives per step",
         Method::StepTime => "mean step time",
         Method::BusyTime => "busy time (no step markers)",
     };
@@ -678,7 +727,7 @@ pub fn judge(ranks: &[RankSummary]) -> (Option<Straggler>, String) {
     let s = &ranks[slow];
     let span = extra_span(ranks, slow);
     let mut reason = match method {
-        Method::OutsideCollectives => {
+        Method::OutsideCollectives | Method::WaitCaused => {
             let waits: Vec<f64> = ranks
                 .iter()
                 .enumerate()
@@ -724,9 +773,173 @@ pub fn judge(ranks: &[RankSummary]) -> (Option<Straggler>, String) {
             others_us: others,
             excess,
             span,
+            collective: None,
         }),
         line,
     )
+}
+
+/// Like [`judge`], but when collectives were matched across ranks the slow
+/// rank is the one that caused the most wait at them (arrived last, by how
+/// much), named when its wait caused per step exceeds the other ranks'
+/// median by [`STRAGGLER_THRESHOLD`] of a step.
+pub fn judge_with(ranks: &[RankSummary], c: &Collectives) -> (Option<Straggler>, String) {
+    if ranks.len() < 2 || c.matched == 0 {
+        return judge(ranks);
+    }
+    let per = |i: usize| ranks[i].per();
+    let figs: Vec<f64> =
+        c.per_rank.iter().enumerate().map(|(i, b)| b.wait_caused_us / per(i)).collect();
+    let (slow, &value) = figs
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(&a.0)))
+        .unwrap_or((0, &0.0));
+    let others =
+        median(figs.iter().enumerate().filter(|(i, _)| *i != slow).map(|(_, v)| *v).collect());
+    // A step: the median step (or window per step without steps).
+    let scale =
+        median(ranks.iter().map(|r| r.step_mean_us.unwrap_or(r.window_us / r.per())).collect());
+    let excess = if scale > 0.0 { (value - others) / scale } else { 0.0 };
+    let s = &ranks[slow];
+    let unit = if s.steps.is_empty() { "" } else { " per step" };
+    if excess < STRAGGLER_THRESHOLD {
+        let line = format!(
+            "No straggler: the most wait any rank caused at the {} matched collectives is {}{unit} (rank {}), {:.1}% of a step ({}) more than the other ranks (threshold {:.0}%).",
+            c.matched,
+            fmt_us(value),
+            s.rank,
+            excess.max(0.0) * 100.0,
+            fmt_us(scale),
+            STRAGGLER_THRESHOLD * 100.0
+        );
+        return (None, line);
+    }
+    let b = &c.per_rank[slow];
+    let total = c.total_caused_us();
+    let mut reason = format!(
+        "rank {} made the others wait: {} of wait caused{unit} at collectives vs {} on the other ranks ({} in all, {:.0}% of the wait caused by any rank; last at {} of {} matched collectives)",
+        s.rank,
+        fmt_us(value),
+        fmt_us(others),
+        fmt_us(b.wait_caused_us),
+        if total > 0.0 { b.wait_caused_us / total * 100.0 } else { 0.0 },
+        b.last_count,
+        c.matched
+    );
+    let culprit = c.culprits.iter().find(|k| k.rank == s.rank).cloned();
+    if let Some(k) = &culprit {
+        reason.push_str(&format!(
+            "; most at `{}`{} ({} of wait over {} times last)",
+            k.name,
+            k.group.as_ref().map_or(String::new(), |g| format!(" in group {g}")),
+            fmt_us(k.caused_us),
+            k.count
+        ));
+        if let Some((name, extra)) = &k.span {
+            reason.push_str(&format!(
+                ", after `{name}` (+{} vs the span before it on the other ranks)",
+                fmt_us(*extra)
+            ));
+        }
+    }
+    if let Some(often) = c.most_often_last().filter(|o| o.rank != s.rank) {
+        reason.push_str(&format!(
+            "; rank {} arrived last more often ({} times) but caused only {}",
+            often.rank,
+            often.last_count,
+            fmt_us(often.wait_caused_us)
+        ));
+    }
+    let suffered: Vec<f64> = c
+        .per_rank
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != slow)
+        .map(|(i, r)| r.wait_suffered_us / per(i))
+        .collect();
+    reason.push_str(&format!(
+        "; it waits {}{unit} in collectives while the others wait {} for it",
+        fmt_us(b.wait_suffered_us / per(slow)),
+        fmt_us(median(suffered))
+    ));
+    let line = format!("Straggler: {reason}.");
+    let span = culprit.as_ref().and_then(|k| k.span.clone());
+    (
+        Some(Straggler {
+            rank: s.rank,
+            reason,
+            method: Method::WaitCaused,
+            value_us: value,
+            others_us: others,
+            excess,
+            span,
+            collective: culprit,
+        }),
+        line,
+    )
+}
+
+impl Summary {
+    /// The collectives section of the text report (nothing without
+    /// collective calls).
+    fn collectives_text(&self, o: &mut String) {
+        let c = &self.collectives;
+        if c.matched == 0 && c.mismatched == 0 {
+            return;
+        }
+        o.push_str(&format!(
+            "\ncollectives: {} matched across ranks, {} mismatched\n",
+            c.matched, c.mismatched
+        ));
+        for m in &c.mismatches {
+            o.push_str(&format!(
+                "  mismatch{} at {} {}: {}\n",
+                m.group.as_ref().map_or(String::new(), |g| format!(" in group {g}")),
+                if m.by_seq { "Seq" } else { "position" },
+                m.position,
+                m.detail
+            ));
+        }
+        if c.matched == 0 {
+            return;
+        }
+        let max = c.per_rank.iter().map(|b| b.wait_caused_us).fold(0.0, f64::max);
+        o.push_str(&format!(
+            "{:>5} {:>6} {:>12} {:>14}  blame (wait caused)\n",
+            "rank", "last", "wait caused", "wait suffered"
+        ));
+        for b in &c.per_rank {
+            let width =
+                if max > 0.0 { (b.wait_caused_us / max * 30.0).round() as usize } else { 0 };
+            let line = format!(
+                "{:>5} {:>6} {:>12} {:>14}  {}",
+                b.rank,
+                b.last_count,
+                fmt_us(b.wait_caused_us),
+                fmt_us(b.wait_suffered_us),
+                "#".repeat(width)
+            );
+            o.push_str(line.trim_end());
+            o.push('\n');
+        }
+        o.push_str("worst collectives by skew (last arrival − first):\n");
+        o.push_str(&format!(
+            "{:>10} {:>5} {:>10}  {:<8} {:>6}  collective\n",
+            "skew", "last", "caused", "group", "seq"
+        ));
+        for w in &c.worst {
+            o.push_str(&format!(
+                "{:>10} {:>5} {:>10}  {:<8} {:>6}  {}\n",
+                fmt_us(w.skew_us),
+                w.last_rank,
+                fmt_us(w.caused_us),
+                w.group.as_deref().unwrap_or("-"),
+                w.seq,
+                w.name
+            ));
+        }
+    }
 }
 
 /// The non-collective span whose self time per step on the slow rank
@@ -821,14 +1034,45 @@ impl Summary {
                 "others_median_us": r3(s.others_us),
                 "excess_pct": r3(s.excess * 100.0),
                 "span": s.span.as_ref().map(|(n, d)| json!({"name": n, "extra_us": r3(*d)})),
+                "collective": s.collective.as_ref().map(|k| json!({
+                    "name": k.name,
+                    "group": k.group,
+                    "count": k.count,
+                    "wait_caused_us": r3(k.caused_us),
+                })),
             }),
         };
+        let c = &self.collectives;
+        let collectives = json!({
+            "matched": c.matched,
+            "mismatched": c.mismatched,
+            "per_rank": c.per_rank.iter().map(|b| json!({
+                "rank": b.rank,
+                "last_count": b.last_count,
+                "wait_caused_us": r3(b.wait_caused_us),
+                "wait_suffered_us": r3(b.wait_suffered_us),
+            })).collect::<Vec<_>>(),
+            "worst": c.worst.iter().map(|w| json!({
+                "name": w.name,
+                "group": w.group,
+                "seq": w.seq,
+                "skew_us": r3(w.skew_us),
+                "last_rank": w.last_rank,
+            })).collect::<Vec<_>>(),
+            "mismatches": c.mismatches.iter().map(|m| json!({
+                "group": m.group,
+                "position": m.position,
+                "by_seq": m.by_seq,
+                "detail": m.detail,
+            })).collect::<Vec<_>>(),
+        });
         json!({
             "schema": "ranktune.trace.summary/1",
             "verdict": self.verdict,
             "straggler": straggler,
             "step_spread": spread,
             "ranks": ranks,
+            "collectives": collectives,
             "warnings": self.warnings,
         })
     }
@@ -857,6 +1101,7 @@ impl Summary {
                 r.file
             ));
         }
+        self.collectives_text(&mut o);
         for r in &self.ranks {
             o.push_str(&format!("\nrank {}: top spans by self time\n", r.rank));
             for s in r.top_self(self.top) {

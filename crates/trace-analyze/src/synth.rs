@@ -39,7 +39,53 @@ pub struct JobSpec {
     pub base_ns: u64,
     /// Per-rank difference of the clock base.
     pub base_skew_ns: u64,
+    /// Collectives per step (with `collectives`); the step's operators are
+    /// split evenly before them. They cycle through all-reduce, all-gather
+    /// and reduce-scatter.
+    pub collectives_per_step: u32,
+    /// Planted delays: `(rank, collective index in the step, µs)` — that
+    /// rank runs an extra `planted_delay` span of that length right before
+    /// that collective of every step.
+    pub delays: Vec<(u32, u32, f64)>,
+    /// A planted mismatch: `(rank, step index, collective index)` — that
+    /// rank skips that one collective.
+    pub skip: Option<(u32, u32, u32)>,
+    /// What Kineto-shaped traces record about each collective.
+    pub comm_args: CommArgs,
 }
+
+/// What a Kineto-shaped trace records on the CPU side of each collective.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommArgs {
+    /// No `record_param_comms`: only an `nccl:*` CPU span and the NCCL
+    /// kernel.
+    None,
+    /// `record_param_comms` with `Collective name` and sizes (older
+    /// PyTorch), no sequence number.
+    Basic,
+    /// `record_param_comms` also with `Seq`, `Process Group Name` and
+    /// `Process Group Ranks` (newer PyTorch).
+    Seq,
+}
+
+/// One collective of the generated schedule: names per shape.
+const COLLS: [(&str, &str, &str); 3] = [
+    (
+        "allreduce",
+        "all_reduce",
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+    ),
+    (
+        "allgather",
+        "all_gather",
+        "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+    ),
+    (
+        "reduce_scatter",
+        "reduce_scatter",
+        "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+    ),
+];
 
 impl Default for JobSpec {
     fn default() -> Self {
@@ -52,6 +98,10 @@ impl Default for JobSpec {
             shape: Shape::Kineto,
             base_ns: 1_700_000_000_000_000_000,
             base_skew_ns: 0,
+            collectives_per_step: 1,
+            delays: Vec::new(),
+            skip: None,
+            comm_args: CommArgs::Basic,
         }
     }
 }
@@ -79,8 +129,54 @@ fn op_dur(spec: &JobSpec, rank: u32, step: u32, i: u32) -> f64 {
     (d * 1000.0).round() / 1000.0
 }
 
-fn compute(spec: &JobSpec, rank: u32, step: u32) -> f64 {
-    (0..spec.ops_per_step).map(|i| op_dur(spec, rank, step, i) + 2.0).sum()
+/// Operators `[from, to)` of chunk `k` of `n` (before collective `k`).
+fn chunk(ops: u32, n: u32, k: u32) -> (u32, u32) {
+    (k * ops / n, (k + 1) * ops / n)
+}
+
+/// The planted delay of `rank` before collective `k` of every step, µs.
+fn planted(spec: &JobSpec, rank: u32, k: u32) -> f64 {
+    spec.delays.iter().filter(|d| d.0 == rank && d.1 == k).map(|d| d.2).sum()
+}
+
+/// One step of the whole job: when each collective ends (all ranks leave
+/// together, `COMM_COST` after the last arrival) and where each rank's own
+/// work ends.
+struct Plan {
+    ends: Vec<f64>,
+    own_end: Vec<f64>,
+}
+
+const COMM_COST: f64 = 40.0;
+
+fn schedule(spec: &JobSpec, step: u32, step_start: f64) -> Plan {
+    let ncoll = spec.collectives_per_step.max(1);
+    let mut ct: Vec<f64> = vec![step_start + 5.0; spec.ranks as usize];
+    let mut ends = Vec::new();
+    for k in 0..ncoll {
+        let (from, to) = chunk(spec.ops_per_step, ncoll, k);
+        for (r, c) in ct.iter_mut().enumerate() {
+            let r = r as u32;
+            *c += (from..to).map(|i| op_dur(spec, r, step, i) + 2.0).sum::<f64>();
+            let d = planted(spec, r, k);
+            if d > 0.0 {
+                *c += d + 2.0;
+            }
+        }
+        if spec.collectives {
+            let present = |r: u32| spec.skip != Some((r, step, k));
+            let last = (0..spec.ranks)
+                .filter(|&r| present(r))
+                .map(|r| ct[r as usize])
+                .fold(f64::MIN, f64::max);
+            let end = last + COMM_COST;
+            ends.push(end);
+            for r in (0..spec.ranks).filter(|&r| present(r)) {
+                ct[r as usize] = end + 2.0;
+            }
+        }
+    }
+    Plan { ends, own_end: ct }
 }
 
 impl JobSpec {
@@ -175,18 +271,21 @@ pub fn write_rank<W: Write>(spec: &JobSpec, rank: u32, w: &mut W) -> io::Result<
         o.ev(format_args!("\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{pid},\"tid\":0,\"args\":{{\"name\":\"rank {rank}\"}}"))?;
         o.ev(format_args!("\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":\"main\"}}"))?;
     }
-    let max_compute = (0..spec.steps.max(1))
-        .map(|s| (0..spec.ranks).map(|r| compute(spec, r, s)).fold(0.0, f64::max))
-        .collect::<Vec<_>>();
-    let comm_cost = 40.0;
     let mut t = 100.0f64;
     let mut corr: u64 = 1;
+    let mut seq: u64 = 0;
     let steps = spec.steps.max(1);
+    let ncoll = spec.collectives_per_step.max(1);
+    let group_ranks =
+        format!("[{}]", (0..spec.ranks).map(|r| r.to_string()).collect::<Vec<_>>().join(", "));
     for step in 0..steps {
-        let c = compute(spec, rank, step);
-        let period =
-            if spec.collectives { max_compute[step as usize] + comm_cost + 20.0 } else { c + 20.0 };
         let step_start = t;
+        let plan = schedule(spec, step, step_start);
+        let period = if spec.collectives {
+            plan.ends.last().copied().unwrap_or(step_start) - step_start + 15.0
+        } else {
+            plan.own_end[rank as usize] - step_start + 15.0
+        };
         if spec.steps > 0 {
             let idx = o.n;
             o.ev(format_args!(
@@ -195,55 +294,90 @@ pub fn write_rank<W: Write>(spec: &JobSpec, rank: u32, w: &mut W) -> io::Result<
             ))?;
         }
         let mut ct = step_start + 5.0;
-        for i in 0..spec.ops_per_step {
-            let (name, _) = OPS[(i as usize) % OPS.len()];
-            let d = op_dur(spec, rank, step, i);
-            if kineto {
-                let idx = o.n;
-                o.ev(format_args!(
-                    "\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"{name}\", \"pid\": {pid}, \"tid\": {tid},\n    \"ts\": {ct:.3}, \"dur\": {d:.3},\n    \"args\": {{\n      \"External id\": {corr},\"Record function id\": 0, \"Sequence number\": {}, \"Fwd thread id\": 0, \"Concrete Inputs\": [\"\", \"\"], \"Input type\": [\"float\", \"float\"], \"Input Strides\": [[64, 1], [64, 1]], \"Input Dims\": [[32, 64], [64, 64]], \"Ev Idx\": {}\n    }}",
-                    corr * 3, idx
-                ))?;
-                let launch = ct + d * 0.5;
-                o.ev(format_args!(
-                    "\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": {pid}, \"tid\": {tid},\n    \"ts\": {launch:.3}, \"dur\": 3.000,\n    \"args\": {{\n      \"External id\": {corr}, \"cbid\": 211, \"correlation\": {corr}\n    }}"
-                ))?;
-                o.ev(format_args!(
-                    "\"ph\": \"s\", \"id\": {corr}, \"pid\": {pid}, \"tid\": {tid}, \"ts\": {launch:.3},\n    \"cat\": \"ac2g\", \"name\": \"ac2g\""
-                ))?;
-                let kt = launch + 5.0;
-                o.ev(format_args!(
-                    "\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"void gemm_kernel<float, 128, 64>(Params)\", \"pid\": 0, \"tid\": 7,\n    \"ts\": {kt:.3}, \"dur\": {:.3},\n    \"args\": {{\n      \"External id\": {corr}, \"queued\": 0, \"device\": 0, \"context\": 1, \"stream\": 7, \"correlation\": {corr}, \"registers per thread\": 128, \"shared memory\": 49152, \"blocks per SM\": 0.5, \"warps per SM\": 2.0, \"grid\": [66, 1, 1], \"block\": [128, 1, 1], \"est. achieved occupancy %\": 12\n    }}",
-                    (d * 0.4).max(1.0)
-                ))?;
-                o.ev(format_args!(
-                    "\"ph\": \"f\", \"id\": {corr}, \"pid\": 0, \"tid\": 7, \"ts\": {kt:.3},\n    \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\""
-                ))?;
-            } else {
-                o.ev(format_args!(
-                    "\"ph\":\"X\",\"cat\":\"op\",\"name\":\"{name}\",\"pid\":{pid},\"tid\":{tid},\"ts\":{ct:.3},\"dur\":{d:.3},\"args\":{{\"seq\":{corr}}}"
-                ))?;
+        for k in 0..ncoll {
+            let (from, to) = chunk(spec.ops_per_step, ncoll, k);
+            for i in from..to {
+                let (name, _) = OPS[(i as usize) % OPS.len()];
+                let d = op_dur(spec, rank, step, i);
+                if kineto {
+                    let idx = o.n;
+                    o.ev(format_args!(
+                        "\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"{name}\", \"pid\": {pid}, \"tid\": {tid},\n    \"ts\": {ct:.3}, \"dur\": {d:.3},\n    \"args\": {{\n      \"External id\": {corr},\"Record function id\": 0, \"Sequence number\": {}, \"Fwd thread id\": 0, \"Concrete Inputs\": [\"\", \"\"], \"Input type\": [\"float\", \"float\"], \"Input Strides\": [[64, 1], [64, 1]], \"Input Dims\": [[32, 64], [64, 64]], \"Ev Idx\": {}\n    }}",
+                        corr * 3, idx
+                    ))?;
+                    let launch = ct + d * 0.5;
+                    o.ev(format_args!(
+                        "\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaLaunchKernel\", \"pid\": {pid}, \"tid\": {tid},\n    \"ts\": {launch:.3}, \"dur\": 3.000,\n    \"args\": {{\n      \"External id\": {corr}, \"cbid\": 211, \"correlation\": {corr}\n    }}"
+                    ))?;
+                    o.ev(format_args!(
+                        "\"ph\": \"s\", \"id\": {corr}, \"pid\": {pid}, \"tid\": {tid}, \"ts\": {launch:.3},\n    \"cat\": \"ac2g\", \"name\": \"ac2g\""
+                    ))?;
+                    let kt = launch + 5.0;
+                    o.ev(format_args!(
+                        "\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"void gemm_kernel<float, 128, 64>(Params)\", \"pid\": 0, \"tid\": 7,\n    \"ts\": {kt:.3}, \"dur\": {:.3},\n    \"args\": {{\n      \"External id\": {corr}, \"queued\": 0, \"device\": 0, \"context\": 1, \"stream\": 7, \"correlation\": {corr}, \"registers per thread\": 128, \"shared memory\": 49152, \"blocks per SM\": 0.5, \"warps per SM\": 2.0, \"grid\": [66, 1, 1], \"block\": [128, 1, 1], \"est. achieved occupancy %\": 12\n    }}",
+                        (d * 0.4).max(1.0)
+                    ))?;
+                    o.ev(format_args!(
+                        "\"ph\": \"f\", \"id\": {corr}, \"pid\": 0, \"tid\": 7, \"ts\": {kt:.3},\n    \"cat\": \"ac2g\", \"name\": \"ac2g\", \"bp\": \"e\""
+                    ))?;
+                } else {
+                    o.ev(format_args!(
+                        "\"ph\":\"X\",\"cat\":\"op\",\"name\":\"{name}\",\"pid\":{pid},\"tid\":{tid},\"ts\":{ct:.3},\"dur\":{d:.3},\"args\":{{\"seq\":{corr}}}"
+                    ))?;
+                }
+                corr += 1;
+                ct += d + 2.0;
             }
-            corr += 1;
-            ct += d + 2.0;
-        }
-        if spec.collectives {
-            let wait = max_compute[step as usize] - c + comm_cost;
+            let delay = planted(spec, rank, k);
+            if delay > 0.0 {
+                if kineto {
+                    o.ev(format_args!(
+                        "\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"planted_delay\", \"pid\": {pid}, \"tid\": {tid},\n    \"ts\": {ct:.3}, \"dur\": {delay:.3},\n    \"args\": {{\n      \"External id\": {corr}\n    }}"
+                    ))?;
+                } else {
+                    o.ev(format_args!(
+                        "\"ph\":\"X\",\"cat\":\"op\",\"name\":\"planted_delay\",\"pid\":{pid},\"tid\":{tid},\"ts\":{ct:.3},\"dur\":{delay:.3}"
+                    ))?;
+                }
+                corr += 1;
+                ct += delay + 2.0;
+            }
+            if !spec.collectives {
+                continue;
+            }
+            let skipped = spec.skip == Some((rank, step, k));
+            if skipped {
+                continue;
+            }
+            let end = plan.ends[k as usize];
+            let wait = end - ct;
+            let (short, rt_name, kernel) = COLLS[(k as usize) % COLLS.len()];
+            seq += 1;
             if kineto {
+                match spec.comm_args {
+                    CommArgs::None => o.ev(format_args!(
+                        "\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"nccl:{rt_name}\", \"pid\": {pid}, \"tid\": {tid},\n    \"ts\": {ct:.3}, \"dur\": 8.000,\n    \"args\": {{\n      \"External id\": {corr}\n    }}"
+                    ))?,
+                    CommArgs::Basic => o.ev(format_args!(
+                        "\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"record_param_comms\", \"pid\": {pid}, \"tid\": {tid},\n    \"ts\": {ct:.3}, \"dur\": 8.000,\n    \"args\": {{\n      \"External id\": {corr}, \"Collective name\": \"{short}\", \"dtype\": \"Float\", \"In msg nelems\": 1048576, \"Group size\": {}\n    }}",
+                        spec.ranks
+                    ))?,
+                    CommArgs::Seq => o.ev(format_args!(
+                        "\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"record_param_comms\", \"pid\": {pid}, \"tid\": {tid},\n    \"ts\": {ct:.3}, \"dur\": 8.000,\n    \"args\": {{\n      \"External id\": {corr}, \"Collective name\": \"{short}\", \"dtype\": \"Float\", \"In msg nelems\": 1048576, \"Group size\": {}, \"Process Group Name\": \"0\", \"Process Group Description\": \"default_pg\", \"Process Group Ranks\": \"{group_ranks}\", \"Seq\": {seq}\n    }}",
+                        spec.ranks
+                    ))?,
+                }
                 o.ev(format_args!(
-                    "\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"record_param_comms\", \"pid\": {pid}, \"tid\": {tid},\n    \"ts\": {ct:.3}, \"dur\": 8.000,\n    \"args\": {{\n      \"Collective name\": \"allreduce\", \"dtype\": \"Float\", \"In msg nelems\": 1048576, \"Group size\": {}\n    }}",
-                    spec.ranks
-                ))?;
-                o.ev(format_args!(
-                    "\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)\", \"pid\": 0, \"tid\": 7,\n    \"ts\": {:.3}, \"dur\": {wait:.3},\n    \"args\": {{\n      \"External id\": {corr}, \"device\": 0, \"stream\": 7, \"correlation\": {corr}\n    }}",
+                    "\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"{kernel}\", \"pid\": 0, \"tid\": 7,\n    \"ts\": {:.3}, \"dur\": {wait:.3},\n    \"args\": {{\n      \"External id\": {corr}, \"device\": 0, \"stream\": 7, \"correlation\": {corr}\n    }}",
                     ct + 4.0
                 ))?;
             } else {
                 o.ev(format_args!(
-                    "\"ph\":\"X\",\"cat\":\"collective\",\"name\":\"all_reduce\",\"pid\":{pid},\"tid\":{tid},\"ts\":{ct:.3},\"dur\":{wait:.3}"
+                    "\"ph\":\"X\",\"cat\":\"collective\",\"name\":\"{rt_name}\",\"pid\":{pid},\"tid\":{tid},\"ts\":{ct:.3},\"dur\":{wait:.3}"
                 ))?;
             }
             corr += 1;
+            ct = end + 2.0;
         }
         t = step_start + period;
     }
