@@ -15,13 +15,15 @@
 
 use super::inputs::RankedInput;
 use super::json::{self, Span};
+use super::naming;
+use super::perfetto;
 use super::reader::TraceReader;
 use super::timefmt::{self, UNITS_PER_NS};
 use super::AnalyzeError;
 use ranktune_core::atomic_file::{Publish, PublishError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 /// How ranks' clocks are put on one timeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -34,11 +36,42 @@ pub enum Align {
     FirstStep,
 }
 
+/// What [`merge`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputFormat {
+    /// A Chrome trace (JSON object form).
+    #[default]
+    Json,
+    /// Perfetto's protobuf trace (`TracePacket` stream), see the
+    /// `perfetto` module.
+    Perfetto,
+}
+
+impl OutputFormat {
+    /// The format an output path asks for: `.pftrace` and `.perfetto-trace`
+    /// (each optionally followed by `.gz`) are Perfetto, all else JSON.
+    pub fn from_path(path: &Path) -> Self {
+        let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase());
+        let name = name.as_deref().unwrap_or("");
+        let name = name.strip_suffix(".gz").unwrap_or(name);
+        if name.ends_with(".pftrace") || name.ends_with(".perfetto-trace") {
+            OutputFormat::Perfetto
+        } else {
+            OutputFormat::Json
+        }
+    }
+}
+
 /// Options of [`merge`].
 #[derive(Debug, Clone, Default)]
 pub struct MergeOptions {
     /// Clock alignment.
     pub align: Align,
+    /// Files read at once, one per worker thread; 0 means one per core.
+    /// The output is the same bytes for any number.
+    pub jobs: usize,
+    /// Output format; [`merge`] sets it from the output's name.
+    pub format: OutputFormat,
 }
 
 /// What one rank contributed.
@@ -80,8 +113,9 @@ struct Pid {
 
 const FLUSH_AT: usize = 1 << 20;
 
-/// Merges `inputs` (sorted by rank, unique ranks) into `out` (`.json` or
-/// `.json.gz`). The output is written to a temporary file next to `out` and
+/// Merges `inputs` (sorted by rank, unique ranks) into `out`: a Chrome trace
+/// (`.json`, `.json.gz`) or Perfetto's protobuf format (`.pftrace`,
+/// `.perfetto-trace`, optionally `.gz`), chosen by the name. The output is written to a temporary file next to `out` and
 /// renamed into place ([`ranktune_core::atomic_file`]), so a failed merge never
 /// leaves a half file.
 pub fn merge(
@@ -100,6 +134,7 @@ pub fn merge(
     }
     let gz =
         out.file_name().is_some_and(|n| n.to_string_lossy().to_ascii_lowercase().ends_with(".gz"));
+    let opts = &MergeOptions { format: OutputFormat::from_path(out), ..opts.clone() };
     // Atomic, not durable: a merge is rerun from its inputs if it is lost.
     Publish::new(out)
         .write_with(|temp| {
@@ -143,7 +178,8 @@ fn first_step(path: &Path) -> Result<Option<i128>, AnalyzeError> {
 
 /// What a rank worker sends to the writer.
 enum Msg {
-    /// Complete events joined by `,\n` (no leading separator).
+    /// JSON: complete events joined by `,\n` (no leading separator);
+    /// Perfetto: complete packets.
     Chunk(Vec<u8>),
     /// The rank is done.
     Done(Box<RankDone>),
@@ -160,8 +196,8 @@ struct RankDone {
 /// Chunks a worker may have queued ahead of the writer.
 const QUEUE: usize = 4;
 
-/// Merges into any writer. Ranks are processed by up to one worker thread
-/// per core; the writer takes their output chunks round-robin in a fixed
+/// Merges into any writer, in `opts.format`. Ranks are processed by up to
+/// `opts.jobs` worker threads (one file each); the writer takes their output chunks round-robin in a fixed
 /// order, so the output is deterministic and memory stays bounded (each
 /// worker at most 4 chunks of 1 MiB ahead). See [`merge`].
 pub fn merge_to(
@@ -174,8 +210,8 @@ pub fn merge_to(
         base_ns: inputs.iter().map(|i| i.base_ns).min().unwrap_or(0),
         ..MergeReport::default()
     };
-    let workers =
-        std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, inputs.len().max(1));
+    let workers = super::inputs::workers(opts.jobs, inputs.len());
+    let json = opts.format == OutputFormat::Json;
     let mut adjust = vec![0i128; inputs.len()];
     if opts.align == Align::FirstStep {
         let firsts = parallel_map(inputs, workers, |i| {
@@ -200,14 +236,15 @@ pub fn merge_to(
         }
     }
     let stride = u64::from(inputs.iter().map(|i| i.rank).max().unwrap_or(0)) + 1;
-    let overflow = AtomicU64::new(stride * 1000);
     let mut head: Vec<u8> = Vec::with_capacity(256);
     head.extend_from_slice(
         b"{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\",\"ranktuneMerged\":true,\"baseTimeNanoseconds\":",
     );
     timefmt::write_u128(report.base_ns.max(0) as u128, &mut head);
     head.extend_from_slice(b",\n\"traceEvents\":[\n");
-    w.write_all(&head).map_err(wio)?;
+    if json {
+        w.write_all(&head).map_err(wio)?;
+    }
     let base_ns = report.base_ns;
     let mut done: Vec<Option<RankDone>> = (0..inputs.len()).map(|_| None).collect();
     std::thread::scope(|scope| -> Result<(), AnalyzeError> {
@@ -216,10 +253,14 @@ pub fn merge_to(
             let input = &inputs[idx];
             let shift =
                 (input.base_ns - base_ns).saturating_mul(UNITS_PER_NS).saturating_add(adjust[idx]);
-            let overflow = &overflow;
             scope.spawn(move || {
                 let send = |m: Msg| tx.send(m).is_ok();
-                match merge_rank(input, shift, stride, overflow, &send) {
+                let done = if json {
+                    merge_rank(input, shift, stride, &send)
+                } else {
+                    perfetto_rank(input, shift, stride, &send)
+                };
+                match done {
                     Ok(d) => {
                         send(Msg::Done(Box::new(d)));
                     }
@@ -240,7 +281,7 @@ pub fn merge_to(
         while let Some((idx, rx)) = active.pop_front() {
             match rx.recv() {
                 Ok(Msg::Chunk(c)) => {
-                    if !first {
+                    if !first && json {
                         w.write_all(b",\n").map_err(wio)?;
                     }
                     first = false;
@@ -270,6 +311,10 @@ pub fn merge_to(
         report.bytes_in += d.bytes;
         report.warnings.extend(d.warnings);
         report.ranks.push(d.merge);
+    }
+    if !json {
+        w.flush().map_err(wio)?;
+        return Ok(report);
     }
     let mut tail = Vec::new();
     tail.extend_from_slice(b"\n],\n\"ranktuneMerge\":");
@@ -323,13 +368,33 @@ fn parallel_map<T: Sync, R: Send>(
     Ok(out)
 }
 
+/// Converts one rank to Perfetto packets (see the `perfetto` module).
+fn perfetto_rank(
+    input: &RankedInput,
+    shift: i128,
+    stride: u64,
+    send: &dyn Fn(Msg) -> bool,
+) -> Result<RankDone, AnalyzeError> {
+    let out = perfetto::encode_rank(input, shift, stride, &|c| send(Msg::Chunk(c)))?;
+    Ok(RankDone {
+        merge: RankMerge {
+            rank: input.rank,
+            path: input.path.clone(),
+            events: out.events,
+            shift_ns: shift / UNITS_PER_NS,
+            pids: out.pids,
+        },
+        bytes: out.bytes,
+        warnings: out.warnings,
+    })
+}
+
 /// Rewrites one rank's events into chunks handed to `send` (which returns
 /// false when the writer has gone away).
 fn merge_rank(
     input: &RankedInput,
     shift: i128,
     stride: u64,
-    overflow: &AtomicU64,
     send: &dyn Fn(Msg) -> bool,
 ) -> Result<RankDone, AnalyzeError> {
     let rank = input.rank;
@@ -349,12 +414,7 @@ fn merge_rank(
             match pids.iter().position(|p| p.raw == pid_raw) {
                 Some(p) => p,
                 None => {
-                    let k = pids.len() as u64;
-                    let new = if k < 1000 {
-                        u64::from(rank) * 1000 + k
-                    } else {
-                        overflow.fetch_add(1, Ordering::Relaxed) + 1
-                    };
+                    let new = naming::merged_pid(rank, pids.len() as u64, stride);
                     pids.push(Pid { raw: pid_raw.to_vec(), new, name: None, sort: None });
                     pids.len() - 1
                 }
@@ -444,13 +504,7 @@ fn merge_rank(
         let p = &pids[i];
         let orig =
             json::unescape(&p.raw).unwrap_or_else(|| String::from_utf8_lossy(&p.raw).into_owned());
-        let mut name = format!("rank {rank} · pid {orig}");
-        if let Some(n) = &p.name {
-            if !n.is_empty() && *n != format!("rank {rank}") {
-                name.push_str(" · ");
-                name.push_str(n);
-            }
-        }
+        let name = naming::process_label(rank, &orig, p.name.as_deref());
         if !out.is_empty() {
             out.extend_from_slice(b",\n");
         }
