@@ -479,8 +479,14 @@ impl Conv<'_> {
         let ph = ev.ph();
         match ph {
             b'M' => {
+                // Counted like the JSON merge, which replaces these two.
+                if !matches!(
+                    ev.name_raw(),
+                    Some(b"\"process_name\"" | b"\"process_sort_index\"")
+                ) {
+                    self.events += 1;
+                }
                 self.metadata(pi, ev);
-                self.events += 1;
             }
             b'X' | b'B' | b'E' => {
                 let Some(start) = self.ns(ev.ts_raw()) else { return };
@@ -737,8 +743,8 @@ impl Conv<'_> {
                 self.close_until(t, start);
                 let nests = match (self.threads[t].stack.last().and_then(|o| o.end), p.end) {
                     (Some(parent), Some(end)) => end <= parent,
-                    (Some(_), None) => false,
-                    (None, _) => true,
+                    // A B inside a slice: its end is not known yet.
+                    (Some(_), None) | (None, _) => true,
                 };
                 if !nests {
                     self.overlapping += 1;
