@@ -146,7 +146,7 @@ struct Conv<'a> {
     shift: i128,
     stride: u64,
     out: Vec<u8>,
-    send: &'a dyn Fn(Vec<u8>) -> bool,
+    send: &'a mut dyn FnMut(Vec<u8>) -> bool,
     stopped: bool,
     first: bool,
     interned: InternedData,
@@ -176,7 +176,7 @@ pub fn encode_rank(
     input: &RankedInput,
     shift: i128,
     stride: u64,
-    send: &dyn Fn(Vec<u8>) -> bool,
+    send: &mut dyn FnMut(Vec<u8>) -> bool,
 ) -> Result<RankOut, AnalyzeError> {
     let mut reader = TraceReader::open(&input.path)?;
     let mut c = Conv {
@@ -480,10 +480,7 @@ impl Conv<'_> {
         match ph {
             b'M' => {
                 // Counted like the JSON merge, which replaces these two.
-                if !matches!(
-                    ev.name_raw(),
-                    Some(b"\"process_name\"" | b"\"process_sort_index\"")
-                ) {
+                if !matches!(ev.name_raw(), Some(b"\"process_name\"" | b"\"process_sort_index\"")) {
                     self.events += 1;
                 }
                 self.metadata(pi, ev);
