@@ -59,6 +59,7 @@ def write_rank(path, rank, steps=4):
             {"ph": "B", "name": "nccl:all_reduce", "pid": pid, "tid": 11, "ts": round(t + 60, 3)},
             {"ph": "E", "pid": pid, "tid": 11, "ts": round(t + 90, 3)},
             {"ph": "i", "name": "mark", "s": "t", "pid": pid, "tid": 11, "ts": round(t + 95, 3)},
+            {"ph": "i", "name": "epoch", "s": "p", "pid": pid, "tid": 11, "ts": round(t + 96, 3)},
             {"ph": "C", "name": "mem", "pid": pid, "ts": round(t + 5, 3),
              "args": {"allocated": 100 + s, "reserved": 200}},
         ]
@@ -119,6 +120,8 @@ def read_pftrace(path):
             out[pid]["slices"].append((n, start, p.timestamp))
         elif e.type == TrackEvent.TYPE_INSTANT:
             out[pid]["instants"].append((name, p.timestamp))
+            if tracks[e.track_uuid].HasField("process"):
+                out[pid]["process_instants"].append((name, p.timestamp))
         elif e.type == TrackEvent.TYPE_COUNTER:
             out[pid]["counters"].append((tracks[e.track_uuid].name, p.timestamp,
                                          e.double_counter_value))
@@ -147,6 +150,8 @@ def read_json(path):
             out[pid]["slices"].append((n, start, ns(e["ts"])))
         elif ph == "i":
             out[pid]["instants"].append((e["name"], ns(e["ts"])))
+            if e.get("s") == "p":
+                out[pid]["process_instants"].append((e["name"], ns(e["ts"])))
         elif ph == "C":
             for k, v in e["args"].items():
                 out[pid]["counters"].append((f"{e['name']} {k}", ns(e["ts"]), float(v)))
@@ -171,11 +176,12 @@ def test_pftrace_matches_the_json_merge(cli, protos, tmp_path):
     assert pf_pids == js_pids and len(pf_pids) == 6, (pf_pids, js_pids)
     assert sorted(pf) == sorted(js)
     for pid in js:
-        for kind in ("slices", "instants", "counters"):
+        for kind in ("slices", "instants", "process_instants", "counters"):
             assert sorted(pf[pid][kind]) == sorted(js[pid][kind]), (pid, kind)
     # 4 steps × (X×4 + B/E) per rank; flows: one start and one end per step.
     assert sum(len(v["slices"]) for v in pf.values()) == 3 * 4 * 5
     assert sum(len(v["counters"]) for v in pf.values()) == 3 * 4 * 2
+    assert sum(len(v["process_instants"]) for v in pf.values()) == 3 * 4
     assert pf_flows == js_flows == {"start": 12, "end": 12}
     # Rank 1's clock base is 1 µs later: its first step is 3.5 + 1 µs after rank 0's.
     steps = {pid: min(s[1] for s in v["slices"] if s[0] == "ProfilerStep#0")

@@ -527,7 +527,8 @@ impl Conv<'_> {
             }
             b'i' | b'I' | b'R' => {
                 let Some(ts) = self.ns(ev.ts_raw()) else { return };
-                let scope = ev.raw.windows(8).any(|w| w == b"\"s\":\"p\"" || w == b"\"s\":\"g\"");
+                let scope = json::object_member(ev.raw, b"s").map(|s| s.of(ev.raw));
+                let scope = matches!(scope, Some(b"\"p\"" | b"\"g\""));
                 let track = if scope {
                     uuid(self.rank, TrackKind::Process, pi)
                 } else {
