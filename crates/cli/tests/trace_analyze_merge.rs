@@ -147,7 +147,12 @@ fn clocks_absolute_and_first_step() {
         assert!((ts - (100.0 + 1000.0 * f64::from(*r))).abs() < 1e-6, "{f:?}");
     }
     let out = dir.path().join("aligned.json.gz");
-    let rep = analyze::merge(&res.inputs, &out, &MergeOptions { align: Align::FirstStep }).unwrap();
+    let rep = analyze::merge(
+        &res.inputs,
+        &out,
+        &MergeOptions { align: Align::FirstStep, ..Default::default() },
+    )
+    .unwrap();
     assert!(rep.warnings.is_empty(), "{:?}", rep.warnings);
     let doc = load(&out);
     let f = first_steps(&doc);

@@ -173,10 +173,13 @@ fn trace_summary(py: Python<'_>, paths: Vec<String>, top: usize) -> PyResult<PyO
     let doc = py
         .allow_threads(|| -> Result<serde_json::Value, String> {
             let res = resolve(paths)?;
-            let s =
-                analyze::summarize(&res.inputs, &analyze::SummaryOptions { top }).map_err(|e| {
-                    format!("summarizing the traces: {}", ranktune_core::error_chain::Chain(&e))
-                })?;
+            let s = analyze::summarize(
+                &res.inputs,
+                &analyze::SummaryOptions { top, ..Default::default() },
+            )
+            .map_err(|e| {
+                format!("summarizing the traces: {}", ranktune_core::error_chain::Chain(&e))
+            })?;
             let mut doc = s.to_json();
             if let Some(obj) = doc.as_object_mut() {
                 let mut w: Vec<serde_json::Value> =
@@ -214,14 +217,14 @@ fn trace_merge(
     let doc = py
         .allow_threads(|| -> Result<serde_json::Value, String> {
             let res = resolve(paths)?;
-            let report = analyze::merge(&res.inputs, &out, &analyze::MergeOptions { align })
-                .map_err(|e| {
-                    format!(
-                        "merging into {}: {}",
-                        out.display(),
-                        ranktune_core::error_chain::Chain(&e)
-                    )
-                })?;
+            let report = analyze::merge(
+                &res.inputs,
+                &out,
+                &analyze::MergeOptions { align, ..Default::default() },
+            )
+            .map_err(|e| {
+                format!("merging into {}: {}", out.display(), ranktune_core::error_chain::Chain(&e))
+            })?;
             let mut warnings = res.warnings;
             warnings.extend(report.warnings);
             Ok(serde_json::json!({

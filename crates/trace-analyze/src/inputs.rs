@@ -459,6 +459,13 @@ fn keep_newest_run(res: &mut Resolved) {
     res.left_out = left;
 }
 
+/// The number of workers for `jobs` (0: the cores) and `files` inputs.
+pub(crate) fn workers(jobs: usize, files: usize) -> usize {
+    let jobs =
+        if jobs == 0 { std::thread::available_parallelism().map_or(1, |n| n.get()) } else { jobs };
+    jobs.clamp(1, files.max(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

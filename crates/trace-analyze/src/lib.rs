@@ -35,9 +35,9 @@
 //!
 //! Owns: the streaming reader ([`TraceReader`], over a private byte
 //! scanner), input discovery and rank detection ([`resolve`]), the streaming
-//! merge ([`merge`]), the summary and straggler verdict ([`summarize`]), the
-//! matching of collectives across ranks and who made whom wait
-//! ([`Collectives`]), and
+//! merge ([`merge`], to Chrome JSON or Perfetto's protobuf format), the
+//! summary and straggler verdict ([`summarize`]), the matching of
+//! collectives across ranks and who made whom wait ([`Collectives`]), and
 //! its HTML report ([`Summary::to_html`]), plus synthetic traces for tests
 //! and benchmarks ([`write_job`]). It must never load a whole trace into
 //! memory, never evaluate anything read from a file, and never panic on bad
@@ -51,7 +51,8 @@
 //! html ─▶ summary ─▶ inputs ─▶ reader ─▶ json
 //!           │
 //!           └──▶ collectives ─▶ reader, json
-//!         merge ───▶ inputs, timefmt
+//!         merge ───▶ inputs, timefmt, naming, perfetto
+//!                    perfetto ─▶ reader, json, timefmt, naming
 //! synth (uses nothing of the crate)
 //! ```
 //!
@@ -63,6 +64,8 @@ mod html;
 mod inputs;
 mod json;
 mod merge;
+mod naming;
+mod perfetto;
 mod reader;
 mod summary;
 mod synth;
@@ -76,7 +79,12 @@ pub use inputs::{
     parse_rank_arg, rank_from_name, resolve, resolve_with, RankSource, RankedInput, ResolveOptions,
     Resolved,
 };
-pub use merge::{merge, merge_to, Align, MergeOptions, MergeReport, RankMerge};
+pub use merge::{merge, merge_to, Align, MergeOptions, MergeReport, OutputFormat, RankMerge};
+pub use perfetto::decode as decode_pftrace;
+/// Perfetto's protobuf messages as `trace merge -o x.pftrace` writes them
+/// (hand-declared with the official field numbers), and [`decode_pftrace`]
+/// to read such a file back.
+pub use perfetto::proto as perfetto_proto;
 pub use reader::{Event, Form, ReadStats, SkipReason, TraceReader, MAX_ITEM};
 pub use summary::{
     judge, judge_with, summarize, Method, RankSummary, SpanStat, Step, Straggler, Summary,

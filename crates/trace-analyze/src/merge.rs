@@ -11,17 +11,24 @@
 //! `baseTimeNanoseconds`, written into the output) or, with
 //! [`Align::FirstStep`], each rank is shifted so its first `ProfilerStep#`
 //! starts at the same instant. Memory stays flat: one event, the pid table
-//! and two I/O buffers. It never holds a whole input or output in memory.
+//! and two I/O buffers per worker. It never holds a whole input or output in
+//! memory. Ranks are converted in parallel, one file per worker, and written
+//! whole in rank order (a rank the writer has not reached yet spills to a
+//! temporary file), so the bytes do not depend on the number of workers.
+//! With a `.pftrace` output the per-rank conversion is the `perfetto`
+//! module's.
 
 use super::inputs::RankedInput;
 use super::json::{self, Span};
+use super::naming;
+use super::perfetto;
 use super::reader::TraceReader;
 use super::timefmt::{self, UNITS_PER_NS};
 use super::AnalyzeError;
 use ranktune_core::atomic_file::{Publish, PublishError};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 /// How ranks' clocks are put on one timeline.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -34,11 +41,45 @@ pub enum Align {
     FirstStep,
 }
 
+/// What [`merge`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputFormat {
+    /// A Chrome trace (JSON object form).
+    #[default]
+    Json,
+    /// Perfetto's protobuf trace (`TracePacket` stream), see the
+    /// `perfetto` module.
+    Perfetto,
+}
+
+impl OutputFormat {
+    /// The format an output path asks for: `.pftrace` and `.perfetto-trace`
+    /// (each optionally followed by `.gz`) are Perfetto, all else JSON.
+    pub fn from_path(path: &Path) -> Self {
+        let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase());
+        let name = name.as_deref().unwrap_or("");
+        let name = name.strip_suffix(".gz").unwrap_or(name);
+        if name.ends_with(".pftrace") || name.ends_with(".perfetto-trace") {
+            OutputFormat::Perfetto
+        } else {
+            OutputFormat::Json
+        }
+    }
+}
+
 /// Options of [`merge`].
 #[derive(Debug, Clone, Default)]
 pub struct MergeOptions {
     /// Clock alignment.
     pub align: Align,
+    /// Files read at once, one per worker thread; 0 means one per core.
+    /// The output is the same bytes for any number.
+    pub jobs: usize,
+    /// Output format; [`merge`] sets it from the output's name.
+    pub format: OutputFormat,
+    /// Where workers spill ranks the writer has not reached yet; `None`:
+    /// the system's temporary directory ([`merge`] uses the output's).
+    pub spill_dir: Option<PathBuf>,
 }
 
 /// What one rank contributed.
@@ -69,6 +110,9 @@ pub struct MergeReport {
     pub ranks: Vec<RankMerge>,
     /// Warnings naming files and what was skipped.
     pub warnings: Vec<String>,
+    /// Output bytes that went through spill files (ranks finished by a
+    /// worker before the writer reached them).
+    pub spilled_bytes: u64,
 }
 
 struct Pid {
@@ -80,8 +124,9 @@ struct Pid {
 
 const FLUSH_AT: usize = 1 << 20;
 
-/// Merges `inputs` (sorted by rank, unique ranks) into `out` (`.json` or
-/// `.json.gz`). The output is written to a temporary file next to `out` and
+/// Merges `inputs` (sorted by rank, unique ranks) into `out`: a Chrome trace
+/// (`.json`, `.json.gz`) or Perfetto's protobuf format (`.pftrace`,
+/// `.perfetto-trace`, optionally `.gz`), chosen by the name. The output is written to a temporary file next to `out` and
 /// renamed into place ([`ranktune_core::atomic_file`]), so a failed merge never
 /// leaves a half file.
 pub fn merge(
@@ -100,6 +145,12 @@ pub fn merge(
     }
     let gz =
         out.file_name().is_some_and(|n| n.to_string_lossy().to_ascii_lowercase().ends_with(".gz"));
+    let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let opts = &MergeOptions {
+        format: OutputFormat::from_path(out),
+        spill_dir: opts.spill_dir.clone().or_else(|| Some(dir.to_path_buf())),
+        ..opts.clone()
+    };
     // Atomic, not durable: a merge is rerun from its inputs if it is lost.
     Publish::new(out)
         .write_with(|temp| {
@@ -141,14 +192,138 @@ fn first_step(path: &Path) -> Result<Option<i128>, AnalyzeError> {
     Ok(first)
 }
 
-/// What a rank worker sends to the writer.
-enum Msg {
-    /// Complete events joined by `,\n` (no leading separator).
-    Chunk(Vec<u8>),
-    /// The rank is done.
-    Done(Box<RankDone>),
-    /// The rank failed.
-    Failed(AnalyzeError),
+type RankResult = Result<(RankDone, Option<PathBuf>), AnalyzeError>;
+
+/// Where a rank worker's output goes: chunks (JSON: complete events joined
+/// by `,\n`, no leading separator; Perfetto: complete packets) stream to
+/// the writer while it is writing this rank or has room in the queue;
+/// once the queue of a rank the writer is not at yet is full, the rest goes
+/// to a spill file the writer copies when it gets there. So every rank is
+/// written whole, in rank order (the same bytes for any number of workers),
+/// workers never wait for each other, and memory stays bounded.
+struct RankOutput<'a> {
+    tx: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
+    idx: usize,
+    head: &'a std::sync::atomic::AtomicUsize,
+    dir: &'a Path,
+    json: bool,
+    spill: Option<(PathBuf, std::io::BufWriter<std::fs::File>, bool)>,
+    error: Option<std::io::Error>,
+}
+
+impl<'a> RankOutput<'a> {
+    fn new(
+        tx: std::sync::mpsc::SyncSender<Vec<u8>>,
+        idx: usize,
+        head: &'a std::sync::atomic::AtomicUsize,
+        dir: &'a Path,
+        json: bool,
+    ) -> Self {
+        RankOutput { tx: Some(tx), idx, head, dir, json, spill: None, error: None }
+    }
+
+    /// Hands one chunk on; false when the writer has gone or spilling failed.
+    fn send(&mut self, chunk: Vec<u8>) -> bool {
+        use std::sync::mpsc::TrySendError;
+        if self.spill.is_none() {
+            let Some(tx) = &self.tx else { return false };
+            let chunk = match tx.try_send(chunk) {
+                Ok(()) => return true,
+                Err(TrySendError::Disconnected(_)) => return false,
+                Err(TrySendError::Full(c)) => c,
+            };
+            if self.head.load(Ordering::Acquire) == self.idx {
+                return tx.send(chunk).is_ok();
+            }
+            match self.open_spill() {
+                Ok(s) => self.spill = Some(s),
+                Err(e) => {
+                    self.error = Some(e);
+                    return false;
+                }
+            }
+            return self.spill_chunk(&chunk);
+        }
+        self.spill_chunk(&chunk)
+    }
+
+    fn open_spill(&self) -> std::io::Result<(PathBuf, std::io::BufWriter<std::fs::File>, bool)> {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let path = self.dir.join(format!(
+            ".ranktune-merge-{}-{stamp}-{}.part",
+            std::process::id(),
+            self.idx
+        ));
+        let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&path)?;
+        Ok((path, std::io::BufWriter::with_capacity(1 << 16, file), false))
+    }
+
+    fn spill_chunk(&mut self, chunk: &[u8]) -> bool {
+        let Some((_, w, started)) = &mut self.spill else { return false };
+        let r = (|| {
+            if *started && self.json {
+                w.write_all(b",\n")?;
+            }
+            w.write_all(chunk)
+        })();
+        *started = true;
+        match r {
+            Ok(()) => true,
+            Err(e) => {
+                self.error = Some(e);
+                false
+            }
+        }
+    }
+
+    /// Ends the rank: returns the spill file to copy, if any, and the
+    /// channel, whose drop tells the writer the rank is complete.
+    #[allow(clippy::type_complexity)]
+    fn finish(
+        mut self,
+    ) -> (Result<Option<PathBuf>, AnalyzeError>, Option<std::sync::mpsc::SyncSender<Vec<u8>>>) {
+        let tx = self.tx.take();
+        (self.finish_spill(), tx)
+    }
+
+    fn finish_spill(&mut self) -> Result<Option<PathBuf>, AnalyzeError> {
+        let spill = self.spill.take();
+        let io =
+            |path: &Path, source| AnalyzeError::Io { path: path.display().to_string(), source };
+        if let Some(e) = self.error.take() {
+            if let Some((p, _, _)) = &spill {
+                let _ = std::fs::remove_file(p);
+                return Err(io(p, e));
+            }
+            return Err(io(self.dir, e));
+        }
+        match spill {
+            None => Ok(None),
+            Some((p, w, _)) => match w.into_inner().map_err(|e| e.into_error()) {
+                Ok(_) => Ok(Some(p)),
+                Err(e) => {
+                    let _ = std::fs::remove_file(&p);
+                    Err(io(&p, e))
+                }
+            },
+        }
+    }
+}
+
+/// Copies a spill file to the output (after a `,\n` when `sep`); returns
+/// whether it held anything.
+fn copy_spill(path: &Path, sep: bool, w: &mut dyn Write) -> std::io::Result<bool> {
+    let mut f = std::fs::File::open(path)?;
+    if f.metadata()?.len() == 0 {
+        return Ok(false);
+    }
+    if sep {
+        w.write_all(b",\n")?;
+    }
+    std::io::copy(&mut f, w)?;
+    Ok(true)
 }
 
 struct RankDone {
@@ -160,10 +335,12 @@ struct RankDone {
 /// Chunks a worker may have queued ahead of the writer.
 const QUEUE: usize = 4;
 
-/// Merges into any writer. Ranks are processed by up to one worker thread
-/// per core; the writer takes their output chunks round-robin in a fixed
-/// order, so the output is deterministic and memory stays bounded (each
-/// worker at most 4 chunks of 1 MiB ahead). See [`merge`].
+/// Merges into any writer, in `opts.format`. Ranks are processed by up to
+/// `opts.jobs` worker threads (one file each); the writer writes each rank
+/// whole, in rank order, so the output is the same bytes for any number of
+/// workers. Memory stays bounded: each worker queues at most 4 chunks of
+/// 1 MiB, then spills a rank the writer has not reached yet to a file in
+/// `opts.spill_dir` (removed once copied). See [`merge`].
 pub fn merge_to(
     inputs: &[RankedInput],
     w: &mut dyn Write,
@@ -174,8 +351,8 @@ pub fn merge_to(
         base_ns: inputs.iter().map(|i| i.base_ns).min().unwrap_or(0),
         ..MergeReport::default()
     };
-    let workers =
-        std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, inputs.len().max(1));
+    let workers = super::inputs::workers(opts.jobs, inputs.len());
+    let json = opts.format == OutputFormat::Json;
     let mut adjust = vec![0i128; inputs.len()];
     if opts.align == Align::FirstStep {
         let firsts = parallel_map(inputs, workers, |i| {
@@ -200,62 +377,81 @@ pub fn merge_to(
         }
     }
     let stride = u64::from(inputs.iter().map(|i| i.rank).max().unwrap_or(0)) + 1;
-    let overflow = AtomicU64::new(stride * 1000);
     let mut head: Vec<u8> = Vec::with_capacity(256);
     head.extend_from_slice(
         b"{\"schemaVersion\":1,\"displayTimeUnit\":\"ms\",\"ranktuneMerged\":true,\"baseTimeNanoseconds\":",
     );
     timefmt::write_u128(report.base_ns.max(0) as u128, &mut head);
     head.extend_from_slice(b",\n\"traceEvents\":[\n");
-    w.write_all(&head).map_err(wio)?;
+    if json {
+        w.write_all(&head).map_err(wio)?;
+    }
     let base_ns = report.base_ns;
     let mut done: Vec<Option<RankDone>> = (0..inputs.len()).map(|_| None).collect();
-    std::thread::scope(|scope| -> Result<(), AnalyzeError> {
-        let spawn = |idx: usize| {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(QUEUE);
-            let input = &inputs[idx];
-            let shift =
-                (input.base_ns - base_ns).saturating_mul(UNITS_PER_NS).saturating_add(adjust[idx]);
-            let overflow = &overflow;
-            scope.spawn(move || {
-                let send = |m: Msg| tx.send(m).is_ok();
-                match merge_rank(input, shift, stride, overflow, &send) {
-                    Ok(d) => {
-                        send(Msg::Done(Box::new(d)));
-                    }
-                    Err(e) => {
-                        send(Msg::Failed(e));
-                    }
+    let spill_dir = opts.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let slots: std::sync::Mutex<Vec<Option<RankResult>>> =
+        std::sync::Mutex::new((0..inputs.len()).map(|_| None).collect());
+    let mut channels = Vec::with_capacity(inputs.len());
+    let mut receivers = Vec::with_capacity(inputs.len());
+    for _ in inputs {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(QUEUE);
+        channels.push(std::sync::Mutex::new(Some(tx)));
+        receivers.push(rx);
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let head = std::sync::atomic::AtomicUsize::new(0);
+    let mut spilled = 0u64;
+    let written = std::thread::scope(|scope| -> Result<(), AnalyzeError> {
+        for _ in 0..workers {
+            scope.spawn(|| loop {
+                let idx = next.fetch_add(1, Ordering::Relaxed);
+                let Some(input) = inputs.get(idx) else { break };
+                let Some(tx) = channels[idx].lock().ok().and_then(|mut t| t.take()) else {
+                    break;
+                };
+                let shift = (input.base_ns - base_ns)
+                    .saturating_mul(UNITS_PER_NS)
+                    .saturating_add(adjust[idx]);
+                let mut out = RankOutput::new(tx, idx, &head, &spill_dir, json);
+                let done = if json {
+                    merge_rank(input, shift, stride, &mut |c| out.send(c))
+                } else {
+                    perfetto_rank(input, shift, stride, &mut |c| out.send(c))
+                };
+                let (spill, tx) = out.finish();
+                let result = spill.and_then(|spill| done.map(|d| (d, spill)));
+                if let Ok(mut g) = slots.lock() {
+                    g[idx] = Some(result);
                 }
+                // Only now may the writer see the rank end.
+                drop(tx);
             });
-            (idx, rx)
-        };
-        let mut next = 0;
-        let mut active = std::collections::VecDeque::new();
-        while next < inputs.len() && active.len() < workers {
-            active.push_back(spawn(next));
-            next += 1;
         }
+        // The writer: ranks in order, each as its worker streams it or from
+        // the file it spilled to while an earlier rank was being written.
         let mut first = true;
-        while let Some((idx, rx)) = active.pop_front() {
-            match rx.recv() {
-                Ok(Msg::Chunk(c)) => {
-                    if !first {
-                        w.write_all(b",\n").map_err(wio)?;
-                    }
-                    first = false;
-                    w.write_all(&c).map_err(wio)?;
-                    active.push_back((idx, rx));
+        for (idx, rx) in receivers.into_iter().enumerate() {
+            head.store(idx, Ordering::Release);
+            while let Ok(c) = rx.recv() {
+                if !first && json {
+                    w.write_all(b",\n").map_err(wio)?;
                 }
-                Ok(Msg::Done(d)) => {
-                    done[idx] = Some(*d);
-                    if next < inputs.len() {
-                        active.push_back(spawn(next));
-                        next += 1;
+                first = false;
+                w.write_all(&c).map_err(wio)?;
+            }
+            let result = slots.lock().ok().and_then(|mut g| g[idx].take());
+            match result {
+                Some(Ok((d, spill))) => {
+                    if let Some(spill) = spill {
+                        spilled += std::fs::metadata(&spill).map_or(0, |m| m.len());
+                        let copied = copy_spill(&spill, json && !first, w);
+                        let _ = std::fs::remove_file(&spill);
+                        first &= !copied.map_err(wio)?;
                     }
+                    done[idx] = Some(d);
                 }
-                Ok(Msg::Failed(e)) => return Err(e),
-                Err(_) => {
+                Some(Err(e)) => return Err(e),
+                None => {
                     return Err(AnalyzeError::NoTraces(format!(
                         "the worker merging {} stopped unexpectedly",
                         inputs[idx].path.display()
@@ -264,12 +460,26 @@ pub fn merge_to(
             }
         }
         Ok(())
-    })?;
+    });
+    // On failure, later ranks may have left spill files.
+    if let Ok(g) = slots.lock() {
+        for (_, spill) in g.iter().flatten().flatten() {
+            if let Some(p) = spill {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+    written?;
+    report.spilled_bytes = spilled;
     for d in done.into_iter().flatten() {
         report.events += d.merge.events;
         report.bytes_in += d.bytes;
         report.warnings.extend(d.warnings);
         report.ranks.push(d.merge);
+    }
+    if !json {
+        w.flush().map_err(wio)?;
+        return Ok(report);
     }
     let mut tail = Vec::new();
     tail.extend_from_slice(b"\n],\n\"ranktuneMerge\":");
@@ -323,14 +533,34 @@ fn parallel_map<T: Sync, R: Send>(
     Ok(out)
 }
 
+/// Converts one rank to Perfetto packets (see the `perfetto` module).
+fn perfetto_rank(
+    input: &RankedInput,
+    shift: i128,
+    stride: u64,
+    send: &mut dyn FnMut(Vec<u8>) -> bool,
+) -> Result<RankDone, AnalyzeError> {
+    let out = perfetto::encode_rank(input, shift, stride, send)?;
+    Ok(RankDone {
+        merge: RankMerge {
+            rank: input.rank,
+            path: input.path.clone(),
+            events: out.events,
+            shift_ns: shift / UNITS_PER_NS,
+            pids: out.pids,
+        },
+        bytes: out.bytes,
+        warnings: out.warnings,
+    })
+}
+
 /// Rewrites one rank's events into chunks handed to `send` (which returns
 /// false when the writer has gone away).
 fn merge_rank(
     input: &RankedInput,
     shift: i128,
     stride: u64,
-    overflow: &AtomicU64,
-    send: &dyn Fn(Msg) -> bool,
+    send: &mut dyn FnMut(Vec<u8>) -> bool,
 ) -> Result<RankDone, AnalyzeError> {
     let rank = input.rank;
     let mut reader = TraceReader::open(&input.path)?;
@@ -349,12 +579,7 @@ fn merge_rank(
             match pids.iter().position(|p| p.raw == pid_raw) {
                 Some(p) => p,
                 None => {
-                    let k = pids.len() as u64;
-                    let new = if k < 1000 {
-                        u64::from(rank) * 1000 + k
-                    } else {
-                        overflow.fetch_add(1, Ordering::Relaxed) + 1
-                    };
+                    let new = naming::merged_pid(rank, pids.len() as u64, stride);
                     pids.push(Pid { raw: pid_raw.to_vec(), new, name: None, sort: None });
                     pids.len() - 1
                 }
@@ -432,7 +657,7 @@ fn merge_rank(
         events += 1;
         if out.len() >= FLUSH_AT {
             let full = std::mem::replace(&mut out, Vec::with_capacity(FLUSH_AT + (64 << 10)));
-            if !send(Msg::Chunk(full)) {
+            if !send(full) {
                 break;
             }
         }
@@ -444,13 +669,7 @@ fn merge_rank(
         let p = &pids[i];
         let orig =
             json::unescape(&p.raw).unwrap_or_else(|| String::from_utf8_lossy(&p.raw).into_owned());
-        let mut name = format!("rank {rank} · pid {orig}");
-        if let Some(n) = &p.name {
-            if !n.is_empty() && *n != format!("rank {rank}") {
-                name.push_str(" · ");
-                name.push_str(n);
-            }
-        }
+        let name = naming::process_label(rank, &orig, p.name.as_deref());
         if !out.is_empty() {
             out.extend_from_slice(b",\n");
         }
@@ -463,7 +682,7 @@ fn merge_rank(
         );
     }
     if !out.is_empty() {
-        send(Msg::Chunk(out));
+        send(out);
     }
     Ok(RankDone {
         merge: RankMerge {

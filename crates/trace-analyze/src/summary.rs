@@ -32,11 +32,13 @@ pub const STRAGGLER_THRESHOLD: f64 = 0.05;
 pub struct SummaryOptions {
     /// Spans listed per rank in the top lists.
     pub top: usize,
+    /// Files read at once, one per worker thread; 0 means one per core.
+    pub jobs: usize,
 }
 
 impl Default for SummaryOptions {
     fn default() -> Self {
-        SummaryOptions { top: 10 }
+        SummaryOptions { top: 10, jobs: 0 }
     }
 }
 
@@ -588,10 +590,10 @@ pub fn summarize_rank(input: &RankedInput) -> Result<(RankSummary, Vec<String>),
 
 type RankResult = Result<(RankSummary, Vec<String>), AnalyzeError>;
 
-/// Summarizes every rank (in parallel, one thread per core) and judges them.
+/// Summarizes every rank (in parallel, one file per worker, up to
+/// `opts.jobs` workers) and judges them.
 pub fn summarize(inputs: &[RankedInput], opts: &SummaryOptions) -> Result<Summary, AnalyzeError> {
-    let workers =
-        std::thread::available_parallelism().map_or(1, |n| n.get()).min(inputs.len()).max(1);
+    let workers = super::inputs::workers(opts.jobs, inputs.len());
     let next = std::sync::atomic::AtomicUsize::new(0);
     let mut results: Vec<Option<RankResult>> = (0..inputs.len()).map(|_| None).collect();
     let slots = std::sync::Mutex::new(&mut results);

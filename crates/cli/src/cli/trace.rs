@@ -12,6 +12,7 @@ pub enum TraceCommand {
     /// Merge per-rank traces onto one timeline (one process group per rank).
     #[command(after_help = "Examples:
   ranktune trace merge traces/ -o merged.json          # open in https://ui.perfetto.dev
+  ranktune trace merge traces/ -o merged.pftrace       # Perfetto's own format: smaller, opens multi-GB jobs
   ranktune trace merge traces/ -o merged.json.gz --align first-step")]
     Merge(MergeArgs),
     /// Per-rank step times and top spans, and which rank is slow and where.
@@ -36,6 +37,16 @@ pub struct InputArgs {
     /// used and the files of other runs are named in a warning.
     #[arg(long)]
     all_runs: bool,
+    /// Files read at once (one per worker thread); default: the cores. The
+    /// output is the same for any number.
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    jobs: Option<u32>,
+}
+
+impl InputArgs {
+    fn jobs(&self) -> usize {
+        self.jobs.map_or(0, |j| j as usize)
+    }
 }
 
 /// `trace merge` arguments.
@@ -43,7 +54,8 @@ pub struct InputArgs {
 pub struct MergeArgs {
     #[command(flatten)]
     input: InputArgs,
-    /// Output file (.json or .json.gz).
+    /// Output file: .json or .json.gz (Chrome trace), .pftrace or
+    /// .perfetto-trace (Perfetto's protobuf format).
     #[arg(short, long, value_name = "OUT")]
     output: PathBuf,
     /// Clock alignment: `absolute` keeps wall-clock times; `first-step`
@@ -127,6 +139,8 @@ pub fn run(cmd: TraceCommand) -> anyhow::Result<ExitCode> {
                     AlignArg::Absolute => analyze::Align::Absolute,
                     AlignArg::FirstStep => analyze::Align::FirstStep,
                 },
+                jobs: a.input.jobs(),
+                ..Default::default()
             };
             let started = std::time::Instant::now();
             let report = analyze::merge(&res.inputs, &a.output, &opts)
@@ -160,8 +174,11 @@ pub fn run(cmd: TraceCommand) -> anyhow::Result<ExitCode> {
         }
         TraceCommand::Summary(a) => {
             let res = resolve(&a.input)?;
-            let s = analyze::summarize(&res.inputs, &analyze::SummaryOptions { top: a.top })
-                .context("summarizing the traces")?;
+            let s = analyze::summarize(
+                &res.inputs,
+                &analyze::SummaryOptions { top: a.top, jobs: a.input.jobs() },
+            )
+            .context("summarizing the traces")?;
             for w in &s.warnings {
                 tracing::warn!("{w}");
             }
