@@ -73,3 +73,55 @@ fn unrecognised_sections_survive_every_rewrite_and_are_warned_about() {
     assert_eq!(loaded.data.len(), 1);
     assert!(loaded.data.get(Section::Rank(1), &key("gemm", 4)).is_some());
 }
+
+/// A file holding `rank_0`'s `gemm [[1]]` twice, first with `first`
+/// (tactic 1) then with `second` (tactic 2) as `created_unix`.
+fn twice(path: &std::path::Path, first: u64, second: u64) {
+    std::fs::write(
+        path,
+        format!(
+            "{{\"format\": \"ranktune-cache\", \"version\": \"1.0\",\n\"rank_0\": [\n{},\n{},\n{}\n]}}\n",
+            line("gemm", 1, 1, first),
+            line("gemm", 5, 5, 1),
+            line("gemm", 1, 2, second)
+        ),
+    )
+    .unwrap();
+}
+
+#[test]
+fn duplicates_newest_wins_in_load_and_fold_with_a_warning_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let store = FileStore::new(&path);
+    let names_key = |warnings: &[String], what: &str| {
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("duplicate entry rank_0 gemm/blocked") && w.contains("[[1]]")),
+            "{what}: {warnings:?}"
+        );
+    };
+    // (first created, second created, tactic that must win)
+    for (first, second, want) in [(20, 10, 1), (10, 20, 2), (10, 10, 2)] {
+        twice(&path, first, second);
+        let loaded = store.load().unwrap();
+        names_key(&loaded.warnings, "load");
+        assert_eq!(loaded.data.get(Section::Rank(0), &key("gemm", 1)).unwrap().tactic, want);
+        // A save into the same section rewrites it: the same entry wins.
+        let mut up = CacheData::default();
+        up.insert(Section::Rank(0), key("gemm", 9), entry(9, 30));
+        let report = store.save(&up).unwrap();
+        names_key(&report.warnings, "save");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.matches("\"bucket\":[[1]]").count(), 1, "{text}");
+        let loaded = store.load().unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert_eq!(
+            loaded.data.get(Section::Rank(0), &key("gemm", 1)).unwrap().tactic,
+            want,
+            "fold and load agree for created {first} then {second}"
+        );
+        std::fs::remove_file(&path).unwrap();
+    }
+}

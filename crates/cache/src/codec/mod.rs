@@ -112,9 +112,6 @@ pub fn cache_to_bytes(data: &CacheData) -> Vec<u8> {
 
 /// How the codec reads and writes entries held as `Self`.
 pub(crate) trait Stored: Sized + PartialEq {
-    /// Whether a key found twice in one section is worth a warning.
-    const WARN_DUPLICATES: bool;
-
     /// Reads entry `index` of section `section` from its raw JSON; `Err`
     /// is the warning for an entry that is skipped. `strict` (text only)
     /// also parses and validates the whole entry.
@@ -145,8 +142,6 @@ pub(crate) enum Read<E> {
 }
 
 impl Stored for Entry {
-    const WARN_DUPLICATES: bool = true;
-
     fn read(section: &str, index: usize, raw: &RawValue, _: bool) -> Result<Read<Self>, String> {
         parse_entry(section, index, raw).map(|(k, e)| Read::Keyed(k, e))
     }
@@ -203,9 +198,20 @@ impl EntryText {
     }
 }
 
-impl Stored for EntryText {
-    const WARN_DUPLICATES: bool = false;
+impl EntryText {
+    /// The entry's `created_unix`, read from its text (0 when unreadable):
+    /// what decides between two entries under one key.
+    fn created_unix(&self) -> u64 {
+        #[derive(Deserialize)]
+        struct Created {
+            #[serde(default)]
+            created_unix: u64,
+        }
+        serde_json::from_str::<Created>(&self.0).map(|c| c.created_unix).unwrap_or(0)
+    }
+}
 
+impl Stored for EntryText {
     fn read(
         section: &str,
         index: usize,
@@ -224,9 +230,10 @@ impl Stored for EntryText {
         })
     }
 
-    /// The later one wins, as later saves do.
-    fn replaces(_: &Self, _: &Self) -> bool {
-        true
+    /// The same rule as for parsed entries: the newer measurement wins;
+    /// on a tie, the later one.
+    fn replaces(old: &Self, new: &Self) -> bool {
+        new.created_unix() >= old.created_unix()
     }
 
     fn write(&self, _: &EntryKey, out: &mut Vec<u8>) {
@@ -490,11 +497,11 @@ pub(crate) fn read<E: Stored>(bytes: &[u8], strict: bool) -> Result<Parsed<E>, P
             let slot = parsed.data.sections.entry(section).or_default();
             match slot.get(&key) {
                 Some(old) => {
-                    if E::WARN_DUPLICATES {
-                        parsed
-                            .warnings
-                            .push(format!("duplicate entry {name} {key}; kept the newer one"));
-                    }
+                    parsed.warnings.push(format!(
+                        "duplicate entry {name} {key}: the file holds it more than once; kept \
+                         the newer one (created_unix), and the next rewrite of the section keeps \
+                         only that one"
+                    ));
                     if E::replaces(old, &entry) {
                         slot.insert(key, entry);
                     }
