@@ -125,3 +125,104 @@ fn duplicates_newest_wins_in_load_and_fold_with_a_warning_naming_the_key() {
         std::fs::remove_file(&path).unwrap();
     }
 }
+
+/// A canonical file of `ranks` rank sections of `n` entries each, written
+/// by the codec itself.
+fn canonical(path: &std::path::Path, ranks: u32, n: u64) {
+    let mut d = CacheData::default();
+    for r in 0..ranks {
+        for i in 0..n {
+            d.insert(Section::Rank(r), key("gemm", i), entry(i as i64 + i64::from(r), 5));
+        }
+    }
+    d.insert(Section::Shared, key("norm", 1), entry(1, 5));
+    ranktune_cache::write_cache_file(path, &d).unwrap();
+}
+
+/// The text of section `name` in a canonical file.
+fn section_text(text: &str, name: &str) -> String {
+    let start = text.find(&format!("\"{name}\": [")).unwrap();
+    let end = start + text[start..].find("\n  ]").unwrap();
+    text[start..end].to_string()
+}
+
+#[test]
+fn a_fold_copies_the_sections_it_does_not_change_and_writes_what_a_whole_rewrite_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    canonical(&path, 5, 30);
+    let before = std::fs::read_to_string(&path).unwrap();
+    let store = FileStore::new(&path);
+    let mut up = CacheData::default();
+    up.insert(Section::Rank(2), key("gemm", 3), entry(99, 6));
+    up.insert(Section::Rank(7), key("gemm", 1), entry(98, 6));
+    let report = store.save(&up).unwrap();
+    assert_eq!(report.total, 5 * 30 + 1 + 1, "the total counts the copied sections too");
+    let after = std::fs::read_to_string(&path).unwrap();
+    for name in ["shared", "rank_0", "rank_1", "rank_3", "rank_4"] {
+        assert_eq!(section_text(&before, name), section_text(&after, name), "{name}");
+    }
+    assert_ne!(section_text(&before, "rank_2"), section_text(&after, "rank_2"));
+    // The result is the canonical form of its content: what a whole
+    // rewrite would have written.
+    let parsed = ranktune_cache::read_cache_file(&path).unwrap();
+    assert!(parsed.warnings.is_empty(), "{:?}", parsed.warnings);
+    assert_eq!(String::from_utf8(ranktune_cache::cache_to_bytes(&parsed.data)).unwrap(), after);
+    assert_eq!(parsed.data.get(Section::Rank(2), &key("gemm", 3)).unwrap().tactic, 99);
+    assert_eq!(parsed.data.get(Section::Rank(7), &key("gemm", 1)).unwrap().tactic, 98);
+}
+
+#[test]
+fn a_hand_formatted_file_folds_and_loads_by_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    // Pretty-printed, sections out of order, a string full of brackets.
+    let odd = r#"{"op":"x]}\"[{","runner":"blocked","fingerprint":"f0","bucket":[[2]],"runner_index":0,"tactic":"]}","time_us":1.0,"checksum":"sum","env":"e","created_unix":5}"#;
+    let text = format!(
+        "{{\n \"rank_3\" :\n  [ {odd} ,\n {} ] ,\n\t\"format\":\"ranktune-cache\",\"version\":\"1.0\",\n \"rank_1\": [{}], \"shared\": [] }}",
+        line("gemm", 1, 3, 5),
+        line("gemm", 1, 1, 5)
+    );
+    std::fs::write(&path, &text).unwrap();
+    let store = FileStore::new(&path);
+    let rank3 = store.load_sections(&[Section::Shared, Section::Rank(3)]).unwrap();
+    assert!(rank3.warnings.is_empty(), "{:?}", rank3.warnings);
+    assert_eq!(rank3.data.len(), 2);
+    assert!(rank3.data.sections.keys().all(|s| *s == Section::Rank(3)));
+    let mut up = CacheData::default();
+    up.insert(Section::Rank(1), key("gemm", 2), entry(7, 6));
+    store.save(&up).unwrap();
+    let all = store.load().unwrap();
+    assert!(all.warnings.is_empty(), "{:?}", all.warnings);
+    assert_eq!(all.data.len(), 4);
+    let x = EntryKey { op: "x]}\"[{".into(), ..key("gemm", 2) };
+    assert_eq!(all.data.get(Section::Rank(3), &x).unwrap().tactic, "]}");
+    let after = std::fs::read_to_string(&path).unwrap();
+    assert!(after.contains(&format!("\"rank_3\": [ {odd} ,")), "copied as it was: {after}");
+    assert!(after.find("\"rank_1\"").unwrap() < after.find("\"rank_3\"").unwrap());
+}
+
+#[test]
+fn a_rank_load_skips_other_sections_unbuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    // rank_5's entry is malformed: a whole load warns about it, a load of
+    // rank 0 never builds it, so never sees it.
+    std::fs::write(
+        &path,
+        format!(
+            "{{\"format\": \"ranktune-cache\", \"version\": \"1.0\", \"rank_0\": [{}], \"rank_5\": [{{\"op\": 1}}]}}",
+            line("gemm", 1, 1, 5)
+        ),
+    )
+    .unwrap();
+    let store = FileStore::new(&path);
+    let whole = store.load().unwrap();
+    assert_eq!(whole.bad_entries, 1);
+    let mine = store.load_sections(&[Section::Shared, Section::Rank(0)]).unwrap();
+    assert_eq!((mine.data.len(), mine.bad_entries), (1, 0), "{:?}", mine.warnings);
+    // A damaged file is still set aside by a rank's load.
+    std::fs::write(&path, "{\"format\": \"ranktune-cache\", \"rank_0\": [").unwrap();
+    let loaded = store.load_sections(&[Section::Rank(0)]).unwrap();
+    assert!(loaded.moved_aside.is_some());
+}

@@ -39,7 +39,10 @@
 //! (after their known fields), each sorted by name; entries' unknown fields
 //! stay in their text wherever the document holds entries as text.
 
+mod index;
 mod scan;
+
+pub(crate) use index::{scan as scan_index, Index, ScanError};
 mod top;
 
 use crate::document::{CacheData, Extras, Fields, Metadata};
@@ -357,6 +360,98 @@ impl Writer {
         self.out.extend_from_slice(b"\n}\n");
         self.out
     }
+
+    /// Moves what is buffered to `sink` once it is over `at` bytes.
+    fn drain(&mut self, sink: &mut dyn std::io::Write, at: usize) -> std::io::Result<()> {
+        if self.out.len() >= at {
+            sink.write_all(&self.out)?;
+            self.out.clear();
+        }
+        Ok(())
+    }
+}
+
+/// What a streaming write copies instead of writing from the document: a
+/// section whose value is the file's bytes `start..end` (an array, as it
+/// was), holding `elements` entries.
+#[derive(Clone, Debug)]
+pub(crate) struct Copied {
+    pub section: Section,
+    pub start: u64,
+    pub end: u64,
+    pub elements: u64,
+}
+
+/// Writes `doc` in canonical form to `sink`, with the sections of `copies`
+/// (none of which `doc` holds) placed in order and their bytes copied by
+/// `copy(start, end, sink)` — so a fold never holds the sections it does
+/// not change. Holds at most about a MiB of output at a time.
+pub(crate) fn write_streaming<E: Stored>(
+    doc: &CacheData<E>,
+    copies: &[Copied],
+    sink: &mut dyn std::io::Write,
+    copy: &mut dyn FnMut(u64, u64, &mut dyn std::io::Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    const BUF: usize = 1 << 20;
+    let unkeyed = &doc.extras.unkeyed;
+    let mut w = Writer::new(BUF + 4096, &doc.metadata, &doc.extras);
+    let copied: std::collections::BTreeMap<Section, &Copied> =
+        copies.iter().map(|c| (c.section, c)).collect();
+    let sections: BTreeSet<Section> =
+        doc.sections.keys().chain(unkeyed.keys()).chain(copied.keys()).copied().collect();
+    for section in sections {
+        if let Some(c) = copied.get(&section) {
+            w.close_section();
+            w.out.extend_from_slice(format!(",\n  {}: ", json_str(&section.name())).as_bytes());
+            w.drain(sink, 0)?;
+            copy(c.start, c.end, sink)?;
+            continue;
+        }
+        for (key, entry) in doc.sections.get(&section).into_iter().flatten() {
+            w.entry(section, |out| entry.write(key, out));
+            w.drain(sink, BUF)?;
+        }
+        for text in unkeyed.get(&section).into_iter().flatten() {
+            w.entry(section, |out| out.extend_from_slice(text.as_bytes()));
+            w.drain(sink, BUF)?;
+        }
+    }
+    sink.write_all(&w.finish())
+}
+
+/// Reads the part of a scanned document that `select` picks: every field
+/// that is not a section (`format`, `version`, `metadata`, unknown fields,
+/// unrecognised sections), and the sections `select` is true for; the other
+/// sections' bytes are never fetched (an object-valued one is read as `{}`,
+/// so a TensorRT-LLM layout is still refused). `fetch(start, end)` returns
+/// the document's bytes `start..end`. Otherwise the same as [`read`].
+pub(crate) fn read_selected<E: Stored>(
+    index: &Index,
+    fetch: &mut dyn FnMut(u64, u64) -> std::io::Result<Vec<u8>>,
+    select: &dyn Fn(Section) -> bool,
+    strict: bool,
+) -> std::io::Result<Result<Parsed<E>, ParseError>> {
+    let mut doc = Vec::new();
+    doc.push(b'{');
+    for f in &index.fields {
+        let value = match Section::parse(&f.name) {
+            Some(s) if !select(s) => match f.first {
+                b'[' => continue,
+                b'{' => b"{}".to_vec(),
+                _ if f.end - f.start > 4096 => b"0".to_vec(),
+                _ => fetch(f.start, f.end)?,
+            },
+            _ => fetch(f.start, f.end)?,
+        };
+        if doc.len() > 1 {
+            doc.push(b',');
+        }
+        doc.extend_from_slice(json_str(&f.name).as_bytes());
+        doc.push(b':');
+        doc.extend_from_slice(&value);
+    }
+    doc.push(b'}');
+    Ok(read(&doc, strict))
 }
 
 /// Serializes a document in canonical form: the same content always gives
