@@ -203,6 +203,14 @@ impl Scanner {
                     continue; // the byte is the AfterValue's
                 }
                 State::InValue => {
+                    if b == b'\n' && self.stack.len() == 1 && self.first == b'[' {
+                        if let Some((n, comma)) = canonical_line(&buf[i..]) {
+                            self.nonempty = true;
+                            self.commas += u64::from(comma);
+                            i += n;
+                            continue;
+                        }
+                    }
                     if self.stack.len() == 1 && !is_blank(b) && b != b']' {
                         self.nonempty = true;
                     }
@@ -334,6 +342,41 @@ impl Scanner {
     }
 }
 
+/// The fast path over an array laid out as the codec writes it, one
+/// entry per line: `rest` starts at a newline, followed by `    {…}` or
+/// `    {…},` and another newline within `rest`. When the line's braces and
+/// brackets balance, it is one element (or more), skipped whole: returns
+/// the bytes to skip (up to the next newline) and whether it ends with a
+/// comma. Anything else — another layout, strings holding brackets, a
+/// line cut by the buffer's end — answers `None`, and the byte-by-byte
+/// scan takes the line.
+fn canonical_line(rest: &[u8]) -> Option<(usize, bool)> {
+    let line_start = rest.get(1..6)?;
+    if line_start != b"    {" {
+        return None;
+    }
+    let nl = 1 + memchr::memchr(b'\n', &rest[1..])?;
+    let line = &rest[5..nl];
+    let (body, comma) = match line.strip_suffix(b",") {
+        Some(body) => (body, true),
+        None => (line, false),
+    };
+    if !body.ends_with(b"}") {
+        return None;
+    }
+    // One pass: braces and brackets balance, no control character.
+    let (mut braces, mut brackets, mut controls) = (0i64, 0i64, 0u32);
+    for &b in body {
+        braces += i64::from(b == b'{') - i64::from(b == b'}');
+        brackets += i64::from(b == b'[') - i64::from(b == b']');
+        controls += u32::from(b < 0x20);
+    }
+    if braces != 0 || brackets != 0 || controls != 0 {
+        return None;
+    }
+    Some((nl, comma))
+}
+
 fn check_controls(s: &[u8], base: u64) -> Result<(), ScanError> {
     match s.iter().position(|&b| b < 0x20) {
         None => Ok(()),
@@ -454,6 +497,20 @@ mod tests {
             fields(text),
             owned(&[("s", &text[6..text.find(", \"t\"").unwrap()], 4), ("t", "1", 0)])
         );
+    }
+
+    #[test]
+    fn the_one_entry_per_line_layout_scans_like_any_other() {
+        let canonical = "{\n  \"format\": \"ranktune-cache\",\n  \"rank_0\": [\n    {\"a\":[1,{\"b\":2}]},\n    {\"s\":\"}]\"},\n    {\"c\":3}\n  ],\n  \"rank_1\": [\n    {\"d\":[]}\n  ]\n}\n";
+        let f = fields(canonical);
+        assert_eq!(f[1].2, 3, "{f:?}");
+        assert_eq!(f[2], ("rank_1".to_string(), "[\n    {\"d\":[]}\n  ]".to_string(), 1));
+        // A line that only looks like one element is scanned byte by byte:
+        // the result is the same as for any layout, or a refusal.
+        let tricky = "{\"r\": [\n    {\"a\": {\"c\": 1}\n    }\n]}";
+        assert_eq!(fields(tricky)[0].2, 1);
+        let unbalanced = "{\"r\": [\n    {\"a\": [1, {\"c\": 1}\n    ]}\n]}";
+        assert_eq!(fields(unbalanced)[0].2, 1);
     }
 
     #[test]

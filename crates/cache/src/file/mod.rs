@@ -756,7 +756,8 @@ impl FileStore {
         {
             return Ok(());
         }
-        match read_cache_file(&self.path) {
+        // Only the top level decides: no section is built.
+        match self.read_main_selected::<Entry>(Aside::Never, &|_| false) {
             Err(e @ CacheError::Unsupported { .. }) => Err(e),
             _ => Ok(()),
         }
