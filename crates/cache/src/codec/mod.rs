@@ -7,8 +7,12 @@
 //! whatever the document holds them as ([`Stored`]): parsed [`Entry`]s, or,
 //! for the file store's folds, [`EntryText`] — each entry's compact JSON,
 //! of which only the key is read, so a fold costs a scan and a copy and
-//! passes entries of a newer version through untouched. It never touches
-//! the filesystem and never panics on input.
+//! passes entries of a newer version through untouched. For big files,
+//! `read_selected` reads only chosen sections of a document whose top level
+//! was scanned (`index`), and `write_streaming` writes a document with
+//! other sections' bytes copied in, a MiB at a time. It never touches the
+//! filesystem (callers hand it readers and byte ranges) and never panics on
+//! input.
 //!
 //! Layout (version 1.0):
 //!

@@ -38,7 +38,9 @@
 //! has arrived, and the rest find their spool already folded: one or two
 //! rewrites instead of 64. A fold holds entries as their text and parses
 //! only their keys (the codec's text entries), so it costs about a scan and
-//! a copy.
+//! a copy; and it builds only the sections its spools change, copying the
+//! others' bytes from the old file into the new one (`fold.rs`), so its
+//! memory follows those sections, not the file.
 //!
 //! Spool files are not fsynced: a save returns only after a rewrite that
 //! includes it was fsynced. A spool lost to a power cut belonged to a save
