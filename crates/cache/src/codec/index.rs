@@ -66,9 +66,26 @@ enum State {
     AfterValue,
     /// After the closing `}`: only blanks.
     End,
+    /// After the `[` of a value the caller skips: checking that the array
+    /// is laid out one element per line (`[` then `\n    `); the count of
+    /// those bytes seen.
+    SkipGate(u8),
+    /// Inside such an array: looking for its closing `\n  ]`.
+    Skipping,
 }
 
-struct Scanner {
+/// Where a one-element-per-line array ends, as the codec (and `jq`)
+/// writes it: its `]` on a line of its own, indented by two.
+const SKIP_END: &[u8] = b"\n  ]";
+/// How such an array begins after its `[`.
+const SKIP_GATE: &[u8] = b"\n    ";
+
+struct Scanner<'a> {
+    /// Whether the value of the field of this name may be skipped unread.
+    skip: &'a dyn Fn(&str) -> bool,
+    /// The last bytes seen while skipping (up to 3), for an end cut in two
+    /// by the buffer.
+    tail: Vec<u8>,
     state: State,
     /// Closers of the open arrays and objects of the current value.
     stack: Vec<u8>,
@@ -117,9 +134,11 @@ fn bad(what: &str, b: u8, at: u64) -> ScanError {
     ScanError::Bad(format!("not valid JSON: {what}, found {shown} at byte {at}"))
 }
 
-impl Scanner {
-    fn new() -> Scanner {
+impl<'a> Scanner<'a> {
+    fn new(skip: &'a dyn Fn(&str) -> bool) -> Scanner<'a> {
         Scanner {
+            skip,
+            tail: Vec::new(),
             state: State::Start,
             stack: Vec::new(),
             in_string: false,
@@ -190,9 +209,30 @@ impl Scanner {
                 }
                 continue;
             }
+            if self.state == State::Skipping {
+                i = self.skipping(buf, i, base);
+                continue;
+            }
             let b = buf[i];
             let at = base + i as u64;
             match self.state {
+                State::SkipGate(k) => {
+                    if b == SKIP_GATE[usize::from(k)] {
+                        self.state = if usize::from(k) + 1 == SKIP_GATE.len() {
+                            self.tail.clear();
+                            State::Skipping
+                        } else {
+                            State::SkipGate(k + 1)
+                        };
+                        i += 1;
+                    } else {
+                        // Another layout: scan it byte by byte (the bytes
+                        // taken so far were blanks).
+                        self.stack.push(b']');
+                        self.state = State::InValue;
+                    }
+                    continue;
+                }
                 State::InValue if self.scalar => {
                     if is_literal(b) {
                         i += 1;
@@ -271,6 +311,7 @@ impl Scanner {
                     self.state = State::InValue;
                     match b {
                         b'"' => self.in_string = true,
+                        b'[' if (self.skip)(&self.name) => self.state = State::SkipGate(0),
                         b'[' | b'{' => self.stack.push(if b == b'[' { b']' } else { b'}' }),
                         _ if is_literal(b) => self.scalar = true,
                         _ => return Err(bad("expected a value", b, at)),
@@ -282,11 +323,34 @@ impl Scanner {
                     _ => return Err(bad("expected ',' or '}'", b, at)),
                 },
                 State::End => return Err(bad("text after the document's end", b, at)),
-                State::InKey => unreachable!("handled above"),
+                State::InKey | State::Skipping => unreachable!("handled above"),
             }
             i += 1;
         }
         Ok(())
+    }
+
+    /// Looks for the end of a skipped array from `i`; returns the index
+    /// after what was consumed.
+    fn skipping(&mut self, buf: &[u8], i: usize, base: u64) -> usize {
+        let rest = &buf[i..];
+        // An end cut in two: its first `k` bytes ended the last buffer.
+        for k in (1..SKIP_END.len()).rev() {
+            if self.tail.ends_with(&SKIP_END[..k]) && rest.starts_with(&SKIP_END[k..]) {
+                let end = i + SKIP_END.len() - k;
+                self.finish_value(base + end as u64);
+                return end;
+            }
+        }
+        if let Some(j) = memchr::memmem::find(rest, SKIP_END) {
+            let end = i + j + SKIP_END.len();
+            self.finish_value(base + end as u64);
+            return end;
+        }
+        self.tail.extend_from_slice(&rest[rest.len().saturating_sub(SKIP_END.len() - 1)..]);
+        let cut = self.tail.len().saturating_sub(SKIP_END.len() - 1);
+        self.tail.drain(..cut);
+        buf.len()
     }
 
     /// Collects a key's string from `i`; returns the index after what was
@@ -385,9 +449,16 @@ fn check_controls(s: &[u8], base: u64) -> Result<(), ScanError> {
 }
 
 /// Scans a whole document from `r`; `None` for a blank one (an empty
-/// cache).
-pub(crate) fn scan(mut r: impl Read) -> Result<Option<Index>, ScanError> {
-    let mut sc = Scanner::new();
+/// cache). The value of a field that `skip` names, when it is an array laid
+/// out one element per line (`[`, a newline, four spaces…), is passed over
+/// by looking for its closing `\n  ]` alone: its content is neither checked
+/// nor counted (its `elements` is 0). Only for reads that never use those
+/// bytes: a fold, which copies them, skips nothing.
+pub(crate) fn scan(
+    mut r: impl Read,
+    skip: &dyn Fn(&str) -> bool,
+) -> Result<Option<Index>, ScanError> {
+    let mut sc = Scanner::new(skip);
     let mut buf = vec![0u8; CHUNK + 4];
     let mut carry = 0usize;
     let mut base = 0u64;
@@ -440,7 +511,7 @@ mod tests {
                 Ok(n)
             }
         }
-        scan(Slow(text.as_bytes(), chunk))
+        scan(Slow(text.as_bytes(), chunk), &|_| false)
     }
 
     fn fields(text: &str) -> Vec<(String, String, u64)> {
@@ -514,6 +585,40 @@ mod tests {
     }
 
     #[test]
+    fn skipped_arrays_end_at_their_own_closing_line_at_every_chunk_size() {
+        let text = "{\n  \"rank_0\": [\n    {\"a\":\"\\n  ]\"},\n    {\"b\":[1]}\n  ],\n  \"rank_1\": [{\"c\":1}],\n  \"rank_2\": [\n  {\"d\":2}\n  ],\n  \"n\": 1\n}";
+        let want = fields(text);
+        for chunk in [1, 2, 3, 4, 5, 7, 1 << 20] {
+            struct Slow<'a>(&'a [u8], usize);
+            impl Read for Slow<'_> {
+                fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+                    let n = self.0.len().min(self.1).min(out.len());
+                    out[..n].copy_from_slice(&self.0[..n]);
+                    self.0 = &self.0[n..];
+                    Ok(n)
+                }
+            }
+            let got = scan(Slow(text.as_bytes(), chunk), &|name| name.starts_with("rank_"))
+                .unwrap()
+                .unwrap();
+            let got: Vec<_> = got
+                .fields
+                .iter()
+                .map(|f| (f.name.clone(), text[f.start as usize..f.end as usize].to_string()))
+                .collect();
+            let want: Vec<_> = want.iter().map(|(n, v, _)| (n.clone(), v.clone())).collect();
+            // rank_0 is skipped by its closing line (the escaped "\n  ]" in
+            // a string is not one); rank_1 (one line) and rank_2 (indented
+            // by two) are not laid out for skipping and are scanned.
+            assert_eq!(got, want, "chunk {chunk}");
+        }
+        // A one-line array is never skipped past a later array's end.
+        let mixed = "{\"a\":[1],\"b\":[\n    2\n  ]}";
+        let got = scan(mixed.as_bytes(), &|_| true).unwrap().unwrap();
+        assert_eq!(got.fields.len(), 2);
+    }
+
+    #[test]
     fn blank_is_empty_and_empty_object_has_no_fields() {
         assert!(scan_in("  \n", 1).unwrap().is_none());
         assert!(scan_in("", 1).unwrap().is_none());
@@ -547,9 +652,14 @@ mod tests {
         let deep = format!("{{\"a\": {}{}}}", "[".repeat(200), "]".repeat(200));
         assert!(matches!(scan_in(&deep, 1 << 20), Err(ScanError::Bad(_))));
         let bytes = b"{\"a\": \"\xff\"}";
-        assert!(matches!(scan(&bytes[..]), Err(ScanError::Bad(m)) if m.contains("UTF-8")));
+        assert!(
+            matches!(scan(&bytes[..], &|_| false), Err(ScanError::Bad(m)) if m.contains("UTF-8"))
+        );
         let cut = "{\"a\": \"é\"}".as_bytes();
-        assert!(matches!(scan(&cut[..8]), Err(ScanError::Bad(_))), "a character cut in two");
+        assert!(
+            matches!(scan(&cut[..8], &|_| false), Err(ScanError::Bad(_))),
+            "a character cut in two"
+        );
     }
 
     #[test]

@@ -31,11 +31,13 @@ struct Scanned {
 }
 
 impl FileStore {
-    /// Opens and scans the main file; `None` when it is missing, blank, or
-    /// does not scan (left to the whole-file path).
-    fn scan_main(&self) -> Result<Option<Scanned>, CacheError> {
+    /// Opens and scans the main file, passing over the sections `skip`
+    /// picks unread (see `codec::scan_index`); `None` when it is missing,
+    /// blank, or does not scan (left to the whole-file path).
+    fn scan_main(&self, skip: &dyn Fn(Section) -> bool) -> Result<Option<Scanned>, CacheError> {
         let Some(opened) = read::open_regular(&self.path)? else { return Ok(None) };
-        match codec::scan_index(&opened.file) {
+        let by_name = |name: &str| Section::parse(name).is_some_and(skip);
+        match codec::scan_index(&opened.file, &by_name) {
             Ok(Some(index)) => Ok(Some(Scanned { opened, index })),
             Ok(None) => Ok(None),
             Err(ScanError::Bad(why)) => {
@@ -75,7 +77,7 @@ impl FileStore {
         aside: Aside,
         select: &dyn Fn(Section) -> bool,
     ) -> Result<MainFile<E>, CacheError> {
-        if let Some(scanned) = self.scan_main()? {
+        if let Some(scanned) = self.scan_main(&|s| !select(s))? {
             if let Some(mut doc) = self.read_scanned::<E>(&scanned, select)? {
                 doc.data.sections.retain(|s, _| select(*s));
                 return Ok(MainFile { doc, moved_aside: None });
@@ -92,7 +94,8 @@ impl FileStore {
     /// main file is missing, blank, or does not scan or parse: then the
     /// whole-file fold runs.
     pub(super) fn fold_streaming(&self, locked: bool) -> Result<Option<Folded>, CacheError> {
-        let Some(scanned) = self.scan_main()? else { return Ok(None) };
+        // A fold copies what it does not build: nothing is skipped unread.
+        let Some(scanned) = self.scan_main(&|_| false)? else { return Ok(None) };
         let spool_dir = self.spool_path();
         let mut warnings = Vec::new();
         let mut spools = Vec::new();
