@@ -27,13 +27,18 @@ impl Section {
         }
     }
 
-    /// Parses a section name (`shared`, `rank_3`).
+    /// Parses a section name (`shared`, `rank_3`): exactly the names
+    /// [`Section::name`] writes, so a rank has one spelling (`rank_01` and
+    /// `rank_4294967296` are not sections this build can use).
     pub fn parse(name: &str) -> Option<Section> {
         if name == "shared" {
             return Some(Section::Shared);
         }
         let digits = name.strip_prefix("rank_")?;
-        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        if digits.is_empty()
+            || !digits.bytes().all(|b| b.is_ascii_digit())
+            || (digits.len() > 1 && digits.starts_with('0'))
+        {
             return None;
         }
         digits.parse().ok().map(Section::Rank)

@@ -46,6 +46,15 @@ pub struct SaveReport {
 pub trait Store {
     /// Loads the whole cache.
     fn load(&self) -> Result<Loaded, super::CacheError>;
+    /// Loads only the given sections (e.g. `shared` and this rank's): a
+    /// rank of a big job needs its own sections, not every rank's. The
+    /// default loads everything and keeps those sections; the file store
+    /// skips the others without parsing them.
+    fn load_sections(&self, sections: &[Section]) -> Result<Loaded, super::CacheError> {
+        let mut loaded = self.load()?;
+        loaded.data.sections.retain(|s, _| sections.contains(s));
+        Ok(loaded)
+    }
     /// Merges `update`'s entries into the stored cache.
     fn save(&self, update: &CacheData) -> Result<SaveReport, super::CacheError>;
     /// Removes the given entries (e.g. `cache prune`), keeping everything else.

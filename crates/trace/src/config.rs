@@ -12,8 +12,10 @@ pub struct TraceConfig {
     pub path: PathBuf,
     /// Iterations to keep (both ends included); `None` keeps everything.
     pub window: Option<IterWindow>,
-    /// Most events kept in memory and written; later ones are counted as
-    /// dropped (`otherData.dropped_events` in the file). About 80 bytes each.
+    /// The event buffer's bound, in plain events: `max_events × 24` bytes
+    /// of event storage. Events with args or run-time names take more of
+    /// it; once it is spent, later events are counted as dropped
+    /// (`otherData.dropped_events` in the file).
     pub max_events: usize,
     /// `distributedInfo.backend` in the file.
     pub backend: String,

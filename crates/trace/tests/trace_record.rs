@@ -200,6 +200,31 @@ fn buffer_is_bounded_and_drops_are_counted() {
 }
 
 #[test]
+fn the_buffer_bound_is_in_bytes_so_long_args_cannot_multiply_it() {
+    let _l = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(&dir.path().join("long.json"));
+    cfg.max_events = 1000; // 24,000 bytes of event storage
+    let session = TraceSession::start(cfg, &rank(0, 1)).unwrap();
+    let subscriber = tracing_subscriber::registry().with(session.layer());
+    let text = "z".repeat(900);
+    tracing::subscriber::with_default(subscriber, || {
+        for _ in 0..1000 {
+            drop(tracing::info_span!("long", text = %text));
+        }
+    });
+    let doc = check_trace(&session.stop().unwrap(), 0, 1);
+    let long = named(&doc, "long");
+    assert!(!long.is_empty());
+    assert_eq!(long[0]["args"]["text"].as_str().map(str::len), Some(900));
+    // Each event stores ~24 bytes + its ~920 bytes of text: 24,000 bytes
+    // hold about 25 of them, not 1,000.
+    let kept = long.len() as u64;
+    assert!(kept <= 26, "{kept} events of ~944 bytes kept under a 24,000-byte bound");
+    assert_eq!(doc["otherData"]["dropped_events"], 1000 - kept);
+}
+
+#[test]
 fn gzip_paths_are_compressed() {
     let _l = serial();
     let dir = tempfile::tempdir().unwrap();
@@ -288,7 +313,8 @@ fn growing_chunks_keep_every_event_up_to_the_bound_in_order() {
     let _l = serial();
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config(&dir.path().join("g.json"));
-    // Chunks of 1024, 2048, then 3125 events (a sixteenth of the bound).
+    // Chunks of 1024, 2048, then 3125 plain events (a sixteenth of the
+    // bound); the bound is 50,000 plain events' worth of bytes.
     cfg.max_events = 50_000;
     let session = TraceSession::start(cfg, &rank(0, 1)).unwrap();
     for i in 0..60_000_u64 {
@@ -297,8 +323,12 @@ fn growing_chunks_keep_every_event_up_to_the_bound_in_order() {
     let doc = check_trace(&session.stop().unwrap(), 0, 1);
     let kept: Vec<u64> =
         named(&doc, "grow").iter().map(|e| e["args"]["i"].as_u64().unwrap()).collect();
-    assert_eq!(kept, (0..50_000).collect::<Vec<_>>(), "the first 50 000, none lost");
-    assert_eq!(doc["otherData"]["dropped_events"], 10_000);
+    let n = kept.len() as u64;
+    assert_eq!(kept, (0..n).collect::<Vec<_>>(), "the first {n} in order, none lost");
+    // Each event carries its args (`{"i":…}`), so it takes 40 bytes of the
+    // 1,200,000-byte bound instead of a plain event's 24.
+    assert!((25_000..=30_000).contains(&n), "{n} events kept");
+    assert_eq!(doc["otherData"]["dropped_events"], 60_000 - n);
 }
 
 #[test]

@@ -40,9 +40,10 @@ pub struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    /// Loads the store into the tuner.
+    /// Loads the store into the tuner: only the sections it uses (`shared`
+    /// and its own), so a rank of a big job never builds the others.
     pub fn start(tuner: &'a Tuner, store: &'a dyn Store) -> Result<Self, CacheError> {
-        let loaded = store.load()?;
+        let loaded = store.load_sections(&tuner.sections())?;
         for w in &loaded.warnings {
             tracing::warn!("{w}");
         }

@@ -7,8 +7,12 @@
 //! whatever the document holds them as ([`Stored`]): parsed [`Entry`]s, or,
 //! for the file store's folds, [`EntryText`] — each entry's compact JSON,
 //! of which only the key is read, so a fold costs a scan and a copy and
-//! passes entries of a newer version through untouched. It never touches
-//! the filesystem and never panics on input.
+//! passes entries of a newer version through untouched. For big files,
+//! `read_selected` reads only chosen sections of a document whose top level
+//! was scanned (`index`), and `write_streaming` writes a document with
+//! other sections' bytes copied in, a MiB at a time. It never touches the
+//! filesystem (callers hand it readers and byte ranges) and never panics on
+//! input.
 //!
 //! Layout (version 1.0):
 //!
@@ -39,7 +43,10 @@
 //! (after their known fields), each sorted by name; entries' unknown fields
 //! stay in their text wherever the document holds entries as text.
 
+mod index;
 mod scan;
+
+pub(crate) use index::{scan as scan_index, Index, ScanError};
 mod top;
 
 use crate::document::{CacheData, Extras, Fields, Metadata};
@@ -112,9 +119,6 @@ pub fn cache_to_bytes(data: &CacheData) -> Vec<u8> {
 
 /// How the codec reads and writes entries held as `Self`.
 pub(crate) trait Stored: Sized + PartialEq {
-    /// Whether a key found twice in one section is worth a warning.
-    const WARN_DUPLICATES: bool;
-
     /// Reads entry `index` of section `section` from its raw JSON; `Err`
     /// is the warning for an entry that is skipped. `strict` (text only)
     /// also parses and validates the whole entry.
@@ -145,8 +149,6 @@ pub(crate) enum Read<E> {
 }
 
 impl Stored for Entry {
-    const WARN_DUPLICATES: bool = true;
-
     fn read(section: &str, index: usize, raw: &RawValue, _: bool) -> Result<Read<Self>, String> {
         parse_entry(section, index, raw).map(|(k, e)| Read::Keyed(k, e))
     }
@@ -203,9 +205,20 @@ impl EntryText {
     }
 }
 
-impl Stored for EntryText {
-    const WARN_DUPLICATES: bool = false;
+impl EntryText {
+    /// The entry's `created_unix`, read from its text (0 when unreadable):
+    /// what decides between two entries under one key.
+    fn created_unix(&self) -> u64 {
+        #[derive(Deserialize)]
+        struct Created {
+            #[serde(default)]
+            created_unix: u64,
+        }
+        serde_json::from_str::<Created>(&self.0).map(|c| c.created_unix).unwrap_or(0)
+    }
+}
 
+impl Stored for EntryText {
     fn read(
         section: &str,
         index: usize,
@@ -224,9 +237,10 @@ impl Stored for EntryText {
         })
     }
 
-    /// The later one wins, as later saves do.
-    fn replaces(_: &Self, _: &Self) -> bool {
-        true
+    /// The same rule as for parsed entries: the newer measurement wins;
+    /// on a tie, the later one.
+    fn replaces(old: &Self, new: &Self) -> bool {
+        new.created_unix() >= old.created_unix()
     }
 
     fn write(&self, _: &EntryKey, out: &mut Vec<u8>) {
@@ -350,6 +364,98 @@ impl Writer {
         self.out.extend_from_slice(b"\n}\n");
         self.out
     }
+
+    /// Moves what is buffered to `sink` once it is over `at` bytes.
+    fn drain(&mut self, sink: &mut dyn std::io::Write, at: usize) -> std::io::Result<()> {
+        if self.out.len() >= at {
+            sink.write_all(&self.out)?;
+            self.out.clear();
+        }
+        Ok(())
+    }
+}
+
+/// What a streaming write copies instead of writing from the document: a
+/// section whose value is the file's bytes `start..end` (an array, as it
+/// was), holding `elements` entries.
+#[derive(Clone, Debug)]
+pub(crate) struct Copied {
+    pub section: Section,
+    pub start: u64,
+    pub end: u64,
+    pub elements: u64,
+}
+
+/// Writes `doc` in canonical form to `sink`, with the sections of `copies`
+/// (none of which `doc` holds) placed in order and their bytes copied by
+/// `copy(start, end, sink)` — so a fold never holds the sections it does
+/// not change. Holds at most about a MiB of output at a time.
+pub(crate) fn write_streaming<E: Stored>(
+    doc: &CacheData<E>,
+    copies: &[Copied],
+    sink: &mut dyn std::io::Write,
+    copy: &mut dyn FnMut(u64, u64, &mut dyn std::io::Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    const BUF: usize = 1 << 20;
+    let unkeyed = &doc.extras.unkeyed;
+    let mut w = Writer::new(BUF + 4096, &doc.metadata, &doc.extras);
+    let copied: std::collections::BTreeMap<Section, &Copied> =
+        copies.iter().map(|c| (c.section, c)).collect();
+    let sections: BTreeSet<Section> =
+        doc.sections.keys().chain(unkeyed.keys()).chain(copied.keys()).copied().collect();
+    for section in sections {
+        if let Some(c) = copied.get(&section) {
+            w.close_section();
+            w.out.extend_from_slice(format!(",\n  {}: ", json_str(&section.name())).as_bytes());
+            w.drain(sink, 0)?;
+            copy(c.start, c.end, sink)?;
+            continue;
+        }
+        for (key, entry) in doc.sections.get(&section).into_iter().flatten() {
+            w.entry(section, |out| entry.write(key, out));
+            w.drain(sink, BUF)?;
+        }
+        for text in unkeyed.get(&section).into_iter().flatten() {
+            w.entry(section, |out| out.extend_from_slice(text.as_bytes()));
+            w.drain(sink, BUF)?;
+        }
+    }
+    sink.write_all(&w.finish())
+}
+
+/// Reads the part of a scanned document that `select` picks: every field
+/// that is not a section (`format`, `version`, `metadata`, unknown fields,
+/// unrecognised sections), and the sections `select` is true for; the other
+/// sections' bytes are never fetched (an object-valued one is read as `{}`,
+/// so a TensorRT-LLM layout is still refused). `fetch(start, end)` returns
+/// the document's bytes `start..end`. Otherwise the same as [`read`].
+pub(crate) fn read_selected<E: Stored>(
+    index: &Index,
+    fetch: &mut dyn FnMut(u64, u64) -> std::io::Result<Vec<u8>>,
+    select: &dyn Fn(Section) -> bool,
+    strict: bool,
+) -> std::io::Result<Result<Parsed<E>, ParseError>> {
+    let mut doc = Vec::new();
+    doc.push(b'{');
+    for f in &index.fields {
+        let value = match Section::parse(&f.name) {
+            Some(s) if !select(s) => match f.first {
+                b'[' => continue,
+                b'{' => b"{}".to_vec(),
+                _ if f.end - f.start > 4096 => b"0".to_vec(),
+                _ => fetch(f.start, f.end)?,
+            },
+            _ => fetch(f.start, f.end)?,
+        };
+        if doc.len() > 1 {
+            doc.push(b',');
+        }
+        doc.extend_from_slice(json_str(&f.name).as_bytes());
+        doc.push(b':');
+        doc.extend_from_slice(&value);
+    }
+    doc.push(b'}');
+    Ok(read(&doc, strict))
 }
 
 /// Serializes a document in canonical form: the same content always gives
@@ -490,11 +596,11 @@ pub(crate) fn read<E: Stored>(bytes: &[u8], strict: bool) -> Result<Parsed<E>, P
             let slot = parsed.data.sections.entry(section).or_default();
             match slot.get(&key) {
                 Some(old) => {
-                    if E::WARN_DUPLICATES {
-                        parsed
-                            .warnings
-                            .push(format!("duplicate entry {name} {key}; kept the newer one"));
-                    }
+                    parsed.warnings.push(format!(
+                        "duplicate entry {name} {key}: the file holds it more than once; kept \
+                         the newer one (created_unix), and the next rewrite of the section keeps \
+                         only that one"
+                    ));
                     if E::replaces(old, &entry) {
                         slot.insert(key, entry);
                     }

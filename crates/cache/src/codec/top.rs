@@ -181,6 +181,17 @@ fn parse_metadata(raw: &RawValue, warnings: &mut Vec<String>, extras: &mut Extra
     }
 }
 
+/// The warning for a top-level field named like a section that is not one
+/// this build can use: kept as it is, not loaded.
+pub(super) fn unrecognised_section(name: &str) -> String {
+    format!(
+        "section {name:?} is not a section this ranktune uses (sections are \"shared\" and \
+         \"rank_N\" with N from 0 to {}, written without leading zeros): its entries are not \
+         loaded, and it is kept as it is through every rewrite",
+        u32::MAX
+    )
+}
+
 /// The top level of a document: metadata parsed, sections still raw.
 pub(super) struct Top<'a> {
     /// The `metadata` block (default when missing or unreadable).
@@ -269,8 +280,15 @@ pub(super) fn parse_top(bytes: &[u8]) -> Result<Option<Top<'_>>, ParseError> {
                 out.metadata = parse_metadata(value, &mut out.warnings, &mut out.extras);
             }
             // A newer minor version may add top-level fields: keep them.
+            // A name that looks like a section but is not one this build
+            // can use (`rank_4294967296`, `rank_01`) is kept the same way,
+            // and said: its entries are not loaded.
             other => {
-                tracing::debug!("keeping unknown top-level field {other:?}");
+                if other.starts_with("rank_") {
+                    out.warnings.push(unrecognised_section(other));
+                } else {
+                    tracing::debug!("keeping unknown top-level field {other:?}");
+                }
                 out.extras.top.insert(other.to_string(), compact(value.get()));
             }
         }

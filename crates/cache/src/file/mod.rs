@@ -38,7 +38,9 @@
 //! has arrived, and the rest find their spool already folded: one or two
 //! rewrites instead of 64. A fold holds entries as their text and parses
 //! only their keys (the codec's text entries), so it costs about a scan and
-//! a copy.
+//! a copy; and it builds only the sections its spools change, copying the
+//! others' bytes from the old file into the new one (`fold.rs`), so its
+//! memory follows those sections, not the file.
 //!
 //! Spool files are not fsynced: a save returns only after a rewrite that
 //! includes it was fsynced. A spool lost to a power cut belonged to a save
@@ -62,6 +64,7 @@
 //! reading was folded into `C`, which is read after, so no save that
 //! returned before the load began is missed.
 
+mod fold;
 mod lock;
 mod read;
 mod spool;
@@ -359,20 +362,33 @@ impl FileStore {
     }
 
     fn load_with(&self, aside: Aside) -> Result<Loaded, CacheError> {
+        self.load_selected(aside, &|_| true)
+    }
+
+    /// Loads the sections `select` picks (plus what lies outside the
+    /// sections), never building the others: see `fold.rs`.
+    fn load_selected(
+        &self,
+        aside: Aside,
+        select: &dyn Fn(Section) -> bool,
+    ) -> Result<Loaded, CacheError> {
         // Spools first, then the main file: see the module docs.
         let mut spools = Vec::new();
         let mut warnings = Vec::new();
         let mut bad_entries = 0;
         for path in spool::list(&self.spool_path())? {
             match self.read_spool::<Entry>(&path, false)? {
-                SpoolRead::Read(p) => spools.push(p),
+                SpoolRead::Read(mut p) => {
+                    p.data.sections.retain(|s, _| select(*s));
+                    spools.push(p);
+                }
                 SpoolRead::Gone => {}
                 SpoolRead::Corrupt(msg)
                 | SpoolRead::Unsupported(msg)
                 | SpoolRead::NotAFile(msg) => warnings.push(msg),
             }
         }
-        let main = self.read_main::<Entry>(aside, false)?;
+        let main = self.read_main_selected::<Entry>(aside, select)?;
         let mut data = main.doc.data;
         let mut all = Vec::new();
         let moved_aside = main.moved_aside.map(|(path, msg)| {
@@ -417,6 +433,16 @@ impl FileStore {
         } else {
             write::remove_stale_temps(&self.path, false, STALE_TEMP_AGE);
         }
+        if !strict && edit.is_none() {
+            if let Some(folded) = self.fold_streaming(locked)? {
+                tracing::debug!(
+                    "streaming fold of {} took {:?}",
+                    self.path.display(),
+                    t0.elapsed()
+                );
+                return Ok(folded);
+            }
+        }
         let main = self.read_main::<EntryText>(Aside::HaveLock, strict)?;
         let t_main = t0.elapsed();
         let Parsed { data: mut doc, warnings: main_warnings, bad_entries } = main.doc;
@@ -446,25 +472,11 @@ impl FileStore {
         doc.drop_empty_sections();
         changed |= edited > 0;
         if changed {
-            let now = crate::time::unix_now();
-            let m = &mut doc.metadata;
-            m.lib_version = env!("CARGO_PKG_VERSION").to_string();
-            m.host = ranktune_core::rank::host_name();
-            if m.created_unix == 0 {
-                m.created_unix = now;
-            }
-            m.updated_unix = now;
+            stamp(&mut doc.metadata);
             write::write_atomic(&self.path, &codec::write(&doc))?;
         }
         if locked || has_edit {
-            let mut any = false;
-            for p in &folded {
-                any |= std::fs::remove_file(p).is_ok();
-            }
-            if any {
-                atomic_file::sync_dir(&spool_dir).map_err(io("fsyncing directory", &spool_dir))?;
-            }
-            spool::remove_if_empty(&spool_dir);
+            delete_folded(&folded, &spool_dir)?;
         }
         let total = doc.stored_len();
         tracing::debug!(
@@ -560,6 +572,13 @@ impl Store for FileStore {
     /// logs them, once.
     fn load(&self) -> Result<Loaded, CacheError> {
         self.resolved().load_with(Aside::TakeLock)
+    }
+
+    /// Like [`Store::load`], reading only `sections` (and what lies outside
+    /// the sections): the others are skipped by a scan of the text, never
+    /// parsed, so a rank's load costs about its sections, not the file.
+    fn load_sections(&self, sections: &[Section]) -> Result<Loaded, CacheError> {
+        self.resolved().load_selected(Aside::TakeLock, &|s| sections.contains(&s))
     }
 
     /// Merges `update` into the file: adds or replaces its entries, never
@@ -739,7 +758,8 @@ impl FileStore {
         {
             return Ok(());
         }
-        match read_cache_file(&self.path) {
+        // Only the top level decides: no section is built.
+        match self.read_main_selected::<Entry>(Aside::Never, &|_| false) {
             Err(e @ CacheError::Unsupported { .. }) => Err(e),
             _ => Ok(()),
         }
@@ -818,6 +838,32 @@ impl FileStore {
         warnings.extend(fold_warnings);
         Ok(SaveReport { written, total, warnings, superseded: 0 })
     }
+}
+
+/// Stamps the metadata of a document about to be rewritten: this build,
+/// this host, now.
+fn stamp(m: &mut crate::document::Metadata) {
+    let now = crate::time::unix_now();
+    m.lib_version = env!("CARGO_PKG_VERSION").to_string();
+    m.host = ranktune_core::rank::host_name();
+    if m.created_unix == 0 {
+        m.created_unix = now;
+    }
+    m.updated_unix = now;
+}
+
+/// Deletes spool files a rewrite has folded (then fsyncs the spool
+/// directory), and the spool directory once empty.
+fn delete_folded(folded: &[PathBuf], spool_dir: &Path) -> Result<(), CacheError> {
+    let mut any = false;
+    for p in folded {
+        any |= std::fs::remove_file(p).is_ok();
+    }
+    if any {
+        atomic_file::sync_dir(spool_dir).map_err(io("fsyncing directory", spool_dir))?;
+    }
+    spool::remove_if_empty(spool_dir);
+    Ok(())
 }
 
 /// Writes `data` as a whole cache file at `path`, atomically (temp file,

@@ -90,6 +90,24 @@ fn too_large(path: &Path, size: u64, limit: u64) -> CacheError {
 /// is not a regular file, and files over [`max_file_bytes`], before reading
 /// a byte.
 pub(crate) fn read_regular(path: &Path) -> Result<Option<(Vec<u8>, FileId)>, CacheError> {
+    let Some(opened) = open_regular(path)? else { return Ok(None) };
+    let limit = max_file_bytes()?;
+    let bytes = read_limited(opened.file, path, limit)?;
+    Ok(Some((bytes, opened.ident)))
+}
+
+/// A cache file opened for reading by [`open_regular`].
+pub(crate) struct Opened {
+    /// The open file: its content stays what it was, whatever is renamed
+    /// over its path meanwhile (caches are never written in place).
+    pub file: std::fs::File,
+    /// Its (device, inode).
+    pub ident: FileId,
+}
+
+/// Opens the regular file at `path` (symlinks followed) by the rules of
+/// [`read_regular`], without reading it: `None` when nothing is there.
+pub(crate) fn open_regular(path: &Path) -> Result<Option<Opened>, CacheError> {
     let meta = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -110,8 +128,39 @@ pub(crate) fn read_regular(path: &Path) -> Result<Option<(Vec<u8>, FileId)>, Cac
     };
     let meta = file.metadata().map_err(io("reading", path))?;
     require_regular(path, meta.file_type())?;
-    let bytes = read_limited(file, path, limit)?;
-    Ok(Some((bytes, (meta.dev(), meta.ino()))))
+    if meta.len() > limit {
+        return Err(too_large(path, meta.len(), limit));
+    }
+    Ok(Some(Opened { file, ident: (meta.dev(), meta.ino()) }))
+}
+
+/// The bytes `start..end` of `file`.
+pub(crate) fn read_range(file: &std::fs::File, start: u64, end: u64) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt;
+    let len = usize::try_from(end.saturating_sub(start))
+        .map_err(|_| std::io::Error::other("range too large"))?;
+    let mut out = vec![0u8; len];
+    file.read_exact_at(&mut out, start)?;
+    Ok(out)
+}
+
+/// Copies the bytes `start..end` of `file` to `sink`, a MiB at a time.
+pub(crate) fn copy_range(
+    file: &std::fs::File,
+    start: u64,
+    end: u64,
+    sink: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; (1usize << 20).min(usize::try_from(end - start).unwrap_or(1 << 20))];
+    let mut at = start;
+    while at < end {
+        let n = buf.len().min(usize::try_from(end - at).unwrap_or(buf.len()));
+        file.read_exact_at(&mut buf[..n], at)?;
+        sink.write_all(&buf[..n])?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 /// Reads all of `file` (of `path`), failing once it is over `limit` bytes.

@@ -44,6 +44,23 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> 
         .map_err(CacheError::from)
 }
 
+/// Like [`write_atomic`], with the content written by `write` in pieces,
+/// so that a big file is never held whole in memory.
+pub(crate) fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>,
+) -> Result<(), CacheError> {
+    Publish::new(path)
+        .durable()
+        .keep_permissions()
+        .regular_target_only()
+        .write_with(|temp| {
+            let at = temp.path().to_path_buf();
+            write(temp).map_err(|source| CacheError::Io { action: "writing", path: at, source })
+        })
+        .map_err(CacheError::from)
+}
+
 /// The [`CacheError`] for a failed publish: the step's action and path for
 /// an OS error, the store's own messages for a bad target, and the writer's
 /// error as it is. Lets anyone who publishes a file next to caches (e.g. an

@@ -9,13 +9,15 @@
 //! [`Cursor`] of plain cells; everything else (registration, a new chunk,
 //! the budget, a new session) is the cold path through [`Local`].
 //!
-//! Memory is bounded: the session's `max_events` is a budget of events that
-//! threads draw from a chunk at a time (a chunk reserved for `k` events has
-//! room for `k` plain ones, 24 bytes each; events with args or a run-time
-//! name fill it sooner and hand the rest of its reservation back). Text is
-//! bounded per event, so the total is. When the budget is spent, further
-//! events are counted as dropped (the count goes into the trace file) and
-//! not stored.
+//! Memory is bounded **in bytes**: the session's `max_events` sets a budget
+//! of `max_events × 24` bytes of event storage (24 bytes is one plain
+//! event), which threads draw from a chunk at a time: a chunk is charged its
+//! whole capacity when it is allocated, and nothing is handed back while it
+//! lives (it is freed only with the session's events). An event with args
+//! or a run-time name takes 24 bytes plus its text, rounded up to 8 bytes,
+//! so long span arguments fill the budget sooner instead of multiplying it.
+//! When the budget is spent, further events are counted as dropped (the
+//! count goes into the trace file) and not stored.
 //!
 //! It also keeps open `tracing` spans per thread (`open`: filled by the Layer,
 //! which calls down into it) and reusable args buffers (`strings`). This
@@ -100,7 +102,7 @@ struct Steps {
 /// All threads' buffers of one session, its budget and its window state.
 pub(crate) struct Recorder {
     gen: u64,
-    /// Events of budget left.
+    /// Words (8 bytes) of event storage left to allocate.
     budget: AtomicUsize,
     max_events: usize,
     threads: Mutex<Vec<Arc<ThreadBuf>>>,
@@ -125,8 +127,6 @@ struct Local {
     rec: Arc<Recorder>,
     buf: Arc<ThreadBuf>,
     chunk: Option<Arc<Chunk>>,
-    /// Events of budget reserved for `chunk`.
-    reserved: usize,
     /// Events to reserve for this thread's next chunk.
     next_chunk: usize,
 }
@@ -148,16 +148,11 @@ struct Cursor {
     at: Cell<usize>,
     cap: Cell<usize>,
     len: Cell<*const AtomicUsize>,
-    /// Words written into the chunk beyond [`chunk::PLAIN_WORDS`] per
-    /// event (by events with text), so that events written = (at - extra)
-    /// / 3 without counting plain events one by one.
-    extra: Cell<usize>,
 }
 
 impl Cursor {
     fn reset(&self) {
         self.gen.set(0);
-        self.extra.set(0);
         self.cap.set(0);
         self.at.set(0);
         self.base.set(std::ptr::null_mut());
@@ -167,7 +162,6 @@ impl Cursor {
     /// Points the cursor at the start of fresh `chunk` of session `gen`.
     fn aim(&self, gen: u64, chunk: &Chunk) {
         self.gen.set(gen);
-        self.extra.set(0);
         self.base.set(chunk.base());
         self.at.set(chunk.len_cell().load(Ordering::Relaxed));
         self.cap.set(chunk.capacity());
@@ -191,9 +185,6 @@ impl Cursor {
             (*self.len.get()).store(end, Ordering::Release);
             self.at.set(end);
         }
-        if need > chunk::PLAIN_WORDS {
-            self.extra.set(self.extra.get() + need - chunk::PLAIN_WORDS);
-        }
         true
     }
 }
@@ -207,7 +198,6 @@ thread_local! {
             at: Cell::new(0),
             cap: Cell::new(0),
             len: Cell::new(std::ptr::null()),
-            extra: Cell::new(0),
         }
     };
 }
@@ -219,7 +209,7 @@ impl Recorder {
         let recording = window.as_ref().is_none_or(|w| w.contains(0));
         Arc::new(Recorder {
             gen: NEXT_GEN.fetch_add(1, Ordering::Relaxed),
-            budget: AtomicUsize::new(max_events),
+            budget: AtomicUsize::new(max_events.saturating_mul(chunk::PLAIN_WORDS)),
             max_events,
             threads: Mutex::new(Vec::new()),
             recording: AtomicBool::new(recording),
@@ -314,7 +304,7 @@ impl Recorder {
         buf
     }
 
-    /// Reserves up to `want` events of budget; 0 when it is spent.
+    /// Reserves up to `want` words of budget; 0 when it is spent.
     fn reserve(&self, want: usize) -> usize {
         let mut got = 0;
         let _ = self.budget.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
@@ -324,10 +314,10 @@ impl Recorder {
         got
     }
 
-    /// Hands back reserved events that were not used.
-    fn unreserve(&self, events: usize) {
-        if events > 0 {
-            self.budget.fetch_add(events, Ordering::Relaxed);
+    /// Hands back reserved words that were never allocated.
+    fn unreserve(&self, words: usize) {
+        if words > 0 {
+            self.budget.fetch_add(words, Ordering::Relaxed);
         }
     }
 }
@@ -358,7 +348,7 @@ fn with_local<R>(f: impl FnOnce(&mut Local) -> R) -> Option<R> {
 fn refresh() -> Option<Local> {
     let rec = CURRENT.lock().unwrap_or_else(PoisonError::into_inner).clone()?;
     let buf = rec.register();
-    Some(Local { gen: rec.gen, rec, buf, chunk: None, reserved: 0, next_chunk: CHUNK_EVENTS })
+    Some(Local { gen: rec.gen, rec, buf, chunk: None, next_chunk: CHUNK_EVENTS })
 }
 
 /// Whether events are being kept right now (a session is active and the
@@ -433,27 +423,24 @@ fn record_slow(ts: u64, val: u64, head: u64, name: &str, args: &[u8]) {
 }
 
 fn new_chunk(l: &mut Local, ts: u64, val: u64, head: u64, name: &str, args: &[u8]) {
-    // Retire the current chunk: its unused reservation goes back.
-    let written = CURSOR
-        .try_with(|c| c.at.get().saturating_sub(c.extra.get()) / chunk::PLAIN_WORDS)
-        .unwrap_or(0);
+    // Retire the current chunk. Its memory stays allocated (and charged)
+    // until the session's events are freed, so nothing is handed back.
     if l.chunk.is_some() {
-        l.rec.unreserve(l.reserved.saturating_sub(written));
-        l.reserved = 0;
         l.chunk = None;
         let _ = CURSOR.try_with(Cursor::reset);
     }
     let want = l.next_chunk;
-    let events = l.rec.reserve(want);
     let limit = (l.rec.max_events / 16).clamp(CHUNK_EVENTS, MAX_CHUNK_EVENTS);
     l.next_chunk = want.saturating_mul(2).min(limit);
-    if events == 0 {
+    let need = chunk::words_for(name.len() + args.len());
+    let words = l.rec.reserve(want.saturating_mul(chunk::PLAIN_WORDS).max(need));
+    if words < need {
+        // Not even this event fits: what was reserved serves smaller ones.
+        l.rec.unreserve(words);
         l.buf.dropped.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    let need = chunk::words_for(name.len() + args.len());
-    let chunk = Arc::new(Chunk::new((events * chunk::PLAIN_WORDS).max(need)));
-    l.reserved = events;
+    let chunk = Arc::new(Chunk::new(words));
     l.buf.chunks.lock().unwrap_or_else(PoisonError::into_inner).push(Arc::clone(&chunk));
     let _ = CURSOR.try_with(|c| {
         c.aim(l.gen, &chunk);

@@ -23,6 +23,11 @@ pub(super) struct LoadedEntry {
 }
 
 impl Tuner {
+    /// The sections this tuner reads from a cache: `shared` and its own.
+    pub fn sections(&self) -> [Section; 2] {
+        [Section::Shared, self.opts.section]
+    }
+
     /// Takes in a loaded cache: entries of this tuner's section and the
     /// shared one. Entries are checked against an op when it is first used.
     /// Returns the number of entries taken in.
