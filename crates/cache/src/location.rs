@@ -66,6 +66,19 @@ impl RedisUrl {
         self.password.is_some()
     }
 
+    /// The password given in the URL, if any (to hand to a child process
+    /// through `RANKTUNE_REDIS_PASSWORD`; never print it).
+    pub fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
+    /// The same location without the URL's password: its `Display` is a
+    /// URL that can be given to another process, which then takes the
+    /// password from `RANKTUNE_REDIS_PASSWORD`.
+    pub fn without_password(&self) -> RedisUrl {
+        RedisUrl { password: None, ..self.clone() }
+    }
+
     /// The password: the URL's, else `RANKTUNE_REDIS_PASSWORD` (if set and
     /// not empty).
     pub(crate) fn password_or_env(&self) -> Option<String> {

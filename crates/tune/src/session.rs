@@ -10,7 +10,7 @@
 //! behind.
 
 use super::tuner::Tuner;
-use ranktune_cache::{CacheError, SaveReport, Store};
+use ranktune_cache::{CacheError, SaveReport, Section, Store};
 use ranktune_core::error_chain::Chain;
 
 /// What the session found when it loaded the cache.
@@ -40,9 +40,11 @@ pub struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    /// Loads the store into the tuner.
+    /// Loads the store into the tuner: only the sections the tuner uses
+    /// (`shared` and its own), so a rank of a big job on a remote store
+    /// reads a fraction of the cache.
     pub fn start(tuner: &'a Tuner, store: &'a dyn Store) -> Result<Self, CacheError> {
-        let loaded = store.load()?;
+        let loaded = store.load_sections(&[Section::Shared, tuner.options().section])?;
         for w in &loaded.warnings {
             tracing::warn!("{w}");
         }
