@@ -643,7 +643,7 @@ impl RedisStore {
     ) -> Result<SaveReport, CacheError> {
         let (update, mut warnings) = FileStore::prepare(update);
         let sections: Vec<Section> = update.sections.keys().copied().collect();
-        let mut report = self.edit_decided("saving into", Some(&sections), |stored, w| {
+        let mut report = self.edit_decided("saving into", Some(&sections), |stored, _| {
             let mut edit =
                 Edit { environments: update.metadata.environments.clone(), ..Edit::default() };
             let mut written = 0;
@@ -666,7 +666,6 @@ impl RedisStore {
                     });
                 }
             }
-            let _ = w;
             (edit, written)
         })?;
         warnings.append(&mut report.warnings);
