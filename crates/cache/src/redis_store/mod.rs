@@ -209,6 +209,12 @@ impl RedisStore {
                  network"
             )));
         }
+        #[cfg(feature = "tls")]
+        if url.tls {
+            // rustls needs one crypto provider per process; ring's, unless
+            // the application installed another (then this is a no-op).
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
         let addr = if url.tls {
             ConnectionAddr::TcpTls {
                 host: url.host.clone(),
