@@ -257,37 +257,51 @@ impl RedisStore {
     }
 
     /// Runs `f` on a connection (connecting first if needed); a failed
-    /// connection is dropped so that the next operation reconnects.
+    /// connection is dropped so that the next operation reconnects. A
+    /// kept connection that turns out broken (the server restarted since)
+    /// is replaced and `f` run once more: every operation here is safe to
+    /// repeat (a save is whole or nothing and idempotent; a compare-and-set
+    /// edit re-checks what it was decided on).
     fn with_conn<T>(
         &self,
         action: &'static str,
-        f: impl FnOnce(&mut redis::Connection) -> redis::RedisResult<T>,
+        mut f: impl FnMut(&mut redis::Connection) -> redis::RedisResult<T>,
     ) -> Result<T, CacheError> {
         let mut slot = self.conn.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_none() {
-            let client =
-                redis::Client::open(self.info.clone()).map_err(|e| self.fail(action, &e, true))?;
-            let conn = client
-                .get_connection_with_timeout(self.cfg.connect_timeout)
-                .map_err(|e| self.fail(action, &e, true))?;
-            conn.set_read_timeout(Some(self.cfg.timeout))
-                .map_err(|e| self.fail(action, &e, true))?;
-            conn.set_write_timeout(Some(self.cfg.timeout))
-                .map_err(|e| self.fail(action, &e, true))?;
-            *slot = Some(conn);
-        }
-        let Some(conn) = slot.as_mut() else {
-            return Err(CacheError::Invalid(format!("{action} {}: no connection", self.url)));
-        };
-        match f(conn) {
-            Ok(v) => Ok(v),
-            Err(e) => {
-                if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
-                    *slot = None;
+        let mut reused = slot.is_some();
+        loop {
+            if slot.is_none() {
+                *slot = Some(self.connect(action)?);
+            }
+            let Some(conn) = slot.as_mut() else {
+                return Err(CacheError::Invalid(format!("{action} {}: no connection", self.url)));
+            };
+            match f(conn) {
+                Ok(v) => return Ok(v),
+                Err(e) => {
+                    let broken = e.is_io_error() || e.is_timeout() || e.is_connection_dropped();
+                    if broken {
+                        *slot = None;
+                    }
+                    if broken && reused && !e.is_timeout() {
+                        reused = false;
+                        continue;
+                    }
+                    return Err(self.fail(action, &e, false));
                 }
-                Err(self.fail(action, &e, false))
             }
         }
+    }
+
+    fn connect(&self, action: &'static str) -> Result<redis::Connection, CacheError> {
+        let client =
+            redis::Client::open(self.info.clone()).map_err(|e| self.fail(action, &e, true))?;
+        let conn = client
+            .get_connection_with_timeout(self.cfg.connect_timeout)
+            .map_err(|e| self.fail(action, &e, true))?;
+        conn.set_read_timeout(Some(self.cfg.timeout)).map_err(|e| self.fail(action, &e, true))?;
+        conn.set_write_timeout(Some(self.cfg.timeout)).map_err(|e| self.fail(action, &e, true))?;
+        Ok(conn)
     }
 
     /// The error for a failed operation, in words that say what to do.
