@@ -23,11 +23,15 @@ def rank_info() -> Dict[str, Any]:
     """{"rank", "world_size", "local_rank", "source"} from the launcher's environment."""
 
 class Cache:
-    """A ranktune cache file, shared by every rank and process of a job."""
+    """A ranktune cache (a file, or ``redis://host[:port][/db][?prefix=NAME]``),
+    shared by every rank and process of a job."""
 
     def __init__(self, location: _Path) -> None: ...
     @property
     def path(self) -> "os.PathLike[str]": ...
+    @property
+    def location(self) -> str:
+        """The path, or the URL with any password redacted."""
     def entries(self, rank: Optional[int] = None) -> List[Dict[str, Any]]:
         """Entries with the fields of ``ranktune cache show --json``."""
     def save(self, entries: Iterable[Dict[str, Any]]) -> Dict[str, int]:

@@ -59,6 +59,18 @@ pub enum CacheError {
         /// Why, and what to do instead.
         reason: String,
     },
+    /// A Redis server could not be used: unreachable, too slow, refused the
+    /// credentials, or answered what a Redis server does not. The location
+    /// has its password redacted; the reason says what to do.
+    #[error("{action} {location}: {reason}")]
+    Redis {
+        /// What was being done ("loading", "saving into", …).
+        action: &'static str,
+        /// The cache's location, password redacted.
+        location: String,
+        /// What went wrong and what to do.
+        reason: String,
+    },
     /// Anything else, with a message that names the problem and the fix.
     #[error("{0}")]
     Invalid(String),

@@ -62,8 +62,10 @@ mod file;
 mod identity;
 mod label;
 mod listing;
+mod location;
 mod memory;
 mod merge;
+mod redis_store;
 mod source;
 mod store;
 mod time;
@@ -79,13 +81,20 @@ pub use entry::{Candidate, Entry, EntryKey, Identity, Section, Stats};
 pub use error::CacheError;
 pub use file::{
     check_parent_dir, lock_timeout_from_env, max_file_bytes, read_cache_bytes, read_cache_file,
-    write_cache_file, FileStore, Resolver, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_FILE_BYTES,
-    LOCK_TIMEOUT_ENV, MAX_FILE_BYTES_ENV,
+    write_cache_file, FileStore, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_FILE_BYTES, LOCK_TIMEOUT_ENV,
+    MAX_FILE_BYTES_ENV,
 };
 pub use identity::is_stale;
 pub use label::{bucket_label, bucket_size, tactic_label};
 pub use listing::entry_listing;
+pub use location::{
+    redact_text, CacheLocation, RedisUrl, DEFAULT_REDIS_PREFIX, REDIS_PASSWORD_ENV,
+};
 pub use memory::MemoryStore;
 pub use merge::{merge, new_wins, place_in_rank, Conflict, Merged, PlaceError, WonBy};
+pub use redis_store::{
+    RedisConfig, RedisStore, DEFAULT_REDIS_CONNECT_TIMEOUT, DEFAULT_REDIS_TIMEOUT, MAX_ENTRY_BYTES,
+    REDIS_CONNECT_TIMEOUT_ENV, REDIS_TIMEOUT_ENV,
+};
 pub use source::{read_source, Source, SourceError, SourceFormat};
-pub use store::{Loaded, RemovePredicate, SaveReport, Store};
+pub use store::{Loaded, RemovePredicate, Resolver, SaveReport, Store};

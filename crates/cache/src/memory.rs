@@ -37,6 +37,10 @@ impl MemoryStore {
 }
 
 impl Store for MemoryStore {
+    fn location(&self) -> String {
+        "memory".to_string()
+    }
+
     fn load(&self) -> Result<Loaded, CacheError> {
         Ok(Loaded { data: self.data(), ..Default::default() })
     }

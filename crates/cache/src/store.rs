@@ -10,6 +10,10 @@ use super::document::CacheData;
 use super::entry::{Entry, EntryKey, Section};
 use std::path::PathBuf;
 
+/// Decides a merge conflict against the stored entry: `(section, key,
+/// stored, new)`, true to store `new` (see [`Store::save_resolving`]).
+pub type Resolver<'a> = dyn Fn(Section, &EntryKey, &Entry, &Entry) -> bool + 'a;
+
 /// Decides, per stored entry, whether [`Store::remove_where`] removes it.
 pub type RemovePredicate<'a> = dyn Fn(Section, &EntryKey, &Entry) -> bool + 'a;
 
@@ -49,7 +53,7 @@ pub trait Store {
     /// Loads only the given sections (e.g. `shared` and this rank's): a
     /// rank of a big job needs its own sections, not every rank's. The
     /// default loads everything and keeps those sections; the file store
-    /// skips the others without parsing them.
+    /// skips the others without parsing them, the Redis store never reads them.
     fn load_sections(&self, sections: &[Section]) -> Result<Loaded, super::CacheError> {
         let mut loaded = self.load()?;
         loaded.data.sections.retain(|s, _| sections.contains(s));
@@ -59,6 +63,44 @@ pub trait Store {
     fn save(&self, update: &CacheData) -> Result<SaveReport, super::CacheError>;
     /// Removes the given entries (e.g. `cache prune`), keeping everything else.
     fn remove(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, super::CacheError>;
+
+    /// Reads the whole cache without changing anything (nothing set aside,
+    /// nothing locked): what `cache show` and `cache check` use. The
+    /// default is [`Store::load`], right for stores whose load changes
+    /// nothing.
+    fn inspect(&self) -> Result<Loaded, super::CacheError> {
+        self.load()
+    }
+
+    /// Where the cache lives, for messages: a path, or a URL with its
+    /// password redacted.
+    fn location(&self) -> String;
+
+    /// Like [`Store::save`], but where the store already holds an entry
+    /// under the same key, `take_new(section, key, stored, new)` decides,
+    /// against the entry as stored at the moment of the save (`cache merge
+    /// -o` passes [`new_wins`](crate::new_wins)). `written` in the report
+    /// is the number of `update`'s entries that were stored.
+    ///
+    /// The default loads, decides and saves; that is only right for stores
+    /// nobody else writes at the same time, so shared backends override it.
+    fn save_resolving(
+        &self,
+        update: &CacheData,
+        take_new: &Resolver<'_>,
+    ) -> Result<SaveReport, super::CacheError> {
+        let loaded = self.load()?;
+        let mut winners = CacheData::default();
+        winners.metadata.environments = update.metadata.environments.clone();
+        for (section, key, entry) in update.iter() {
+            if loaded.data.get(section, key).is_none_or(|old| take_new(section, key, old, entry)) {
+                winners.insert(section, key.clone(), entry.clone());
+            }
+        }
+        let mut report = self.save(&winners)?;
+        report.written = winners.len();
+        Ok(report)
+    }
 
     /// Removes every stored entry for which `pred` is true, deciding on the
     /// entry as it is stored at the moment of removal: an entry that a save

@@ -13,8 +13,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use ranktune_cache::trtllm::{export as trtllm_export, to_json_text};
 use ranktune_cache::{
-    place_in_rank, read_cache_bytes, read_source, CacheData, CacheError, Candidate, Entry,
-    EntryKey, FileStore, Identity, Section, SourceError, SourceFormat, Store,
+    place_in_rank, read_cache_bytes, read_source, CacheData, CacheError, CacheLocation, Candidate,
+    Entry, EntryKey, Identity, Section, SourceError, SourceFormat, Store,
 };
 use ranktune_core::atomic_file::Publish;
 use ranktune_core::error_chain::Chain;
@@ -26,10 +26,12 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// A ranktune cache file, shared by every rank and process of a job.
+/// A ranktune cache — a file, or a Redis server — shared by every rank and
+/// process of a job.
 #[pyclass(module = "ranktune", frozen)]
 pub struct Cache {
     path: PathBuf,
+    location: CacheLocation,
 }
 
 /// Warnings the store returned, as Python `RuntimeWarning`s.
@@ -43,9 +45,8 @@ pub(crate) fn warn_all(py: Python<'_>, warnings: &[String]) -> PyResult<()> {
     Ok(())
 }
 
-fn store(path: &Path) -> PyResult<FileStore> {
-    FileStore::from_env(path)
-        .map_err(|e| errors::cache(&format!("cannot open {}", path.display()), e))
+fn store(location: &CacheLocation) -> PyResult<Box<dyn Store + Send + Sync>> {
+    location.open().map_err(|e| errors::cache(&format!("cannot open {location}"), e))
 }
 
 /// One dict given to `save` as (section, key, entry).
@@ -126,40 +127,49 @@ fn load_source(
 
 #[pymethods]
 impl Cache {
-    /// Opens the cache at `location` (a path; the file need not exist yet).
+    /// Opens the cache at `location`: a path (the file need not exist
+    /// yet) or `redis://[user[:password]@]host[:port][/db][?prefix=NAME]`
+    /// (the password may come from `RANKTUNE_REDIS_PASSWORD` instead).
+    /// Nothing is read or connected until the first call.
     #[new]
     fn new(location: PathBuf) -> PyResult<Self> {
-        let text = location.to_string_lossy();
-        if text.contains("://") {
-            return Err(errors::msg(format!(
-                "{text}: only file paths are supported as cache locations in this version; \
-                 pass a path such as tune.json"
-            )));
-        }
-        if text.is_empty() {
+        if location.as_os_str().is_empty() {
             return Err(PyValueError::new_err(
                 "the cache location is empty; pass a path such as tune.json",
             ));
         }
-        Ok(Cache { path: location })
+        let parsed = CacheLocation::parse_os(location.as_os_str())
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let path = match &parsed {
+            CacheLocation::File(p) => p.clone(),
+            CacheLocation::Redis(u) => PathBuf::from(u.to_string()),
+        };
+        Ok(Cache { path, location: parsed })
     }
 
-    /// The cache file's path.
+    /// The cache file's path (for a Redis cache, its URL with any password
+    /// redacted).
     #[getter]
     fn path(&self) -> PathBuf {
         self.path.clone()
     }
 
+    /// The location as text (a path, or a URL with any password redacted).
+    #[getter]
+    fn location(&self) -> String {
+        self.location.to_string()
+    }
+
     fn __repr__(&self) -> String {
-        format!("ranktune.Cache({:?})", self.path.display().to_string())
+        format!("ranktune.Cache({:?})", self.location.to_string())
     }
 
     /// The entries (all, or only `rank_<rank>`'s) as dicts with the fields
     /// of `ranktune cache show --json`. Read-only: never locks or rewrites.
     #[pyo3(signature = (rank=None))]
     fn entries<'py>(&self, py: Python<'py>, rank: Option<u32>) -> PyResult<Bound<'py, PyList>> {
-        let store = store(&self.path)?;
-        let path = self.path.clone();
+        let store = store(&self.location)?;
+        let path = self.location.clone();
         let (loaded, rows) = py
             .allow_threads(move || -> Result<_, CacheError> {
                 let loaded = store.inspect()?;
@@ -173,10 +183,7 @@ impl Cache {
                 Ok((loaded.warnings, rows))
             })
             .map_err(|e| {
-                errors::cache(
-                    &format!("cannot show {}; Cache.check() says more", path.display()),
-                    e,
-                )
+                errors::cache(&format!("cannot show {path}; Cache.check() says more"), e)
             })?;
         warn_all(py, &loaded)?;
         let items = rows.iter().map(|r| convert::to_py(py, r)).collect::<PyResult<Vec<_>>>()?;
@@ -202,10 +209,10 @@ impl Cache {
         if update.iter().any(|(_, _, e)| e.env == digest) {
             update.metadata.environments.insert(digest, current);
         }
-        let store = store(&self.path)?;
+        let store = store(&self.location)?;
         let report = py
             .allow_threads(|| store.save(&update))
-            .map_err(|e| errors::cache(&format!("saving into {}", self.path.display()), e))?;
+            .map_err(|e| errors::cache(&format!("saving into {}", self.location), e))?;
         warn_all(py, &report.warnings)?;
         let d = PyDict::new(py);
         d.set_item("written", report.written)?;
@@ -216,20 +223,20 @@ impl Cache {
     /// The cache's problems, one line each, by the rules of
     /// `ranktune cache check` (an empty list means healthy).
     fn check(&self, py: Python<'_>) -> PyResult<Vec<String>> {
-        let path = self.path.clone();
-        if std::fs::symlink_metadata(&path).is_err() {
+        let loc = self.location.clone();
+        if let Some(path) = loc.as_path().filter(|p| std::fs::symlink_metadata(p).is_err()) {
             return Err(errors::msg(format!("{} does not exist", path.display())));
         }
-        let store = store(&path)?;
+        let store = store(&loc)?;
         py.allow_threads(move || match store.inspect() {
             Ok(loaded) => {
-                let empty = read_cache_bytes(&path)
-                    .is_ok_and(|b| b.iter().all(u8::is_ascii_whitespace));
+                let empty = loc.as_path().is_some_and(|path| {
+                    read_cache_bytes(path).is_ok_and(|b| b.iter().all(u8::is_ascii_whitespace))
+                });
                 if empty {
                     return Ok(vec![format!(
-                        "empty file \u{2014} {} holds no cache at all (0 bytes or only blanks); the tuner \
-                         reads it as an empty cache. Delete it, or let `ranktune tune` write it",
-                        path.display()
+                        "empty file \u{2014} {loc} holds no cache at all (0 bytes or only blanks); the tuner \
+                         reads it as an empty cache. Delete it, or let `ranktune tune` write it"
                     )]);
                 }
                 let mut lines = loaded.warnings;
@@ -245,7 +252,7 @@ impl Cache {
             }
             Err(e) => Err(e),
         })
-        .map_err(|e| errors::cache(&format!("cannot check {}", self.path.display()), e))
+        .map_err(|e| errors::cache(&format!("cannot check {}", self.location), e))
     }
 
     /// Imports a ranktune or TensorRT-LLM cache file (`format` "auto",
@@ -275,8 +282,8 @@ impl Cache {
         if from_rank.is_some() && rank.is_none() {
             return Err(PyValueError::new_err("from_rank needs rank (the section to place it in)"));
         }
-        let store = store(&self.path)?;
-        let target = self.path.clone();
+        let store = store(&self.location)?;
+        let target = self.location.clone();
         let (src, report) = py
             .allow_threads(move || -> Result<_, PyErrText> {
                 let mut src = load_source(&path, format).map_err(PyErrText::Plain)?;
@@ -295,9 +302,7 @@ impl Cache {
             })
             .map_err(|e| match e {
                 PyErrText::Plain(m) => errors::msg(m),
-                PyErrText::Cache(e) => {
-                    errors::cache(&format!("saving into {}", target.display()), e)
-                }
+                PyErrText::Cache(e) => errors::cache(&format!("saving into {target}"), e),
             })?;
         warn_all(py, &src.warnings)?;
         warn_all(py, &report.warnings)?;
@@ -331,8 +336,8 @@ impl Cache {
                 "format={format:?}: the only export format is \"trtllm\""
             )));
         }
-        if !self.path.exists() {
-            return Err(errors::msg(format!("{} does not exist", self.path.display())));
+        if let Some(p) = self.location.as_path().filter(|p| !p.exists()) {
+            return Err(errors::msg(format!("{} does not exist", p.display())));
         }
         if path.exists() && !force {
             return Err(errors::msg(format!(
@@ -340,8 +345,8 @@ impl Cache {
                 path.display()
             )));
         }
-        let store = store(&self.path)?;
-        let src = self.path.clone();
+        let store = store(&self.location)?;
+        let src = self.location.clone();
         let (warnings, written, skipped) = py
             .allow_threads(move || -> Result<_, PyErrText> {
                 let loaded = store.inspect().map_err(PyErrText::Cache)?;
@@ -361,7 +366,7 @@ impl Cache {
             })
             .map_err(|e| match e {
                 PyErrText::Plain(m) => errors::msg(m),
-                PyErrText::Cache(e) => errors::cache(&format!("reading {}", src.display()), e),
+                PyErrText::Cache(e) => errors::cache(&format!("reading {src}"), e),
             })?;
         warn_all(py, &warnings)?;
         let d = PyDict::new(py);

@@ -12,7 +12,7 @@ use crate::{convert, errors};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use ranktune_cache::trtllm as tconv;
-use ranktune_cache::{FileStore, Identity, Section, Store};
+use ranktune_cache::{CacheLocation, Identity, Section, Store};
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -32,8 +32,7 @@ fn trtllm_save<'py>(
     sections: &Bound<'py, PyDict>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let doc = convert::from_py(sections.as_any(), "cache")?;
-    let store = FileStore::from_env(&path)
-        .map_err(|e| errors::cache(&format!("cannot open {}", path.display()), e))?;
+    let store = open(&path)?;
     let (report, skipped, warnings) = py
         .allow_threads(|| -> Result<_, PyErrText> {
             let imported = tconv::import(&doc).map_err(|e| {
@@ -75,11 +74,12 @@ fn trtllm_save<'py>(
 /// A file that does not parse is set aside (a warning says where).
 #[pyfunction]
 fn trtllm_load(py: Python<'_>, path: PathBuf, rank: u32) -> PyResult<PyObject> {
-    let store = FileStore::from_env(&path)
-        .map_err(|e| errors::cache(&format!("cannot open {}", path.display()), e))?;
+    let store = open(&path)?;
     let (doc, warnings) = py
         .allow_threads(|| -> Result<_, PyErrText> {
-            let loaded = store.load().map_err(PyErrText::Cache)?;
+            let loaded = store
+                .load_sections(&[Section::Shared, Section::Rank(rank)])
+                .map_err(PyErrText::Cache)?;
             let mut data = loaded.data;
             data.sections.retain(|s, _| *s == Section::Shared || *s == Section::Rank(rank));
             let exported = tconv::export(&data);
@@ -97,6 +97,13 @@ fn trtllm_load(py: Python<'_>, path: PathBuf, rank: u32) -> PyResult<PyObject> {
     convert::to_py(py, &doc)
 }
 
+/// The store at `path` (a file path or a Redis URL).
+fn open(path: &std::path::Path) -> PyResult<Box<dyn Store + Send + Sync>> {
+    let loc = CacheLocation::parse_os(path.as_os_str())
+        .map_err(|e| errors::cache("cannot open the cache", e))?;
+    loc.open().map_err(|e| errors::cache(&format!("cannot open {loc}"), e))
+}
+
 /// An error produced without the GIL, turned into a Python one after.
 enum PyErrText {
     Plain(String),
@@ -107,7 +114,12 @@ impl PyErrText {
     fn into_py(self, path: &std::path::Path) -> PyErr {
         match self {
             PyErrText::Plain(m) => errors::msg(m),
-            PyErrText::Cache(e) => errors::cache(&format!("{}", path.display()), e),
+            PyErrText::Cache(e) => errors::cache(
+                &CacheLocation::parse_os(path.as_os_str())
+                    .map(|l| l.to_string())
+                    .unwrap_or_else(|_| path.display().to_string()),
+                e,
+            ),
         }
     }
 }

@@ -41,7 +41,8 @@ pub struct Session<'a> {
 
 impl<'a> Session<'a> {
     /// Loads the store into the tuner: only the sections it uses (`shared`
-    /// and its own), so a rank of a big job never builds the others.
+    /// and its own), so a rank of a big job never builds the others (and
+    /// on a remote store reads only a fraction of the cache).
     pub fn start(tuner: &'a Tuner, store: &'a dyn Store) -> Result<Self, CacheError> {
         let loaded = store.load_sections(&tuner.sections())?;
         for w in &loaded.warnings {

@@ -198,6 +198,11 @@ impl EntryText {
         EntryText(String::from_utf8_lossy(&out).into())
     }
 
+    /// The text.
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+
     /// The entry, fully parsed and validated; `None` when it is malformed.
     pub(crate) fn entry(&self) -> Option<Entry> {
         let raw: &RawValue = serde_json::from_str(&self.0).ok()?;
@@ -542,6 +547,24 @@ fn describe_raw(section: &str, index: usize, raw: &RawValue) -> String {
         }
     }
     name
+}
+
+/// Parses one entry's JSON text fully and validates it, for stores that
+/// hold entries one by one (Redis); `Err` says what is wrong with it.
+pub(crate) fn entry_from_str(text: &str) -> Result<(EntryKey, Entry), String> {
+    let e: EntryIn = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let key = EntryKey { op: e.op, runner: e.runner, fingerprint: e.fingerprint, bucket: e.bucket };
+    let entry = Entry {
+        runner_index: e.runner_index,
+        tactic: e.tactic,
+        time_us: e.time_us,
+        candidates: e.candidates,
+        checksum: e.checksum,
+        env: e.env,
+        created_unix: e.created_unix,
+    };
+    validate_entry(&key, &entry)?;
+    Ok((key, entry))
 }
 
 /// Parses one entry fully and validates it.

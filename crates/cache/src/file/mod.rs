@@ -77,7 +77,7 @@ use crate::codec::{self, EntryText, ParseError, Parsed, Stored};
 use crate::document::CacheData;
 use crate::entry::{Entry, EntryKey, Identity, Section};
 use crate::error::io;
-use crate::store::{Loaded, RemovePredicate, SaveReport, Store};
+use crate::store::{Loaded, RemovePredicate, Resolver, SaveReport, Store};
 use crate::CacheError;
 use lock::{Acquired, LockGuard};
 use ranktune_core::atomic_file;
@@ -181,10 +181,6 @@ enum SpoolRead<T> {
 /// A change a fold makes under the lock, after every waiting spool was
 /// applied; returns how many entries it changed.
 type Edit<'a> = dyn FnMut(&mut CacheData<EntryText>) -> Result<usize, CacheError> + 'a;
-
-/// Decides a merge conflict under the lock: `(section, key, stored, new)`,
-/// true to store `new` (see [`FileStore::save_resolving`]).
-pub type Resolver<'a> = dyn Fn(Section, &EntryKey, &Entry, &Entry) -> bool + 'a;
 
 impl FileStore {
     /// A store for the cache file at `path`, with the lock timeout
@@ -525,7 +521,7 @@ impl FileStore {
     /// The part of `update` that will be written: valid entries, plus the
     /// identities they refer to. Borrows `update` when it is all valid and
     /// complete (the usual case: no copy of the entries).
-    fn prepare(update: &CacheData) -> (Cow<'_, CacheData>, Vec<String>) {
+    pub(crate) fn prepare(update: &CacheData) -> (Cow<'_, CacheData>, Vec<String>) {
         static CURRENT: std::sync::OnceLock<(Identity, String)> = std::sync::OnceLock::new();
         let (current, current_digest) = CURRENT.get_or_init(|| {
             let id = Identity::current();
@@ -562,6 +558,24 @@ impl FileStore {
 }
 
 impl Store for FileStore {
+    fn location(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// [`FileStore::inspect`]: no lock, nothing set aside.
+    fn inspect(&self) -> Result<Loaded, CacheError> {
+        FileStore::inspect(self)
+    }
+
+    /// [`FileStore::save_resolving`]: decided under the lock.
+    fn save_resolving(
+        &self,
+        update: &CacheData,
+        take_new: &Resolver<'_>,
+    ) -> Result<SaveReport, CacheError> {
+        FileStore::save_resolving(self, update, take_new)
+    }
+
     /// Loads the cache plus any saves not yet folded into it. A file that
     /// does not parse is moved aside (see [`Loaded::moved_aside`]) and the
     /// load goes on with an empty cache; bad entries are skipped. Fails on

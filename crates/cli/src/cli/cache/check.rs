@@ -4,7 +4,7 @@
 //! same op and bucket. Read-only. What counts as a problem is
 //! `ranktune_cache::check`'s; this module only reads the file and prints.
 
-use super::common::{is_empty_file, open_store};
+use super::common::{exists, is_empty_file, location, open_store};
 use ranktune_cache::{CacheError, Identity};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,24 +12,23 @@ use std::process::ExitCode;
 /// Check a cache's health.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// The cache file.
+    /// The cache: a file, or redis://host[:port][/db][?prefix=NAME].
     pub file: PathBuf,
 }
 
 /// Runs `cache check`.
 pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
-    let path = &args.file;
+    let loc = location(&args.file)?;
     let mut lines = Vec::new();
-    if std::fs::symlink_metadata(path).is_err() {
-        anyhow::bail!("{} does not exist", path.display());
+    if !exists(&loc) {
+        anyhow::bail!("{loc} does not exist");
     }
-    match open_store(path)?.inspect() {
+    match open_store(&loc)?.inspect() {
         Ok(loaded) => {
-            if is_empty_file(path) {
+            if is_empty_file(&loc) {
                 println!(
-                    "empty file \u{2014} {} holds no cache at all (0 bytes or only blanks); the tuner \
-                     reads it as an empty cache. Delete it, or let `ranktune tune` write it",
-                    path.display()
+                    "empty file \u{2014} {loc} holds no cache at all (0 bytes or only blanks); the tuner \
+                     reads it as an empty cache. Delete it, or let `ranktune tune` write it"
                 );
                 return Ok(ExitCode::FAILURE);
             }
@@ -41,8 +40,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             if lines.is_empty() {
                 let sections: std::collections::BTreeSet<_> = loaded.data.sections.keys().collect();
                 println!(
-                    "{}: healthy ({} entries in {} section(s))",
-                    path.display(),
+                    "{loc}: healthy ({} entries in {} section(s))",
                     loaded.data.len(),
                     sections.len()
                 );
@@ -52,9 +50,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
         Err(e @ (CacheError::Corrupt { .. } | CacheError::Unsupported { .. })) => {
             lines.push(format!("unusable: {e}"));
         }
-        Err(e) => {
-            return Err(anyhow::Error::new(e).context(format!("cannot check {}", path.display())))
-        }
+        Err(e) => return Err(anyhow::Error::new(e).context(format!("cannot check {loc}"))),
     }
     for l in &lines {
         println!("{l}");

@@ -4,7 +4,7 @@
 //! use this one and never each other.
 
 use anyhow::Context;
-use ranktune_cache::{read_source, FileStore, Source, SourceFormat, WonBy};
+use ranktune_cache::{read_source, CacheLocation, Source, SourceFormat, Store, WonBy};
 use std::path::Path;
 use tracing::warn;
 
@@ -30,11 +30,44 @@ impl Format {
     }
 }
 
-/// Reads one cache file in the given (or detected) format, logging each
-/// warning (bad entries skipped, an empty file). A file that is not JSON is
-/// an error and is left exactly as it is.
+/// The cache location an argument names: a file path, or a Redis URL
+/// (`ranktune_cache::CacheLocation`, the one parser of locations).
+pub(super) fn location(arg: &Path) -> anyhow::Result<CacheLocation> {
+    Ok(CacheLocation::parse_os(arg.as_os_str())?)
+}
+
+/// How messages name the cache an argument names: the path, or the URL
+/// with its password redacted.
+pub(super) fn shown(arg: &Path) -> String {
+    match CacheLocation::parse_os(arg.as_os_str()) {
+        Ok(loc) => loc.to_string(),
+        Err(_) => ranktune_cache::redact_text(&arg.to_string_lossy()),
+    }
+}
+
+/// Reads one cache in the given (or detected) format, logging each warning
+/// (bad entries skipped, an empty file). A file that is not JSON is an
+/// error and is left exactly as it is. A Redis location is read as a
+/// ranktune cache, without side effects.
 pub(super) fn load_source(path: &Path, format: Format) -> anyhow::Result<Source> {
-    let source = read_source(path, format.source_format())?;
+    let source = match location(path)? {
+        CacheLocation::File(_) => read_source(path, format.source_format())?,
+        loc @ CacheLocation::Redis(_) => {
+            if format == Format::Trtllm {
+                anyhow::bail!(
+                    "{loc} is a ranktune cache on Redis; --format trtllm reads files only"
+                );
+            }
+            let loaded = open_store(&loc)?.inspect().with_context(|| format!("reading {loc}"))?;
+            Source {
+                data: loaded.data,
+                format: Some(SourceFormat::Ranktune),
+                skipped: loaded.bad_entries,
+                empty: false,
+                warnings: loaded.warnings,
+            }
+        }
+    };
     for w in &source.warnings {
         warn!("{w}");
     }
@@ -44,14 +77,26 @@ pub(super) fn load_source(path: &Path, format: Format) -> anyhow::Result<Source>
 /// True when the file at `path` holds nothing but blanks (0 bytes
 /// included): the store reads it as an empty cache, but people should hear
 /// that it is empty, not that it is a healthy cache.
-pub(super) fn is_empty_file(path: &Path) -> bool {
-    ranktune_cache::read_cache_bytes(path).is_ok_and(|b| b.iter().all(u8::is_ascii_whitespace))
+pub(super) fn is_empty_file(loc: &CacheLocation) -> bool {
+    loc.as_path().is_some_and(|path| {
+        ranktune_cache::read_cache_bytes(path).is_ok_and(|b| b.iter().all(u8::is_ascii_whitespace))
+    })
 }
 
-/// The store for `path`, configured from the environment the same way for
-/// every subcommand: a malformed `RANKTUNE_LOCK_TIMEOUT` is an error.
-pub(super) fn open_store(path: &Path) -> anyhow::Result<FileStore> {
-    FileStore::from_env(path).with_context(|| format!("cannot open {}", path.display()))
+/// The store for `loc`, configured from the environment the same way for
+/// every subcommand: a malformed `RANKTUNE_LOCK_TIMEOUT` (or Redis
+/// variable) is an error.
+pub(super) fn open_store(loc: &CacheLocation) -> anyhow::Result<Box<dyn Store + Send + Sync>> {
+    loc.open().with_context(|| format!("cannot open {loc}"))
+}
+
+/// Whether `loc` exists: a file that is there (even a dangling link);
+/// a Redis location always does (an empty prefix is an empty cache).
+pub(super) fn exists(loc: &CacheLocation) -> bool {
+    match loc {
+        CacheLocation::File(p) => std::fs::symlink_metadata(p).is_ok(),
+        CacheLocation::Redis(_) => true,
+    }
 }
 
 /// The rule that decided a conflict, in words.

@@ -5,7 +5,7 @@
 //! directory; never over a device or FIFO), and an existing OUT is only
 //! replaced with --force. The cache itself is only read.
 
-use super::common::{open_store, same_file};
+use super::common::{exists, location, open_store, same_file};
 use anyhow::{bail, Context, Result};
 use ranktune_cache::trtllm::{export, to_json_text};
 use ranktune_cache::CacheError;
@@ -23,7 +23,7 @@ pub enum ExportFormat {
 
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
-    /// The cache to export.
+    /// The cache to export: a file, or redis://host[:port][/db][?prefix=NAME].
     pub cache: PathBuf,
     /// Where to write.
     #[arg(short, long, value_name = "OUT")]
@@ -37,10 +37,11 @@ pub struct ExportArgs {
 }
 
 pub fn run(args: ExportArgs) -> Result<ExitCode> {
-    if !args.cache.exists() {
-        bail!("{} does not exist", args.cache.display());
+    let loc = location(&args.cache)?;
+    if !exists(&loc) || loc.as_path().is_some_and(|p| !p.exists()) {
+        bail!("{loc} does not exist");
     }
-    if same_file(&args.cache, &args.output) {
+    if loc.as_path().is_some() && same_file(&args.cache, &args.output) {
         bail!(
             "{} is the cache being exported (the same file{}); writing the export there would \
              replace the cache with another format. Choose another -o path",
@@ -52,11 +53,9 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
     if args.output.exists() && !args.force {
         bail!("{} exists; pass --force to replace it", args.output.display());
     }
-    let loaded = open_store(&args.cache)?
-        .inspect()
-        .with_context(|| format!("reading {}", args.cache.display()))?;
+    let loaded = open_store(&loc)?.inspect().with_context(|| format!("reading {loc}"))?;
     for w in &loaded.warnings {
-        warn!("{}: {w}", args.cache.display());
+        warn!("{loc}: {w}");
     }
     let ExportFormat::Trtllm = args.format;
     let exported = export(&loaded.data);

@@ -4,16 +4,17 @@
 //! imports into one cache can run at once. Reading a source never modifies
 //! it.
 
-use super::common::{load_source, open_store, won_by_text, Format};
+use super::common::{load_source, location, open_store, shown, won_by_text, Format};
 use anyhow::{Context, Result};
-use ranktune_cache::{merge, place_in_rank, CacheData, Store};
+use ranktune_cache::{merge, place_in_rank, CacheData};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tracing::warn;
 
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
-    /// The cache to import into (created if missing).
+    /// The cache to import into (created if missing): a file, or
+    /// redis://host[:port][/db][?prefix=NAME].
     pub cache: PathBuf,
     /// Files to import.
     #[arg(required = true)]
@@ -31,18 +32,19 @@ pub struct ImportArgs {
 }
 
 pub fn run(args: ImportArgs) -> Result<ExitCode> {
+    let target = location(&args.cache)?;
     // Read and check every source before writing anything.
     let mut sources = Vec::with_capacity(args.src.len());
     for path in &args.src {
         let mut source = load_source(path, args.format)?;
         if let Some(to) = args.rank {
             source.data = place_in_rank(source.data, args.from_rank, to)
-                .with_context(|| format!("placing {} into rank_{to}", path.display()))?;
+                .with_context(|| format!("placing {} into rank_{to}", shown(path)))?;
         }
         println!(
             "read {} entries from {} ({}{})",
             source.data.len(),
-            path.display(),
+            shown(path),
             match (source.empty, source.format) {
                 (false, Some(format)) => format.name(),
                 _ => "empty",
@@ -63,21 +65,15 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
             c.section,
             c.key,
             c.kept.tactic,
-            args.src[c.winner].display(),
+            shown(&args.src[c.winner]),
             won_by_text(c.won_by)
         );
     }
-    let report = open_store(&args.cache)?
-        .save(&merged.data)
-        .with_context(|| format!("saving into {}", args.cache.display()))?;
+    let report =
+        open_store(&target)?.save(&merged.data).with_context(|| format!("saving into {target}"))?;
     for w in &report.warnings {
         warn!("{w}");
     }
-    println!(
-        "imported {} entries into {} (it now holds {})",
-        report.written,
-        args.cache.display(),
-        report.total
-    );
+    println!("imported {} entries into {target} (it now holds {})", report.written, report.total);
     Ok(ExitCode::SUCCESS)
 }

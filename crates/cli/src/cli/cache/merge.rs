@@ -4,8 +4,9 @@
 //! which applies the same rule again, under the lock, against OUT as stored
 //! at that moment (see `FileStore::save_resolving`).
 
-use super::common::{load_source, open_store, same_file, won_by_text, Format};
+use super::common::{load_source, location, open_store, same_file, shown, won_by_text, Format};
 use anyhow::{Context, Result};
+use ranktune_cache::CacheLocation;
 use ranktune_cache::{merge, new_wins};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -15,8 +16,8 @@ use tracing::warn;
 #[command(after_help = "Conflicts (same key, same section, different choice): the newest entry \
     (created_unix) wins, then the faster, then the earlier input. Each is reported.")]
 pub struct MergeArgs {
-    /// The cache to write. If it exists, its entries take part in the merge
-    /// as if it were the first input.
+    /// The cache to write (a file, or redis://…). If it exists, its entries
+    /// take part in the merge as if it were the first input.
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
     /// The caches to combine (ranktune or TensorRT-LLM format).
@@ -33,13 +34,21 @@ pub struct MergeArgs {
 pub fn run(args: MergeArgs) -> Result<ExitCode> {
     let mut names = Vec::new();
     let mut datas = Vec::new();
-    let out_is_input = args.inputs.iter().any(|p| same_file(p, &args.output));
-    if args.output.exists() && !out_is_input {
-        let existing = open_store(&args.output)?.inspect().with_context(|| {
-            format!("reading {} (it takes part in the merge)", args.output.display())
-        })?;
+    let out = location(&args.output)?;
+    let out_is_input = match &out {
+        CacheLocation::File(_) => args.inputs.iter().any(|p| same_file(p, &args.output)),
+        CacheLocation::Redis(_) => args.inputs.iter().any(|p| location(p).is_ok_and(|l| l == out)),
+    };
+    let out_exists = match &out {
+        CacheLocation::File(p) => p.exists(),
+        CacheLocation::Redis(_) => true,
+    };
+    if out_exists && !out_is_input {
+        let existing = open_store(&out)?
+            .inspect()
+            .with_context(|| format!("reading {out} (it takes part in the merge)"))?;
         for w in &existing.warnings {
-            warn!("{}: {w}", args.output.display());
+            warn!("{out}: {w}");
         }
         names.push(args.output.clone());
         datas.push(existing.data);
@@ -58,10 +67,10 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
                 serde_json::json!({
                     "section": c.section,
                     "key": c.key,
-                    "kept_from": names[c.winner],
+                    "kept_from": shown(&names[c.winner]),
                     "kept": c.kept,
                     "won_by": c.won_by,
-                    "dropped": c.dropped.iter().map(|(i, e)| serde_json::json!({"from": names[*i], "entry": e})).collect::<Vec<_>>(),
+                    "dropped": c.dropped.iter().map(|(i, e)| serde_json::json!({"from": shown(&names[*i]), "entry": e})).collect::<Vec<_>>(),
                 })
             })
             .collect();
@@ -75,7 +84,7 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
                 .dropped
                 .iter()
                 .map(|(i, e)| {
-                    format!("{} ({:.3} us) from {}", e.tactic, e.time_us, names[*i].display())
+                    format!("{} ({:.3} us) from {}", e.tactic, e.time_us, shown(&names[*i]))
                 })
                 .collect();
             println!(
@@ -84,7 +93,7 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
                 c.key,
                 c.kept.tactic,
                 c.kept.time_us,
-                names[c.winner].display(),
+                shown(&names[c.winner]),
                 won_by_text(c.won_by),
                 dropped.join(", ")
             );
@@ -93,16 +102,15 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
     // The rule is applied again under the lock against OUT as stored then,
     // so an entry a rank saved after OUT was read above is not replaced by
     // an older one.
-    let report = open_store(&args.output)?
+    let report = open_store(&out)?
         .save_resolving(&merged.data, &|_, _, stored, new| new_wins(stored, new))
-        .with_context(|| format!("saving {}", args.output.display()))?;
+        .with_context(|| format!("saving {out}"))?;
     for w in &report.warnings {
         warn!("{w}");
     }
     let msg = format!(
-        "merged {} inputs into {}: {} entries, {} keys in several inputs, {} conflicts",
+        "merged {} inputs into {out}: {} entries, {} keys in several inputs, {} conflicts",
         datas.len(),
-        args.output.display(),
         report.total,
         merged.overlapping,
         merged.conflicts.len()

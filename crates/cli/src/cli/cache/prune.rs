@@ -4,16 +4,16 @@
 //! decided under the lock, on each entry as stored then: a rank that
 //! re-tunes a stale entry while prune runs keeps its fresh entry.
 
-use super::common::open_store;
+use super::common::{exists, location, open_store};
 use anyhow::Context;
-use ranktune_cache::{is_stale, Identity, Store};
+use ranktune_cache::{is_stale, Identity};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Remove stale entries.
 #[derive(Debug, clap::Args)]
 pub struct PruneArgs {
-    /// The cache file.
+    /// The cache: a file, or redis://host[:port][/db][?prefix=NAME].
     pub file: PathBuf,
     /// Keep only entries of this environment: `current` (this machine) or
     /// a digest listed in the file's `metadata.environments` (as `cache show
@@ -29,13 +29,14 @@ pub struct PruneArgs {
 pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
     let current = Identity::current().digest();
     let keep = if args.env == "current" { current.clone() } else { args.env.clone() };
-    if std::fs::symlink_metadata(&args.file).is_err() {
-        anyhow::bail!("{} does not exist", args.file.display());
+    let loc = location(&args.file)?;
+    if !exists(&loc) {
+        anyhow::bail!("{loc} does not exist");
     }
-    let store = open_store(&args.file)?;
-    let loaded = store.inspect().with_context(|| {
-        format!("cannot prune {}; `ranktune cache check` says more", args.file.display())
-    })?;
+    let store = open_store(&loc)?;
+    let loaded = store
+        .inspect()
+        .with_context(|| format!("cannot prune {loc}; `ranktune cache check` says more"))?;
     let known = &loaded.data.metadata.environments;
     if keep != current && !known.contains_key(&keep) {
         let mut listed: Vec<String> = known.keys().cloned().collect();
@@ -43,10 +44,9 @@ pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
             listed.push(format!("{current} (this machine)"));
         }
         anyhow::bail!(
-            "--env {:?} is neither `current` nor an environment recorded in {}; nothing was \
+            "--env {:?} is neither `current` nor an environment recorded in {loc}; nothing was \
              removed. Known environments: {}",
             args.env,
-            args.file.display(),
             listed.join(", ")
         );
     }
@@ -59,8 +59,7 @@ pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
             println!("would remove {s} {k} (env {})", e.env);
         }
         println!(
-            "{}: would remove {} stale entries (not measured under {keep}){}; nothing changed (--dry-run)",
-            args.file.display(),
+            "{loc}: would remove {} stale entries (not measured under {keep}){}; nothing changed (--dry-run)",
             stale.len(),
             if loaded.bad_entries > 0 {
                 format!(" and {} malformed entries", loaded.bad_entries)
@@ -72,15 +71,13 @@ pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
     }
     let report = store
         .remove_where(&|_, _, e| is_stale(e, &keep))
-        .with_context(|| format!("cannot prune {}", args.file.display()))?;
+        .with_context(|| format!("cannot prune {loc}"))?;
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
     println!(
-        "{}: removed {} stale entries (not measured under {keep}); {} entries left",
-        args.file.display(),
-        report.written,
-        report.total
+        "{loc}: removed {} stale entries (not measured under {keep}); {} entries left",
+        report.written, report.total
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -2,7 +2,7 @@
 //! table for people or JSON for scripts. Read-only: it never locks, moves
 //! or rewrites anything.
 
-use super::common::{bucket_text, is_empty_file, open_store, tactic_text};
+use super::common::{bucket_text, exists, is_empty_file, location, open_store, tactic_text};
 use anyhow::Context;
 use ranktune_cache::{bucket_size, is_stale, CacheData, Entry, EntryKey, Identity, Section};
 use std::path::PathBuf;
@@ -11,7 +11,7 @@ use std::process::ExitCode;
 /// Print a cache's entries.
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    /// The cache file.
+    /// The cache: a file, or redis://host[:port][/db][?prefix=NAME].
     pub file: PathBuf,
     /// Only this rank's section (`rank_R`); exit 1 when the cache has none.
     #[arg(long, value_name = "R", allow_negative_numbers = true, value_parser = crate::cli::count::<u32>)]
@@ -43,18 +43,19 @@ fn sort_for_people(rows: &mut [(Section, &EntryKey, &Entry)]) {
 
 /// Runs `cache show`.
 pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
-    if std::fs::symlink_metadata(&args.file).is_err() {
-        anyhow::bail!("{} does not exist", args.file.display());
+    let loc = location(&args.file)?;
+    if !exists(&loc) {
+        anyhow::bail!("{loc} does not exist");
     }
-    let store = open_store(&args.file)?;
-    let loaded = store.inspect().with_context(|| {
-        format!("cannot show {}; `ranktune cache check` says more", args.file.display())
-    })?;
+    let store = open_store(&loc)?;
+    let loaded = store
+        .inspect()
+        .with_context(|| format!("cannot show {loc}; `ranktune cache check` says more"))?;
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
-    if !args.json && loaded.data.is_empty() && is_empty_file(&args.file) {
-        println!("empty cache: {} is an empty file (no entries, no metadata)", args.file.display());
+    if !args.json && loaded.data.is_empty() && is_empty_file(&loc) {
+        println!("empty cache: {loc} is an empty file (no entries, no metadata)");
         return Ok(ExitCode::SUCCESS);
     }
     let current = Identity::current().digest();
@@ -65,8 +66,7 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
             data.iter().filter_map(|(s, _, _)| s.rank()).collect();
         let list: Vec<String> = ranks.iter().map(u32::to_string).collect();
         eprintln!(
-            "error: {} has no entries for rank {r}; {}",
-            args.file.display(),
+            "error: {loc} has no entries for rank {r}; {}",
             if list.is_empty() {
                 "it has no rank sections (only shared entries, or none)".to_string()
             } else {

@@ -8,15 +8,15 @@
 
 use super::progress::LaunchBar;
 use super::report::{JobReport, RankReport};
-use super::{max_tokens, rank, strategy_for, OpName, TuneArgs};
+use super::{max_tokens, rank, shown, strategy_for, OpName, TuneArgs};
 use crate::cli::sys;
 use anyhow::Context;
+use ranktune_cache::CacheLocation;
 use ranktune_core::rank::{RankInfo, RankSource};
 use ranktune_trace::TraceConfig;
 use ranktune_tune::{LaunchError, Launcher};
 use std::ffi::OsString;
 use std::io::Write;
-use std::path::Path;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Instant;
@@ -36,7 +36,7 @@ pub(super) enum Launched {
 /// `ranktune_tune::Launcher::stop_on`).
 pub(super) fn launch(
     args: &TuneArgs,
-    cache: &Path,
+    cache: &CacheLocation,
     n: u32,
     stop: &Arc<AtomicUsize>,
 ) -> anyhow::Result<Launched> {
@@ -45,10 +45,16 @@ pub(super) fn launch(
     let exe =
         std::env::current_exe().context("finding the ranktune executable to start the ranks")?;
     let mut bar = LaunchBar::new(n);
-    let launched = Launcher::new(exe)
-        .args(child_args(args, cache, n))
-        .stop_on(Arc::clone(stop))
-        .run::<RankReport>(n, &mut bar);
+    let mut launcher = Launcher::new(exe).args(child_args(args, cache, n));
+    // A password given in the URL reaches the ranks through the
+    // environment, never through their command lines.
+    if let Some(pw) = match cache {
+        CacheLocation::Redis(u) => u.password(),
+        CacheLocation::File(_) => None,
+    } {
+        launcher = launcher.env(ranktune_cache::REDIS_PASSWORD_ENV, pw);
+    }
+    let launched = launcher.stop_on(Arc::clone(stop)).run::<RankReport>(n, &mut bar);
     drop(bar);
     let mut reports = match launched {
         Ok(reports) => reports,
@@ -62,8 +68,7 @@ pub(super) fn launch(
                 }
                 _ => writeln!(
                     err,
-                    "ranktune: {name}: stopped {n} ranks; each saved what it had tuned to {}{}",
-                    cache.display(),
+                    "ranktune: {name}: stopped {n} ranks; each saved what it had tuned to {cache}{}",
                     args.trace.as_ref().map_or(String::new(), |t| format!(
                         " and wrote its trace ({})",
                         t.display()
@@ -75,23 +80,19 @@ pub(super) fn launch(
         Err(e) => return Err(e.into()),
     };
     reports.sort_by_key(|r| r.rank);
-    Ok(Launched::Done(JobReport::new(
-        cache.to_path_buf(),
-        reports,
-        started.elapsed().as_secs_f64(),
-    )))
+    Ok(Launched::Done(JobReport::new(shown(cache), reports, started.elapsed().as_secs_f64())))
 }
 
 /// Checks the cache and trace paths once, before any rank starts, so that a
 /// bad one is one error here rather than the same error from every rank and
 /// again in the launcher's summary. Each rank checks again (the launcher's
 /// check creates the directories the ranks would create, and nothing else).
-fn check_paths(args: &TuneArgs, cache: &Path, n: u32) -> anyhow::Result<()> {
-    if cache.is_dir() {
+fn check_paths(args: &TuneArgs, cache: &CacheLocation, n: u32) -> anyhow::Result<()> {
+    if let Some(path) = cache.as_path().filter(|p| p.is_dir()) {
         anyhow::bail!(
             "the tuning cache {} is a directory; give a file path, e.g. --cache {}",
-            cache.display(),
-            cache.join("ranktune-cache.json").display()
+            path.display(),
+            path.join("ranktune-cache.json").display()
         );
     }
     rank::open_store(cache)?;
@@ -111,14 +112,17 @@ fn check_paths(args: &TuneArgs, cache: &Path, n: u32) -> anyhow::Result<()> {
 }
 
 /// A child rank's arguments: this run's options, spelled out.
-fn child_args(args: &TuneArgs, cache: &Path, n: u32) -> Vec<OsString> {
+fn child_args(args: &TuneArgs, cache: &CacheLocation, n: u32) -> Vec<OsString> {
     let mut a: Vec<OsString> = ["tune", "--child"].map(OsString::from).to_vec();
     if args.model.is_none() {
         a.push("--ops".into());
         a.push(OpName::list(&args.ops).into());
     }
     a.push("--cache".into());
-    a.push(cache.into());
+    a.push(match cache {
+        CacheLocation::File(p) => p.clone().into_os_string(),
+        CacheLocation::Redis(u) => u.without_password().to_string().into(),
+    });
     a.push("--max-tokens".into());
     a.push(max_tokens(args).to_string().into());
     if let Some(model) = &args.model {

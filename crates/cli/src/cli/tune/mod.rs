@@ -32,11 +32,13 @@ mod table;
 
 use crate::cli::sys;
 use anyhow::{bail, Context};
+use ranktune_cache::CacheLocation;
 use ranktune_tune::strategy::Strategy;
 use report::JobReport;
 use serde::{Deserialize, Serialize};
+use std::ffi::{OsStr, OsString};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -85,10 +87,12 @@ pub struct TuneArgs {
     /// it [default: 1024, or 64 with --quick].
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli::count::<u64>)]
     max_tokens: Option<u64>,
-    /// Cache file [default: $RANKTUNE_CACHE, $TLLM_AUTOTUNER_CACHE_PATH, or
+    /// The cache: a file, or redis://[user@]host[:port][/db][?prefix=NAME]
+    /// for ranks on many machines (password in RANKTUNE_REDIS_PASSWORD)
+    /// [default: $RANKTUNE_CACHE, $TLLM_AUTOTUNER_CACHE_PATH, or
     /// ./ranktune-cache.json].
-    #[arg(long, value_name = "PATH")]
-    cache: Option<PathBuf>,
+    #[arg(long, value_name = "LOCATION")]
+    cache: Option<OsString>,
     /// Start N local rank processes and wait for all of them. Without it this
     /// process is one rank of a job started by mpirun, srun, torchrun, ….
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli::count::<u32>)]
@@ -167,7 +171,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
         }
         None => None,
     };
-    let cache = cache_path(args.cache.as_deref());
+    let cache = cache_location(args.cache.as_deref())?;
     if args.child {
         // A rank whose launcher died must still save: its progress writes
         // fail instead of killing it.
@@ -187,12 +191,11 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
             if let Some(sig) = sys::stop_signal(&stop) {
                 let _ = writeln!(
                     std::io::stderr(),
-                    "ranktune: {}: rank {} stopped after {} buckets; {} entries saved to {}",
+                    "ranktune: {}: rank {} stopped after {} buckets; {} entries saved to {cache}",
                     sys::signal_name(sig),
                     rank.rank,
                     rank.rows.len(),
                     rank.entries_saved,
-                    cache.display()
                 );
                 return Ok(signal_exit(sig));
             }
@@ -201,7 +204,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
                     .context("encoding the rank's report")?;
                 return Ok(ExitCode::SUCCESS);
             }
-            JobReport::new(cache.clone(), vec![rank], started.elapsed().as_secs_f64())
+            JobReport::new(shown(&cache), vec![rank], started.elapsed().as_secs_f64())
         }
     };
     let report = JobReport { model, ..report };
@@ -235,13 +238,25 @@ fn signal_exit(sig: i32) -> ExitCode {
 }
 
 /// `--cache`, then `RANKTUNE_CACHE`, then `TLLM_AUTOTUNER_CACHE_PATH`, then
-/// `./ranktune-cache.json`.
-fn cache_path(flag: Option<&Path>) -> PathBuf {
-    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
-    flag.map(Path::to_path_buf)
+/// `./ranktune-cache.json`: a file path or a Redis URL
+/// (`ranktune_cache::CacheLocation`).
+fn cache_location(flag: Option<&OsStr>) -> anyhow::Result<CacheLocation> {
+    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let text = flag
+        .map(OsStr::to_os_string)
         .or_else(|| env("RANKTUNE_CACHE"))
         .or_else(|| env("TLLM_AUTOTUNER_CACHE_PATH"))
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_CACHE))
+        .unwrap_or_else(|| OsString::from(DEFAULT_CACHE));
+    Ok(CacheLocation::parse_os(&text)?)
+}
+
+/// How the report names the cache: the path, or the URL with its password
+/// redacted.
+fn shown(cache: &CacheLocation) -> PathBuf {
+    match cache {
+        CacheLocation::File(p) => p.clone(),
+        CacheLocation::Redis(u) => PathBuf::from(u.to_string()),
+    }
 }
 
 /// The strategy a job of `world_size` ranks uses: `--strategy` (or

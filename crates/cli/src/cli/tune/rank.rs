@@ -10,22 +10,30 @@ use super::report::{row_from_entry, row_from_record, RankReport, Row};
 use super::{labels::shape_label, max_tokens, strategy_for, OpName, TuneArgs};
 use crate::cli::sys;
 use anyhow::Context;
-use ranktune_cache::{Identity, Section, Store};
+use ranktune_cache::{CacheData, CacheLocation, Identity, Section, Store};
 use ranktune_collective as collective;
 use ranktune_core::rank::{RankInfo, RankOverrides};
 use ranktune_kernels::{gemm, rmsnorm, runners, softmax};
 use ranktune_trace::{TraceConfig, TraceSession};
 use ranktune_tune::strategy::{self, Coordinator};
 use ranktune_tune::{Op, Session, Source, TuneInputs, Tuner, TunerOptions};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
 
-/// Opens the cache store and checks now that the cache can be saved —
-/// its directory exists (ranktune never creates it) and accepts new files — so a bad
-/// path fails before tuning rather than after it. The check leaves nothing
-/// behind.
-pub(super) fn open_store(path: &Path) -> anyhow::Result<Box<dyn Store>> {
-    let store = ranktune_cache::FileStore::from_env(path).context("opening the tuning cache")?;
+/// Opens the cache store and checks now that the cache can be saved — a
+/// file's directory exists (ranktune never creates it) and accepts new
+/// files; a Redis server answers, takes the credentials and holds a
+/// ranktune cache (or nothing) under the prefix — so a bad location fails
+/// before tuning rather than after it. The check leaves nothing behind.
+pub(super) fn open_store(cache: &CacheLocation) -> anyhow::Result<Box<dyn Store + Send + Sync>> {
+    let store = cache.open().context("opening the tuning cache")?;
+    let path = match cache {
+        CacheLocation::File(path) => path,
+        CacheLocation::Redis(_) => {
+            store.load_sections(&[]).context("opening the tuning cache")?;
+            return Ok(store);
+        }
+    };
     ranktune_cache::check_parent_dir(path).context("the tuning cache; choose another --cache")?;
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let probe = dir.join(format!(".ranktune-probe-{}", std::process::id()));
@@ -33,7 +41,24 @@ pub(super) fn open_store(path: &Path) -> anyhow::Result<Box<dyn Store>> {
         format!("the tuning cache could not be saved in {}; choose another --cache", dir.display())
     })?;
     let _ = std::fs::remove_file(&probe);
-    Ok(Box::new(store))
+    Ok(store)
+}
+
+/// Where a rank keeps what it measured when the store cannot take it at the
+/// end (a Redis server that went away): a cache file in the current
+/// directory (or the temp directory), written whole, that `ranktune cache
+/// import LOCATION FILE` pushes later. Returns the file, or `None` when it
+/// could not be written either (the error says so).
+fn write_fallback(cache: &CacheLocation, rank: u32, data: &CacheData) -> Option<PathBuf> {
+    let prefix = match cache {
+        CacheLocation::Redis(u) => u.prefix.replace(['/', ':'], "_"),
+        CacheLocation::File(_) => return None,
+    };
+    let name = format!("ranktune-unsaved-{prefix}-rank{rank}-{}.json", std::process::id());
+    [PathBuf::from("."), std::env::temp_dir()]
+        .into_iter()
+        .map(|dir| dir.join(&name))
+        .find(|path| ranktune_cache::write_cache_file(path, data).is_ok())
 }
 
 /// This machine's identity and its digest.
@@ -48,7 +73,7 @@ fn identity() -> (Identity, String) {
 /// still saves what it tuned and writes its trace.
 pub(super) fn run_rank(
     args: &TuneArgs,
-    cache: &Path,
+    cache: &CacheLocation,
     stop: &AtomicUsize,
 ) -> anyhow::Result<RankReport> {
     let overrides =
@@ -101,8 +126,13 @@ pub(super) fn run_rank(
     opts.strategy = strategy;
     let tuner = Tuner::new(opts);
     if strategy.is_collective() {
-        // The ranks talk through the cache file's directory, or MPI (see collective::from_env).
-        let dir = cache.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        // The ranks talk through the cache file's directory (the current
+        // one for a Redis cache), or MPI (see collective::from_env).
+        let dir = cache
+            .as_path()
+            .and_then(Path::parent)
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         let coll = collective::from_env(&info, dir).with_context(|| {
             let why =
                 if args.strategy.is_none() { " (the default for more than one rank)" } else { "" };
@@ -117,7 +147,7 @@ pub(super) fn run_rank(
     }
     let store = open_store(cache)?;
     let session = Session::start(&tuner, store.as_ref())
-        .with_context(|| format!("loading the tuning cache {}", cache.display()))?;
+        .with_context(|| format!("loading the tuning cache {cache}"))?;
 
     let total: usize = ops
         .iter()
@@ -146,8 +176,32 @@ pub(super) fn run_rank(
         }
     }
     progress.finish();
-    let saved =
-        session.finish().with_context(|| format!("saving the tuning cache {}", cache.display()))?;
+    let saved = match session.finish() {
+        Ok(saved) => saved,
+        Err(e) => {
+            // Never throw away what was measured: the session kept it.
+            let unsaved = tuner.take_pending();
+            let err = anyhow::Error::new(e).context(format!("saving the tuning cache {cache}"));
+            if unsaved.is_empty() {
+                return Err(err);
+            }
+            return Err(match write_fallback(cache, info.rank, &unsaved) {
+                Some(file) => err.context(format!(
+                    "rank {}: the {} entries it measured are kept in {}; push them once the \
+                     server is back with: ranktune cache import '{}' {}",
+                    info.rank,
+                    unsaved.len(),
+                    file.display(),
+                    match cache {
+                        CacheLocation::Redis(u) => u.without_password().to_string(),
+                        CacheLocation::File(p) => p.display().to_string(),
+                    },
+                    file.display()
+                )),
+                None => err,
+            });
+        }
+    };
     if let Some(trace) = trace {
         let path = trace.stop().context("writing the trace")?;
         tracing::info!("rank {} wrote its trace to {}", info.rank, path.display());

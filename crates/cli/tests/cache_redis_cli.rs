@@ -1,0 +1,194 @@
+//! `ranktune` with a Redis cache, against a real `redis-server` (one per
+//! test on a free loopback port; skipped loudly outside CI when none is
+//! installed, never in CI): `tune --ranks 4` into Redis then `cache check`
+//! on the URL; every `cache` subcommand on a URL; passwords never printed;
+//! and a tune whose server died before the save keeps what it measured in
+//! a local file that `cache import` pushes later.
+
+use ranktune_testkit::redis::RedisServer;
+use ranktune_testkit::{Cli, Output};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn ranktune(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
+    Cli::new(env!("CARGO_BIN_EXE_ranktune"))
+        .env_remove([
+            "RANKTUNE_LOG",
+            "RANKTUNE_CACHE",
+            "TLLM_AUTOTUNER_CACHE_PATH",
+            "RANKTUNE_STRATEGY",
+            "RANKTUNE_REDIS_PASSWORD",
+            "RANKTUNE_COLLECTIVE",
+        ])
+        .current_dir(dir)
+        .args(args)
+        .envs(envs.to_vec())
+        .run()
+}
+
+fn raw(server: &RedisServer) -> redis::Connection {
+    redis::Client::open(server.url(0)).unwrap().get_connection().unwrap()
+}
+
+#[test]
+fn tune_four_ranks_into_redis_then_check_and_every_cache_command_on_the_url() {
+    let Some(server) = RedisServer::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("redis://127.0.0.1:{}/0?prefix=t", server.port());
+    let out = ranktune(
+        dir.path(),
+        &["tune", "--ranks", "4", "--quick", "--ops", "softmax", "--cache", &url, "--json"],
+        &[],
+    )
+    .expect_success();
+    let report = out.json();
+    assert_eq!(report["cache"], url.as_str());
+    assert_eq!(report["world_size"], 4);
+    let out = ranktune(dir.path(), &["cache", "check", &url], &[]).expect_success();
+    assert!(out.stdout_text().starts_with(&format!("{url}: healthy (")), "{}", out.stdout_text());
+    // Nothing of the cache went into the working directory.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+
+    // show, merge -o a file, import the file into another prefix, diff,
+    // prune --dry-run, export.
+    let show = ranktune(dir.path(), &["cache", "show", &url, "--json"], &[]).expect_success();
+    let n = show.json()["entries"].as_array().unwrap().len();
+    assert!(n > 0);
+    let merged =
+        ranktune(dir.path(), &["cache", "merge", "-o", "all.json", &url], &[]).expect_success();
+    assert!(merged.stdout_text().contains(&format!("{n} entries")), "{}", merged.stdout_text());
+    let other = format!("redis://127.0.0.1:{}/0?prefix=copy", server.port());
+    let imported =
+        ranktune(dir.path(), &["cache", "import", &other, "all.json"], &[]).expect_success();
+    assert!(
+        imported.stdout_text().contains(&format!("imported {n} entries into {other}")),
+        "{}",
+        imported.stdout_text()
+    );
+    ranktune(dir.path(), &["cache", "diff", &url, &other], &[]).expect_success();
+    let prune =
+        ranktune(dir.path(), &["cache", "prune", &other, "--dry-run"], &[]).expect_success();
+    assert!(
+        prune.stdout_text().contains("would remove 0 stale entries"),
+        "{}",
+        prune.stdout_text()
+    );
+    let pruned = ranktune(dir.path(), &["cache", "prune", &other], &[]).expect_success();
+    assert!(
+        pruned.stdout_text().contains(&format!("{n} entries left")),
+        "{}",
+        pruned.stdout_text()
+    );
+    ranktune(dir.path(), &["cache", "export", &url, "-o", "trt.json"], &[]).expect_success();
+    assert!(dir.path().join("trt.json").is_file());
+}
+
+#[test]
+fn passwords_are_never_printed_and_reach_the_ranks_through_the_environment() {
+    let Some(server) = RedisServer::start() else { return };
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("s3cret-pw")
+        .query(&mut raw(&server))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = server.port();
+    let with_pw = format!("redis://:s3cret-pw@127.0.0.1:{port}/0?prefix=p");
+    let out = ranktune(
+        dir.path(),
+        &["tune", "--ranks", "2", "--quick", "--ops", "rmsnorm", "--cache", &with_pw],
+        &[],
+    );
+    let all = format!("{}{}", out.stdout_text(), out.stderr_text());
+    assert!(out.status.success(), "{all}");
+    assert!(!all.contains("s3cret"), "{all}");
+    assert!(all.contains(&format!("redis://:***@127.0.0.1:{port}/0?prefix=p")), "{all}");
+    // The password from the environment, for a URL without one.
+    let plain = format!("redis://127.0.0.1:{port}/0?prefix=p");
+    let out = ranktune(
+        dir.path(),
+        &["cache", "check", &plain],
+        &[("RANKTUNE_REDIS_PASSWORD", "s3cret-pw")],
+    )
+    .expect_success();
+    assert!(out.stdout_text().contains("healthy"), "{}", out.stdout_text());
+    // Without it: a clear error, exit 2, no hang.
+    let out = ranktune(dir.path(), &["cache", "show", &plain], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stderr_text().contains("refused the credentials"), "{}", out.stderr_text());
+    let wrong = format!("redis://:wrong-pw@127.0.0.1:{port}/0");
+    let out = ranktune(dir.path(), &["cache", "show", &wrong], &[]);
+    assert!(!out.stderr_text().contains("wrong-pw"), "{}", out.stderr_text());
+}
+
+#[test]
+fn an_unreachable_server_is_a_clear_error_before_tuning() {
+    let Some(mut server) = RedisServer::start() else { return };
+    let port = server.port();
+    server.stop();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("redis://127.0.0.1:{port}/0");
+    let t = Instant::now();
+    let out = ranktune(
+        dir.path(),
+        &["tune", "--quick", "--ops", "softmax", "--cache", &url],
+        &[("RANKTUNE_REDIS_CONNECT_TIMEOUT", "2")],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", out.stderr_text());
+    assert!(t.elapsed() < Duration::from_secs(20));
+    let err = out.stderr_text();
+    assert!(err.contains("cannot connect") && err.contains(&url), "{err}");
+    let out = ranktune(dir.path(), &["cache", "check", "valkey://h/0"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stderr_text().contains("not a cache location this build knows"));
+}
+
+#[test]
+fn a_tune_whose_server_died_keeps_what_it_measured_for_cache_import() {
+    let Some(mut server) = RedisServer::start() else { return };
+    let port = server.port();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("redis://127.0.0.1:{port}/0?prefix=f");
+    let mut conn = raw(&server);
+    let running = Cli::new(env!("CARGO_BIN_EXE_ranktune"))
+        .env_remove(["RANKTUNE_LOG", "RANKTUNE_CACHE", "RANKTUNE_STRATEGY"])
+        .env("RANKTUNE_REDIS_CONNECT_TIMEOUT", "1")
+        .current_dir(dir.path())
+        .args(["tune", "--ops", "gemm", "--max-tokens", "256", "--cache", &url])
+        .spawn();
+    // Wait until the rank has loaded (its connection is open), then kill
+    // the server while it measures.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut conn).unwrap();
+        if clients.lines().count() > 1 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the rank never connected");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.stop();
+    let out = running.wait();
+    let err = out.stderr_text();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let file = err
+        .split_whitespace()
+        .find(|w| w.contains("ranktune-unsaved-f-rank0-"))
+        .unwrap_or_else(|| panic!("no fallback file named: {err}"))
+        .trim_end_matches([';', ','])
+        .to_string();
+    assert!(err.contains(&format!("ranktune cache import '{url}'")), "{err}");
+    let fallback = dir.path().join(&file);
+    assert!(fallback.is_file(), "{err}");
+    server.restart();
+    let out = ranktune(dir.path(), &["cache", "import", &url, &file], &[]).expect_success();
+    assert!(out.stdout_text().contains("imported"), "{}", out.stdout_text());
+    let check = ranktune(dir.path(), &["cache", "check", &url], &[]).expect_success();
+    assert!(check.stdout_text().contains("healthy"), "{}", check.stdout_text());
+}
