@@ -89,15 +89,22 @@ pub(super) fn run_rank(
     opts.strategy = strategy;
     let tuner = Tuner::new(opts);
     if strategy.is_collective() {
-        // The ranks talk through the cache file's directory, or MPI (see collective::from_env).
-        let dir = cache.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        let coll = collective::from_env(&info, dir).with_context(|| {
+        // The ranks talk through the cache file's directory, the cache's
+        // Redis server, RANKTUNE_COLLECTIVE's choice, or MPI (see
+        // collective::from_env_for_cache).
+        let coll = collective::from_env_for_cache(&info, cache).with_context(|| {
             let why =
                 if args.strategy.is_none() { " (the default for more than one rank)" } else { "" };
+            let place = match cache.to_str() {
+                Some(url) if collective::is_redis_url(url) => collective::redact_url(url),
+                _ => {
+                    let dir = cache.parent().filter(|p| !p.as_os_str().is_empty());
+                    dir.unwrap_or(Path::new(".")).display().to_string()
+                }
+            };
             format!(
-                "connecting the ranks for --strategy {strategy}{why} in {}; \
-                 `--strategy independent` needs no connection but lets ranks disagree",
-                dir.display()
+                "connecting the ranks for --strategy {strategy}{why} in {place}; \
+                 `--strategy independent` needs no connection but lets ranks disagree"
             )
         })?;
         let timeout = strategy::timeout_from_env()?;
