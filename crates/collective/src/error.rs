@@ -82,8 +82,9 @@ pub enum CollectiveError {
     /// The Redis server could not be reached, or a command on it failed or
     /// stalled. The server is named by its URL with the password hidden.
     #[error(
-        "Redis collective on {server}: {action} failed: {reason}; check that the server runs and \
-         every rank can reach it (the URL comes from RANKTUNE_COLLECTIVE or the cache location)"
+        "Redis collective on {server}: {action} failed: {reason}; check the URL and password, and \
+         that the server runs and every rank can reach it (the URL comes from RANKTUNE_COLLECTIVE or \
+         the cache location)"
     )]
     Redis {
         /// The server's URL, password redacted.

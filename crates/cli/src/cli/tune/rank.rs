@@ -95,15 +95,9 @@ pub(super) fn run_rank(
         let coll = collective::from_env_for_cache(&info, cache).with_context(|| {
             let why =
                 if args.strategy.is_none() { " (the default for more than one rank)" } else { "" };
-            let place = match cache.to_str() {
-                Some(url) if collective::is_redis_url(url) => collective::redact_url(url),
-                _ => {
-                    let dir = cache.parent().filter(|p| !p.as_os_str().is_empty());
-                    dir.unwrap_or(Path::new(".")).display().to_string()
-                }
-            };
+            // The collective's error names where (directory, redacted server).
             format!(
-                "connecting the ranks for --strategy {strategy}{why} in {place}; \
+                "connecting the ranks for --strategy {strategy}{why}; \
                  `--strategy independent` needs no connection but lets ranks disagree"
             )
         })?;
