@@ -88,13 +88,25 @@ impl RedisUrl {
     }
 }
 
-impl fmt::Display for RedisUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl RedisUrl {
+    /// The URL with its password (the URL's, else `RANKTUNE_REDIS_PASSWORD`)
+    /// written out, for handing to a client in this process — e.g. the
+    /// Redis collectives of the ranks meeting on the cache's server. Never
+    /// print it: `Display` is the form for messages.
+    pub fn connection_url(&self) -> String {
+        let with = RedisUrl { password: self.password_or_env(), ..self.clone() };
+        let mut out = String::new();
+        let _ = with.write(&mut out, true);
+        out
+    }
+
+    fn write(&self, f: &mut dyn fmt::Write, show_password: bool) -> fmt::Result {
         f.write_str(if self.tls { "rediss://" } else { "redis://" })?;
+        let pw = |p: &str| if show_password { encode(p) } else { "***".to_string() };
         match (&self.user, &self.password) {
-            (Some(u), Some(_)) => write!(f, "{}:***@", encode(u))?,
+            (Some(u), Some(p)) => write!(f, "{}:{}@", encode(u), pw(p))?,
             (Some(u), None) => write!(f, "{}@", encode(u))?,
-            (None, Some(_)) => f.write_str(":***@")?,
+            (None, Some(p)) => write!(f, ":{}@", pw(p))?,
             (None, None) => {}
         }
         if self.host.contains(':') {
@@ -103,6 +115,12 @@ impl fmt::Display for RedisUrl {
             f.write_str(&self.host)?;
         }
         write!(f, ":{}/{}?prefix={}", self.port, self.db, self.prefix)
+    }
+}
+
+impl fmt::Display for RedisUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write(f, false)
     }
 }
 

@@ -347,3 +347,48 @@ fn ranks_that_disagree_are_told_the_fix_and_a_collective_run_supersedes_them() {
         assert_eq!(mine.len(), [10, 5][r as usize] - planted);
     }
 }
+
+#[test]
+fn parallel_tuning_meets_on_redis_with_a_file_cache_and_never_prints_the_password() {
+    let Some(server) =
+        ranktune_testkit::redis::RedisServer::start_with(&["--requirepass", "s3cret"])
+    else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache.json");
+    let url = format!("redis://:s3cret@127.0.0.1:{}/0?prefix=cli", server.port());
+    let mut args = vec!["tune", "--json", "--ranks", "4", "--strategy", "parallel"];
+    args.extend(["--cache", cache.to_str().unwrap()]);
+    args.extend(SMALL);
+    let out = ranktune(dir.path(), &args, &[("RANKTUNE_COLLECTIVE", url.as_str())]);
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!text.contains("s3cret"), "{text}");
+    let report = out.json();
+    let per_rank = rows(&report);
+    assert_eq!(per_rank.len(), 4);
+    assert_eq!(per_rank[0].len(), 15, "{report}");
+    for (rank, r) in per_rank.iter().enumerate() {
+        for (k, (runner, tactic, source, section)) in r {
+            let (r0, t0, _, _) = &per_rank[0][k];
+            assert_eq!((runner, tactic), (r0, t0), "rank {rank} {k}");
+            assert_eq!((source.as_str(), section.as_str()), ("tuned", "shared"), "{k}");
+        }
+    }
+    assert_eq!(choices(&load(&cache), Section::Shared).len(), 15);
+    // The ranks met on the server, not in the cache's directory.
+    assert!(!dir.path().join(ranktune_collective::NAMESPACE_DIR).exists());
+    let check = ranktune(dir.path(), &["cache", "check", cache.to_str().unwrap()], &[]);
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
+
+    // A wrong password: a clear error at once, naming the server without the password.
+    let bad = format!("redis://:wrong-pw@127.0.0.1:{}/0", server.port());
+    let start = Instant::now();
+    let out = ranktune(dir.path(), &args, &[("RANKTUNE_COLLECTIVE", bad.as_str())]);
+    assert!(start.elapsed() < Duration::from_secs(60), "took {:?}", start.elapsed());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("wrong-pw"), "{err}");
+    assert!(err.contains(&format!("redis://:***@127.0.0.1:{}/0", server.port())), "{err}");
+}

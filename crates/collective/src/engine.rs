@@ -110,6 +110,11 @@ impl<T: Transport> Engine<T> {
         &self.transport
     }
 
+    /// The transport, mutably.
+    pub fn transport_mut(&mut self) -> &mut T {
+        &mut self.transport
+    }
+
     /// Posts `env` for the next sequence number and returns every rank's message, in rank order.
     fn exchange(
         &mut self,

@@ -79,6 +79,34 @@ pub enum CollectiveError {
         /// What is wrong with it.
         reason: String,
     },
+    /// The Redis server could not be reached, or a command on it failed or
+    /// stalled. The server is named by its URL with the password hidden.
+    #[error(
+        "Redis collective on {server}: {action} failed: {reason}; check the URL and password, and \
+         that the server runs and every rank can reach it (the URL comes from RANKTUNE_COLLECTIVE or \
+         the cache location)"
+    )]
+    Redis {
+        /// The server's URL, password redacted.
+        server: String,
+        /// What was being done ("connecting", "reading messages", …).
+        action: String,
+        /// The client's error.
+        reason: String,
+    },
+    /// A value read from the Redis server is not what ranktune wrote there.
+    #[error(
+        "Redis key {key:?} on {server} does not hold a ranktune collective message ({reason}); \
+         delete the key, and make sure no other program writes under its prefix"
+    )]
+    RedisCorrupt {
+        /// The server's URL, password redacted.
+        server: String,
+        /// The key.
+        key: String,
+        /// What is wrong with its value.
+        reason: String,
+    },
     /// The ranks could not form one group (two processes claim the same rank,
     /// or ranks disagree on the world size).
     #[error("cannot form the job's rank group: {reason}")]
@@ -96,7 +124,8 @@ pub enum CollectiveError {
     NoJobId {
         /// World size of the job.
         world_size: u32,
-        /// The shared directory.
+        /// Where the ranks meet: the shared directory, or the Redis server's
+        /// URL (password redacted).
         dir: PathBuf,
     },
     /// `RANKTUNE_COLLECTIVE` names something this build cannot provide.

@@ -41,6 +41,8 @@
 //!
 //! - [`FileCollective`]: store-based, over a directory every rank can see (the
 //!   cache file's directory); needs no extra service; job runs never mix.
+//! - [`RedisCollective`]: over a Redis server every rank can reach, for
+//!   nodes that share no filesystem; keys under a per-job namespace expire.
 //! - [`LocalCollective`]: ranks are threads of one process, for unit tests.
 //! - [`SingleRank`]: a one-rank job; returns at once.
 //! - `MpiCollective` (cargo feature `mpi`): over MPI point-to-point messages,
@@ -48,7 +50,8 @@
 //!
 //! [`CollectiveExt`] adds JSON-typed versions of the calls.
 //!
-//! [`from_env`] picks one from the environment. This module never decides
+//! [`from_env`] picks one from the environment; [`from_env_for_cache`] also
+//! picks Redis when the cache itself is on a Redis server. This module never decides
 //! what to tune or what the bytes mean: that is the tuner's job.
 
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -60,10 +63,11 @@ mod job;
 mod local;
 #[cfg(feature = "mpi")]
 mod mpi;
+mod redis;
 mod single;
 mod typed;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 pub use error::CollectiveError;
@@ -72,6 +76,11 @@ pub use job::JobId;
 pub use local::LocalCollective;
 #[cfg(feature = "mpi")]
 pub use mpi::{MpiCollective, HELLO_TAG as MPI_HELLO_TAG};
+pub use redis::{
+    is_redis_url, redact_url, RedisCollective, CONNECT_TIMEOUT_ENV as REDIS_CONNECT_TIMEOUT_ENV,
+    DEFAULT_CONNECT_TIMEOUT as REDIS_DEFAULT_CONNECT_TIMEOUT, MAX_MESSAGE as REDIS_MAX_MESSAGE,
+    PASSWORD_ENV as REDIS_PASSWORD_ENV,
+};
 pub use single::SingleRank;
 pub use typed::CollectiveExt;
 
@@ -159,10 +168,12 @@ macro_rules! delegate_collective {
 pub(crate) use delegate_collective;
 
 /// Which implementation to use; `RANKTUNE_COLLECTIVE` names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Choice {
     /// `auto` (or unset): one rank → [`SingleRank`]; launched by an MPI
-    /// launcher in a build with the `mpi` feature → MPI; otherwise [`FileCollective`].
+    /// launcher in a build with the `mpi` feature → MPI; a cache on a Redis
+    /// server ([`from_env_for_cache`]) → [`RedisCollective`] on that server;
+    /// otherwise [`FileCollective`].
     Auto,
     /// `file` (alias `store`): [`FileCollective`].
     File,
@@ -170,11 +181,16 @@ pub enum Choice {
     Single,
     /// `mpi`: MPI (`MpiCollective`); an error in a build without the `mpi` feature.
     Mpi,
+    /// `redis://…` or `rediss://…` (the URL itself): [`RedisCollective`] on that server.
+    Redis(String),
 }
 
 impl Choice {
     /// Parses a `RANKTUNE_COLLECTIVE` value (case-insensitive; blank means `auto`).
     pub fn parse(value: &str) -> Result<Choice, CollectiveError> {
+        if is_redis_url(value) {
+            return Ok(Choice::Redis(value.trim().to_string()));
+        }
         match value.trim().to_ascii_lowercase().as_str() {
             "" | "auto" => Ok(Choice::Auto),
             "file" | "store" => Ok(Choice::File),
@@ -182,7 +198,9 @@ impl Choice {
             "mpi" => Ok(Choice::Mpi),
             _ => Err(CollectiveError::Unsupported {
                 value: value.into(),
-                reason: "unknown implementation; use auto, file, single or mpi".into(),
+                reason: "unknown implementation; use auto, file, single, mpi or a \
+                         redis://host[:port][/db] URL"
+                    .into(),
             }),
         }
     }
@@ -215,14 +233,65 @@ pub fn from_env_with(
     dir: &Path,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Box<dyn Collective>, CollectiveError> {
+    pick(rank, dir, None, env)
+}
+
+/// Picks a collective for a job whose cache is at `cache`: a file path (the
+/// ranks meet in its directory, as in [`from_env`]) or a Redis URL (see
+/// [`is_redis_url`]). With `RANKTUNE_COLLECTIVE` unset or `auto`, a cache on
+/// a Redis server makes the ranks meet on that server too ([`RedisCollective`],
+/// under the URL's `?prefix=`), unless the job has one rank or MPI is chosen
+/// (see [`Choice::Auto`]); an explicit `RANKTUNE_COLLECTIVE` always wins.
+pub fn from_env_for_cache(
+    rank: &RankInfo,
+    cache: &Path,
+) -> Result<Box<dyn Collective>, CollectiveError> {
+    from_env_for_cache_with(rank, cache, |name| {
+        std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+    })
+}
+
+/// Like [`from_env_for_cache`], reading variables through `env`.
+pub fn from_env_for_cache_with(
+    rank: &RankInfo,
+    cache: &Path,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Box<dyn Collective>, CollectiveError> {
+    match cache.to_str().filter(|c| is_redis_url(c)) {
+        Some(url) => pick(rank, Path::new("."), Some(url), env),
+        None => {
+            let dir =
+                cache.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            pick(rank, dir, None, env)
+        }
+    }
+}
+
+/// The choice rule of [`from_env_with`] and [`from_env_for_cache_with`];
+/// `cache_url` is the cache's Redis URL, if it is on one.
+fn pick(
+    rank: &RankInfo,
+    dir: &Path,
+    cache_url: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Box<dyn Collective>, CollectiveError> {
     let requested = env("RANKTUNE_COLLECTIVE").unwrap_or_default();
     let choice = Choice::parse(&requested)?;
     let world = rank.world_size;
-    let choice = match choice {
-        Choice::Auto if world > 1 && cfg!(feature = "mpi") && mpi_launch(rank, &env) => Choice::Mpi,
-        other => other,
+    let choice = match (choice, cache_url) {
+        (Choice::Auto, _) if world > 1 && cfg!(feature = "mpi") && mpi_launch(rank, &env) => {
+            Choice::Mpi
+        }
+        (Choice::Auto, Some(url)) if world > 1 => Choice::Redis(url.to_string()),
+        (other, _) => other,
     };
     match choice {
+        Choice::Redis(url) => {
+            let job = job_for(rank, &env, || PathBuf::from(redact_url(&url)))?;
+            let c = RedisCollective::connect_with(rank.rank, world, &url, job, &env)?;
+            tracing::debug!("collective: {}", c.describe());
+            Ok(Box::new(c))
+        }
         Choice::Mpi => mpi_collective(rank, &requested),
         Choice::Auto if world == 1 => Ok(Box::new(SingleRank)),
         Choice::Single if world == 1 => Ok(Box::new(SingleRank)),
@@ -234,19 +303,27 @@ pub fn from_env_with(
             ),
         }),
         Choice::Auto | Choice::File => {
-            let job = match JobId::detect_with(&env) {
-                Some(job) => job,
-                None if world == 1 => JobId {
-                    value: format!("single-{}", std::process::id()),
-                    source: "this process (one rank)",
-                },
-                None => {
-                    return Err(CollectiveError::NoJobId { world_size: world, dir: dir.into() })
-                }
-            };
+            let job = job_for(rank, &env, || dir.into())?;
             tracing::debug!("collective: file store in {} for job {:?}", dir.display(), job.value);
             Ok(Box::new(FileCollective::new(rank.rank, world, dir, job)?))
         }
+    }
+}
+
+/// The job id from the environment; a one-rank job gets one of its own.
+/// `place` names where the ranks meet, for the error when there is none.
+fn job_for(
+    rank: &RankInfo,
+    env: &impl Fn(&str) -> Option<String>,
+    place: impl FnOnce() -> PathBuf,
+) -> Result<JobId, CollectiveError> {
+    match JobId::detect_with(env) {
+        Some(job) => Ok(job),
+        None if rank.world_size == 1 => Ok(JobId {
+            value: format!("single-{}", std::process::id()),
+            source: "this process (one rank)",
+        }),
+        None => Err(CollectiveError::NoJobId { world_size: rank.world_size, dir: place() }),
     }
 }
 
@@ -367,7 +444,7 @@ mod tests {
     #[test]
     fn bad_or_unavailable_choices_are_clear_errors() {
         let err = pick(info(0, 2), &[("RANKTUNE_COLLECTIVE", "carrier-pigeon")]).err().unwrap();
-        assert!(err.to_string().contains("use auto, file, single or mpi"), "{err}");
+        assert!(err.to_string().contains("use auto, file, single, mpi or a redis://"), "{err}");
         #[cfg(not(feature = "mpi"))]
         {
             let err = pick(info(0, 2), &[("RANKTUNE_COLLECTIVE", "mpi")]).err().unwrap();
@@ -377,5 +454,56 @@ mod tests {
             .err()
             .unwrap();
         assert!(err.to_string().contains("LocalCollective::group"), "{err}");
+    }
+
+    fn for_cache(
+        r: RankInfo,
+        cache: &str,
+        vars: &[(&str, &str)],
+    ) -> Result<Box<dyn Collective>, CollectiveError> {
+        let map: HashMap<String, String> =
+            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        from_env_for_cache_with(&r, Path::new(cache), |n| map.get(n).cloned())
+    }
+
+    #[test]
+    fn redis_urls_are_a_choice_and_a_cache_on_redis_picks_it() {
+        assert_eq!(
+            Choice::parse(" redis://h:1/0 ").unwrap(),
+            Choice::Redis("redis://h:1/0".into())
+        );
+        // Without a job id: the error names the server, never the password.
+        let vars = [("RANKTUNE_COLLECTIVE", "redis://u:hunter2@127.0.0.1:1/0")];
+        let err = pick(info(1, 2), &vars).err().unwrap().to_string();
+        assert!(err.contains("redis://u:***@127.0.0.1:1/0") && !err.contains("hunter2"), "{err}");
+        let err = for_cache(info(1, 2), "redis://:hunter2@127.0.0.1:1/0", &[]).err().unwrap();
+        assert!(matches!(err, CollectiveError::NoJobId { .. }), "{err}");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        // One rank needs nobody; an explicit choice wins over the cache's server.
+        let c = for_cache(info(0, 1), "redis://127.0.0.1:1/0", &[]).unwrap();
+        assert!(c.describe().contains("single rank"), "{}", c.describe());
+        let vars = [("RANKTUNE_COLLECTIVE", "file"), ("RANKTUNE_JOB_ID", "j")];
+        let c = for_cache(info(1, 2), "redis://127.0.0.1:1/0", &vars).unwrap();
+        assert!(c.describe().contains("file store"), "{}", c.describe());
+        // A file cache meets in its directory.
+        let c =
+            for_cache(info(1, 2), "/shared/dir/cache.json", &[("RANKTUNE_JOB_ID", "j")]).unwrap();
+        assert!(c.describe().contains("/shared/dir/.ranktune-collective"), "{}", c.describe());
+        // An unreachable server is an error at once, naming it.
+        let err = for_cache(info(1, 2), "redis://127.0.0.1:1/0", &[("RANKTUNE_JOB_ID", "j")])
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("redis://127.0.0.1:1/0: connecting failed"), "{err}");
+    }
+
+    #[test]
+    fn a_cache_on_a_live_redis_server_meets_there() {
+        let Some(server) = ranktune_testkit::redis::RedisServer::start() else { return };
+        let url = format!("{}?prefix=teamA", server.url(0));
+        let c = for_cache(info(1, 2), &url, &[("RANKTUNE_JOB_ID", "j")]).unwrap();
+        assert!(c.describe().contains(&format!("Redis {url}")), "{}", c.describe());
+        let c =
+            pick(info(1, 2), &[("RANKTUNE_COLLECTIVE", &url), ("RANKTUNE_JOB_ID", "j")]).unwrap();
+        assert!(c.describe().contains("Redis"), "{}", c.describe());
     }
 }

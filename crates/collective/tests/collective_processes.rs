@@ -303,3 +303,131 @@ fn mismatched_calls_are_errors_on_every_rank_then_work_again() {
         assert_eq!(calls[2], json!({ "ok": ["r0|2", "r1|2", "r2|2"] }), "rank {rank}");
     }
 }
+
+// ------------------------------------------------------- over a Redis server
+
+/// Starts `world` ranks of `collective_child` meeting on the Redis server at
+/// `url`, each in its own working directory with its own temporary directory
+/// (`<root>/rank<r>`, also its `RANKTUNE_TEST_DIR`): nothing is shared
+/// through the filesystem but the test's own result files.
+fn spawn_redis_job(
+    scenario: &str,
+    world: u32,
+    root: &Path,
+    job_id: &str,
+    url: &str,
+    extra: &[(&str, &str)],
+) -> RankJob {
+    let mut vars = vec![("RANKTUNE_TEST_SCENARIO", scenario), ("RANKTUNE_COLLECTIVE", url)];
+    vars.extend_from_slice(extra);
+    let out = root.join("out");
+    let spec = JobSpec {
+        test: "collective_child",
+        world,
+        job_id,
+        dir: root,
+        out: &out,
+        vars: &vars,
+        limit: JOB_LIMIT,
+    };
+    spec.start_each(|rank, cmd| {
+        let own = root.join(format!("rank{rank}"));
+        fs::create_dir_all(own.join("tmp")).unwrap();
+        cmd.current_dir(&own).env("RANKTUNE_TEST_DIR", &own).env("TMPDIR", own.join("tmp"));
+    })
+}
+
+/// Nothing but the ranks' (empty) temporary directories in their own directories.
+fn assert_nothing_shared_on_disk(root: &Path, world: u32) {
+    for rank in 0..world {
+        let own = root.join(format!("rank{rank}"));
+        let files = files_under(&own);
+        assert!(files.is_empty(), "rank {rank} wrote {files:?}");
+        assert!(!own.join(collective::NAMESPACE_DIR).exists());
+    }
+}
+
+#[test]
+fn four_processes_over_redis_get_identical_results() {
+    let Some(server) = ranktune_testkit::redis::RedisServer::start() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = format!("{}?prefix=procs", server.url(0));
+    let salt = [("RANKTUNE_TEST_SALT", "s")];
+    let mut job = spawn_redis_job("rounds", 4, tmp.path(), "job-r", &url, &salt);
+    job.wait();
+    let want = expected_rounds("job-r", "s", 4, 8);
+    for (rank, got) in job.all_results("calls").into_iter().enumerate() {
+        assert_eq!(got, want, "rank {rank}");
+    }
+    assert_nothing_shared_on_disk(tmp.path(), 4);
+}
+
+#[test]
+fn ranks_killed_mid_collective_over_redis_are_named_within_the_timeout() {
+    let Some(server) = ranktune_testkit::redis::RedisServer::start() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let extra = [("RANKTUNE_TEST_EXIT_RANK", "2"), ("RANKTUNE_TEST_KILL_RANK", "3")];
+    let mut job = spawn_redis_job("die", 4, tmp.path(), "job-rdie", &server.url(0), &extra);
+    job.wait();
+    let results = job.results("calls");
+    assert!(results[2].is_none() && results[3].is_none(), "ranks 2 and 3 never finish");
+    for rank in [0, 1] {
+        let calls =
+            results[rank].clone().unwrap_or_else(|| panic!("rank {rank}: {}", job.stderr()));
+        let err = err_of(&calls[calls.len() - 2]);
+        assert_eq!(err["variant"], "Timeout", "rank {rank}: {err}");
+        assert_eq!(err["ranks"], json!([2, 3]), "rank {rank}: {err}");
+        let text = err["text"].as_str().unwrap();
+        assert!(text.contains("rank(s) [2, 3] did not arrive"), "{text}");
+        let waited = err["waited"].as_f64().unwrap();
+        assert!(waited >= SHORT.as_secs_f64(), "waited {waited}");
+        // Bounded: the timeout, plus what a loaded machine needs on top.
+        let elapsed = calls[calls.len() - 1]["elapsed"].as_f64().unwrap();
+        assert!(elapsed < SHORT.as_secs_f64() + 10.0, "took {elapsed}");
+    }
+    // The next run with the same id on the same server gets exactly its own data.
+    let salt = [("RANKTUNE_TEST_SALT", "new")];
+    let again = tmp.path().join("again");
+    let mut second = spawn_redis_job("rounds", 4, &again, "job-rdie", &server.url(0), &salt);
+    second.wait();
+    let want = expected_rounds("job-rdie", "new", 4, 8);
+    for (rank, got) in second.all_results("calls").into_iter().enumerate() {
+        assert_eq!(got, want, "rank {rank}");
+    }
+}
+
+#[test]
+fn mismatched_calls_over_redis_are_errors_then_work_again() {
+    let Some(server) = ranktune_testkit::redis::RedisServer::start() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut job = spawn_redis_job("mismatch", 3, tmp.path(), "job-rmm", &server.url(0), &[]);
+    job.wait();
+    for (rank, calls) in job.all_results("calls").into_iter().enumerate() {
+        assert_eq!(err_of(&calls[0])["variant"], "Mismatch", "rank {rank}");
+        assert_eq!(err_of(&calls[1])["variant"], "Mismatch", "rank {rank}");
+        assert_eq!(calls[2], json!({ "ok": ["r0|2", "r1|2", "r2|2"] }), "rank {rank}");
+    }
+}
+
+#[test]
+fn an_unreachable_redis_server_is_a_clear_error_at_once() {
+    // A port nobody listens on, and a password that must never be printed.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("redis://:hunter2@127.0.0.1:{port}/0");
+    let info = RankInfo {
+        rank: 1,
+        world_size: 2,
+        local_rank: 1,
+        source: ranktune_core::rank::RankSource::Explicit,
+    };
+    let vars = |n: &str| match n {
+        "RANKTUNE_COLLECTIVE" => Some(url.clone()),
+        "RANKTUNE_JOB_ID" => Some("j".to_string()),
+        _ => None,
+    };
+    let start = Instant::now();
+    let err = collective::from_env_with(&info, Path::new("."), vars).err().unwrap().to_string();
+    assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
+    assert!(err.contains(&format!("redis://:***@127.0.0.1:{port}/0")), "{err}");
+    assert!(err.contains("connecting failed") && !err.contains("hunter2"), "{err}");
+}

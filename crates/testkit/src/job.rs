@@ -21,7 +21,7 @@ use crate::wait::kill;
 use serde_json::Value;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Launcher and rank variables a process started by a test must not inherit
@@ -87,6 +87,16 @@ impl JobSpec<'_> {
     /// When `out` or a rank's log files cannot be created, or a rank cannot
     /// be started.
     pub fn start(&self) -> RankJob {
+        self.start_each(|_, _| {})
+    }
+
+    /// Like [`JobSpec::start`], letting `per_rank` change each rank's command
+    /// before it starts (e.g. give each rank its own working directory and
+    /// variables, for ranks that must share nothing through the filesystem).
+    ///
+    /// # Panics
+    /// As [`JobSpec::start`].
+    pub fn start_each(&self, per_rank: impl Fn(u32, &mut Command)) -> RankJob {
         let out = self.out;
         fs::create_dir_all(out).unwrap_or_else(|e| panic!("creating {}: {e}", out.display()));
         let log = |name: String| {
@@ -108,6 +118,7 @@ impl JobSpec<'_> {
                     .stdin(Stdio::null())
                     .stdout(log(format!("rank{rank}.log")))
                     .stderr(log(format!("rank{rank}.err")));
+                per_rank(rank, &mut cmd);
                 let child = cmd.spawn().unwrap_or_else(|e| panic!("starting rank {rank}: {e}"));
                 Some(child)
             })

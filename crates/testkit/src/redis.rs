@@ -57,7 +57,9 @@ fn free_port() -> u16 {
     l.local_addr().unwrap_or_else(|e| panic!("local_addr: {e}")).port()
 }
 
-/// Whether a server on `port` answers `PING` with `+PONG`.
+/// Whether a server on `port` answers `PING`: with `+PONG`, or with
+/// `-NOAUTH` when it was started with `--requirepass` (it is up, and wants
+/// the password the test gives its client).
 fn pings(port: u16) -> bool {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
@@ -68,7 +70,7 @@ fn pings(port: u16) -> bool {
         return false;
     }
     let mut buf = [0u8; 16];
-    matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG"))
+    matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH"))
 }
 
 impl RedisServer {
@@ -218,5 +220,11 @@ mod tests {
         assert!(!pings(port));
         server.restart();
         assert!(pings(port));
+    }
+
+    #[test]
+    fn a_server_with_a_password_starts_too() {
+        let Some(server) = RedisServer::start_with(&["--requirepass", "secret"]) else { return };
+        assert!(pings(server.port()));
     }
 }

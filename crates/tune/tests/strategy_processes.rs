@@ -8,6 +8,11 @@
 //! deterministic, rank-dependent timing model that alone would make the ranks
 //! choose differently, and writes what it got to `<out>/rank<r>.json`.
 //! A job that outlives its limit is killed and fails the test as a hang.
+//!
+//! Every test runs twice: with the ranks meeting in a shared directory (the
+//! file store), and on a real Redis server (`RANKTUNE_COLLECTIVE=redis://…`)
+//! with each rank in its own working and temporary directory, so nothing
+//! reaches another rank through the filesystem.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -98,11 +103,79 @@ fn strategy_child() {
 
 // --------------------------------------------------------------- parent side
 
+/// Where the ranks of a job meet.
+#[derive(Clone, Copy)]
+enum Meet<'a> {
+    /// A directory they share (the test's temporary directory).
+    Dir,
+    /// The Redis server at this URL; each rank gets its own directories.
+    Redis(&'a str),
+}
+
 /// Starts `world` ranks of `strategy_child` with the variables `vars` (see
-/// `JobSpec` for the rest of what they are told).
-fn spawn_job(world: u32, dir: &Path, job_id: &str, out: &Path, vars: &[(&str, &str)]) -> RankJob {
+/// `JobSpec` for the rest of what they are told), meeting as `meet` says.
+/// Over Redis, rank `r` runs in `<out>/rank<r>-home` with its own `TMPDIR`
+/// and `RANKTUNE_TEST_DIR` there.
+fn spawn_job(
+    meet: Meet,
+    world: u32,
+    dir: &Path,
+    job_id: &str,
+    out: &Path,
+    vars: &[(&str, &str)],
+) -> RankJob {
     let test = "strategy_child";
-    JobSpec { test, world, job_id, dir, out, vars, limit: JOB_LIMIT }.start()
+    match meet {
+        Meet::Dir => JobSpec { test, world, job_id, dir, out, vars, limit: JOB_LIMIT }.start(),
+        Meet::Redis(url) => {
+            let mut all = vec![("RANKTUNE_COLLECTIVE", url)];
+            all.extend_from_slice(vars);
+            let spec = JobSpec { test, world, job_id, dir, out, vars: &all, limit: JOB_LIMIT };
+            spec.start_each(|rank, cmd| {
+                let home = out.join(format!("rank{rank}-home"));
+                std::fs::create_dir_all(home.join("tmp")).unwrap();
+                cmd.current_dir(&home)
+                    .env("RANKTUNE_TEST_DIR", &home)
+                    .env("TMPDIR", home.join("tmp"));
+            })
+        }
+    }
+}
+
+/// Over Redis: the ranks' own directories hold nothing but empty temporary directories.
+fn assert_nothing_on_disk(meet: Meet, out: &Path, world: u32) {
+    if let Meet::Redis(_) = meet {
+        for rank in 0..world {
+            let home = out.join(format!("rank{rank}-home"));
+            let mut found = Vec::new();
+            let mut dirs = vec![home.clone()];
+            while let Some(d) = dirs.pop() {
+                for e in std::fs::read_dir(&d).unwrap().flatten() {
+                    if e.path().is_dir() {
+                        dirs.push(e.path());
+                    } else {
+                        found.push(e.path());
+                    }
+                }
+            }
+            assert!(found.is_empty(), "rank {rank} wrote {found:?}");
+        }
+    }
+}
+
+/// Runs `test` with the ranks meeting in a directory.
+fn over_dir(test: fn(Meet, &Path)) {
+    let tmp = tempfile::tempdir().unwrap();
+    test(Meet::Dir, tmp.path());
+}
+
+/// Runs `test` with the ranks meeting on a fresh Redis server (skipped loudly
+/// outside CI when none is installed).
+fn over_redis(test: fn(Meet, &Path)) {
+    let Some(server) = ranktune_testkit::redis::RedisServer::start() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let url = format!("{}?prefix=strategy", server.url(0));
+    test(Meet::Redis(&url), tmp.path());
 }
 
 /// The fields that must be identical on every rank for a shared bucket.
@@ -111,13 +184,22 @@ fn shared_view(b: &Value) -> Value {
 }
 
 #[test]
-fn every_collective_strategy_gives_identical_choices_on_four_processes() {
-    let tmp = tempfile::tempdir().unwrap();
+fn every_collective_strategy_gives_identical_choices_on_four_processes_in_a_directory() {
+    over_dir(every_collective_strategy_gives_identical_choices_on_four_processes);
+}
+
+#[test]
+fn every_collective_strategy_gives_identical_choices_on_four_processes_over_redis() {
+    over_redis(every_collective_strategy_gives_identical_choices_on_four_processes);
+}
+
+fn every_collective_strategy_gives_identical_choices_on_four_processes(meet: Meet, tmp: &Path) {
     for strategy in ["broadcast", "merge", "parallel"] {
-        let out = tmp.path().join(format!("out-{strategy}"));
+        let out = tmp.join(format!("out-{strategy}"));
         let vars = [("RANKTUNE_STRATEGY", strategy), ("RANKTUNE_STRATEGY_TIMEOUT", "60")];
-        let mut job = spawn_job(4, tmp.path(), &format!("job-{strategy}"), &out, &vars);
+        let mut job = spawn_job(meet, 4, tmp, &format!("job-{strategy}"), &out, &vars);
         job.wait();
+        assert_nothing_on_disk(meet, &out, 4);
         let results = job.all_results("buckets");
         for (b, first) in results[0].iter().enumerate() {
             assert_eq!(first["kind"], "Shared", "{strategy}: {first}");
@@ -141,9 +223,8 @@ fn every_collective_strategy_gives_identical_choices_on_four_processes() {
         }
     }
     // The control: independent ranks diverge on the same timing model.
-    let out = tmp.path().join("out-independent");
-    let mut job =
-        spawn_job(4, tmp.path(), "job-ind", &out, &[("RANKTUNE_STRATEGY", "independent")]);
+    let out = tmp.join("out-independent");
+    let mut job = spawn_job(meet, 4, tmp, "job-ind", &out, &[("RANKTUNE_STRATEGY", "independent")]);
     job.wait();
     let results = job.all_results("buckets");
     assert!(results.iter().any(|r| r[0]["winner"] != results[0][0]["winner"]));
@@ -151,14 +232,22 @@ fn every_collective_strategy_gives_identical_choices_on_four_processes() {
 }
 
 #[test]
-fn a_rank_killed_mid_tuning_does_not_hang_the_survivors() {
-    let tmp = tempfile::tempdir().unwrap();
+fn a_rank_killed_mid_tuning_does_not_hang_the_survivors_in_a_directory() {
+    over_dir(a_rank_killed_mid_tuning_does_not_hang_the_survivors);
+}
+
+#[test]
+fn a_rank_killed_mid_tuning_does_not_hang_the_survivors_over_redis() {
+    over_redis(a_rank_killed_mid_tuning_does_not_hang_the_survivors);
+}
+
+fn a_rank_killed_mid_tuning_does_not_hang_the_survivors(meet: Meet, tmp: &Path) {
     let vars = [
         ("RANKTUNE_STRATEGY", "merge"),
         ("RANKTUNE_STRATEGY_TIMEOUT", "3"),
         ("RANKTUNE_TEST_KILL", "2:32"),
     ];
-    let mut job = spawn_job(4, tmp.path(), "job-kill", &tmp.path().join("out"), &vars);
+    let mut job = spawn_job(meet, 4, tmp, "job-kill", &tmp.join("out"), &vars);
     job.wait();
     let results = job.results("buckets");
     assert!(results[2].is_none(), "rank 2 was killed");
@@ -183,14 +272,22 @@ fn a_rank_killed_mid_tuning_does_not_hang_the_survivors() {
 }
 
 #[test]
-fn mixed_hit_and_miss_across_processes_ends_with_one_choice() {
-    let tmp = tempfile::tempdir().unwrap();
+fn mixed_hit_and_miss_across_processes_ends_with_one_choice_in_a_directory() {
+    over_dir(mixed_hit_and_miss_across_processes_ends_with_one_choice);
+}
+
+#[test]
+fn mixed_hit_and_miss_across_processes_ends_with_one_choice_over_redis() {
+    over_redis(mixed_hit_and_miss_across_processes_ends_with_one_choice);
+}
+
+fn mixed_hit_and_miss_across_processes_ends_with_one_choice(meet: Meet, tmp: &Path) {
     let vars = [
         ("RANKTUNE_STRATEGY", "parallel"),
         ("RANKTUNE_STRATEGY_TIMEOUT", "60"),
         ("RANKTUNE_TEST_HIT_RANKS", "0,2"),
     ];
-    let mut job = spawn_job(4, tmp.path(), "job-mixed", &tmp.path().join("out"), &vars);
+    let mut job = spawn_job(meet, 4, tmp, "job-mixed", &tmp.join("out"), &vars);
     job.wait();
     let results = job.all_results("buckets");
     for (b, first) in results[0].iter().enumerate() {
@@ -205,7 +302,7 @@ fn mixed_hit_and_miss_across_processes_ends_with_one_choice() {
         ("RANKTUNE_STRATEGY_TIMEOUT", "60"),
         ("RANKTUNE_TEST_HIT_RANKS", "0,1,2,3"),
     ];
-    let mut job = spawn_job(4, tmp.path(), "job-allhit", &tmp.path().join("out2"), &vars);
+    let mut job = spawn_job(meet, 4, tmp, "job-allhit", &tmp.join("out2"), &vars);
     job.wait();
     for r in job.all_results("buckets") {
         assert!(r.iter().all(|b| b["kind"] == "Hit" && b["measured_here"] == 0), "{r:?}");
@@ -214,11 +311,19 @@ fn mixed_hit_and_miss_across_processes_ends_with_one_choice() {
 
 #[test]
 fn two_concurrent_jobs_in_one_directory_do_not_mix() {
-    let tmp = tempfile::tempdir().unwrap();
+    over_dir(two_concurrent_jobs_do_not_mix);
+}
+
+#[test]
+fn two_concurrent_jobs_on_one_redis_server_do_not_mix() {
+    over_redis(two_concurrent_jobs_do_not_mix);
+}
+
+fn two_concurrent_jobs_do_not_mix(meet: Meet, tmp: &Path) {
     let a_vars = [("RANKTUNE_STRATEGY", "merge"), ("RANKTUNE_TEST_SALT", "a")];
     let b_vars = [("RANKTUNE_STRATEGY", "merge"), ("RANKTUNE_TEST_SALT", "b")];
-    let mut a = spawn_job(2, tmp.path(), "job-a", &tmp.path().join("out-a"), &a_vars);
-    let mut b = spawn_job(2, tmp.path(), "job-b", &tmp.path().join("out-b"), &b_vars);
+    let mut a = spawn_job(meet, 2, tmp, "job-a", &tmp.join("out-a"), &a_vars);
+    let mut b = spawn_job(meet, 2, tmp, "job-b", &tmp.join("out-b"), &b_vars);
     a.wait();
     b.wait();
     let (ra, rb) = (a.all_results("buckets"), b.all_results("buckets"));

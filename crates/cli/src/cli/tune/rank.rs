@@ -126,20 +126,20 @@ pub(super) fn run_rank(
     opts.strategy = strategy;
     let tuner = Tuner::new(opts);
     if strategy.is_collective() {
-        // The ranks talk through the cache file's directory (the current
-        // one for a Redis cache), or MPI (see collective::from_env).
-        let dir = cache
-            .as_path()
-            .and_then(Path::parent)
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let coll = collective::from_env(&info, dir).with_context(|| {
+        // The ranks talk through the cache file's directory, the cache's
+        // Redis server, RANKTUNE_COLLECTIVE's choice, or MPI (see
+        // collective::from_env_for_cache).
+        let meet = match cache {
+            CacheLocation::File(p) => p.clone(),
+            CacheLocation::Redis(u) => PathBuf::from(u.connection_url()),
+        };
+        let coll = collective::from_env_for_cache(&info, &meet).with_context(|| {
             let why =
                 if args.strategy.is_none() { " (the default for more than one rank)" } else { "" };
+            // The collective's error names where (directory, redacted server).
             format!(
-                "connecting the ranks for --strategy {strategy}{why} in {}; \
-                 `--strategy independent` needs no connection but lets ranks disagree",
-                dir.display()
+                "connecting the ranks for --strategy {strategy}{why}; \
+                 `--strategy independent` needs no connection but lets ranks disagree"
             )
         })?;
         let timeout = strategy::timeout_from_env()?;
