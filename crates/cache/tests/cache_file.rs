@@ -285,3 +285,63 @@ fn a_symlinked_cache_path_stays_a_link() {
     assert_eq!(FileStore::new(dir.path().join("real/c.json")).load().unwrap().data.len(), 2);
     assert_eq!(store.load().unwrap().data.len(), 2);
 }
+
+/// Where the filesystem refuses locks (simulated with `without_locking`,
+/// the same path an `ENOLCK` from `flock` takes), an edit that can remove
+/// entries is refused and leaves every spool and entry in place.
+#[test]
+fn edits_that_remove_entries_never_run_without_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let unlocked = FileStore::new(&path).without_locking();
+    for r in 0..3 {
+        unlocked.save(&update(Section::Rank(r), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    }
+    let spools = || file_names(&dir.path().join("c.json.spool"));
+    assert_eq!(spools().len(), 3);
+    let check = |err: CacheError| {
+        let msg = err.to_string();
+        assert!(msg.contains("never runs without the lock") && msg.contains("redis://"), "{msg}");
+        assert!(msg.contains(" on "), "names the filesystem: {msg}");
+    };
+    check(unlocked.remove_where(&|_, _, _| true).unwrap_err());
+    check(unlocked.remove(&[(Section::Rank(0), key("gemm", 1))]).unwrap_err());
+    let newer = update(Section::Rank(0), &[(key("gemm", 1), entry(2, 0.5, "e"))]);
+    check(unlocked.save_resolving(&newer, &|_, _, _, _| true).unwrap_err());
+    // Nothing was removed: every save that returned is still there.
+    assert_eq!(spools().len(), 3);
+    let d = FileStore::new(&path).inspect().unwrap().data;
+    assert_eq!(d.len(), 3);
+    assert_eq!(d.get(Section::Rank(0), &key("gemm", 1)).unwrap().tactic, 1);
+    // A superseding save (what `tune` does) still saves, removing nothing.
+    let shared = update(Section::Shared, &[(key("gemm", 1), entry(7, 0.5, "e"))]);
+    let report = unlocked.save_superseding(&shared).unwrap();
+    assert!(report.warnings.iter().any(|w| w.contains("kept the rank entries")), "{report:?}");
+    assert_eq!(FileStore::new(&path).inspect().unwrap().data.len(), 4);
+    assert_eq!(spools().len(), 4, "an unlocked save deletes no spool");
+}
+
+/// Unlocked saves keep their spools (deleting one is unsafe without the
+/// lock), so their number is bounded: past `MAX_UNLOCKED_SPOOLS` a save is
+/// refused, not saved, and names the way out.
+#[test]
+fn unfolded_spools_without_a_lock_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let unlocked = FileStore::new(&path).without_locking();
+    let max = ranktune_cache::MAX_UNLOCKED_SPOOLS as u64;
+    for i in 0..max {
+        unlocked.save(&update(Section::Rank(0), &[(key("gemm", i), entry(1, 1.0, "e"))])).unwrap();
+    }
+    let err = unlocked
+        .save(&update(Section::Rank(0), &[(key("gemm", max), entry(1, 1.0, "e"))]))
+        .unwrap_err();
+    assert!(err.to_string().contains("refusing to add more"), "{err}");
+    assert_eq!(file_names(&dir.path().join("c.json.spool")).len() as u64, max);
+    // A save where locks work folds them all; nothing was lost.
+    FileStore::new(&path)
+        .save(&update(Section::Rank(1), &[(key("x", 1), entry(1, 1.0, "e"))]))
+        .unwrap();
+    assert_eq!(FileStore::new(&path).load().unwrap().data.len() as u64, max + 1);
+    assert!(!dir.path().join("c.json.spool").exists());
+}

@@ -66,6 +66,7 @@ mod lock;
 mod read;
 mod spool;
 mod sys;
+mod trust;
 mod write;
 
 pub use read::{max_file_bytes, read_cache_bytes, DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV};
@@ -98,6 +99,13 @@ const STALE_TEMP_AGE: Duration = Duration::from_secs(600);
 const GATHER_QUIET: Duration = Duration::from_millis(20);
 /// ...but never longer than this.
 const GATHER_CAP: Duration = Duration::from_millis(500);
+
+/// The most saves that may wait unfolded in the spool of a cache whose
+/// filesystem refuses locks: an unlocked save never deletes a spool (it
+/// cannot know that no other unlocked writer is folding from an older
+/// snapshot), so past this bound further unlocked saves are refused, with
+/// the way out, instead of piling up without end.
+pub const MAX_UNLOCKED_SPOOLS: usize = 256;
 
 /// The lock timeout from `RANKTUNE_LOCK_TIMEOUT` (seconds, may be
 /// fractional), or [`DEFAULT_LOCK_TIMEOUT`] when unset.
@@ -426,7 +434,8 @@ impl FileStore {
         let mut changed = strict && bad_entries > 0;
         let mut folded = Vec::new();
         for path in spool::list(&spool_dir)? {
-            match self.read_spool::<EntryText>(&path, true)? {
+            // Without the lock, another process's spool is never moved.
+            match self.read_spool::<EntryText>(&path, locked)? {
                 SpoolRead::Read(p) => {
                     warnings.extend(p.warnings);
                     changed |= doc.apply(p.data);
@@ -438,7 +447,6 @@ impl FileStore {
             }
         }
         let t_spools = t0.elapsed();
-        let has_edit = edit.is_some();
         let edited = match edit {
             Some(edit) => edit(&mut doc)?,
             None => 0,
@@ -456,7 +464,9 @@ impl FileStore {
             m.updated_unix = now;
             write::write_atomic(&self.path, &codec::write(&doc))?;
         }
-        if locked || has_edit {
+        // Only a lock holder deletes spools: without the lock, another
+        // writer may be folding from an older snapshot of the file.
+        if locked {
             let mut any = false;
             for p in &folded {
                 any |= std::fs::remove_file(p).is_ok();
@@ -482,32 +492,66 @@ impl FileStore {
     /// logged: callers log).
     fn warn_no_lock(&self, why: &str) -> String {
         format!(
-            "cannot lock {} ({why}); saving without a lock: the cache file stays whole, \
-             and saves are kept in {} until a save on a filesystem with locks folds them",
+            "cannot lock {} on {} ({why}); saving without a lock: the cache file stays \
+             whole, and saves are kept in {} (at most {MAX_UNLOCKED_SPOOLS}) until a save on a \
+             filesystem with locks folds them; a redis:// cache needs no file locks",
             self.lock_path().display(),
+            trust::fs_name(&self.path),
             self.spool_path().display()
         )
     }
 
     /// Takes the lock for an edit (remove, resolving save), waiting up to
-    /// the timeout; goes on without it where the filesystem cannot lock.
+    /// the timeout. An edit can remove entries (or, folding from an older
+    /// snapshot, drop saves that returned), so it never runs without the
+    /// lock: where the filesystem cannot lock, it is refused with the way
+    /// out.
     fn lock_for_edit(
         &self,
         warnings: &mut Vec<String>,
     ) -> Result<(bool, Option<LockGuard>), CacheError> {
+        match self.try_edit_lock(warnings)? {
+            Ok(g) => Ok((true, Some(g))),
+            Err(why) => Err(self.refuse_unlocked_edit(&why)),
+        }
+    }
+
+    /// Takes the lock for an edit, waiting up to the timeout; `Ok(Err(why))`
+    /// where the filesystem cannot lock.
+    fn try_edit_lock(
+        &self,
+        warnings: &mut Vec<String>,
+    ) -> Result<Result<LockGuard, String>, CacheError> {
         let outcome = if self.locking {
             lock::acquire(&self.lock_path(), self.lock_timeout, || false)?
         } else {
             Acquired::Unsupported(std::io::Error::other("locking turned off"))
         };
-        Ok(match outcome {
-            Acquired::Locked(g) => (true, Some(g)),
-            Acquired::Unsupported(e) => {
-                warnings.push(self.warn_no_lock(&e.to_string()));
-                (false, None)
+        match outcome {
+            Acquired::Locked(g) => {
+                warnings.extend(trust::warn_if_node_local_locks(&self.path));
+                Ok(Ok(g))
             }
-            Acquired::Done => (false, None),
-        })
+            Acquired::Unsupported(e) => Ok(Err(e.to_string())),
+            Acquired::Done => Err(CacheError::Invalid(format!(
+                "could not take the lock on {} for an edit; try again",
+                self.lock_path().display()
+            ))),
+        }
+    }
+
+    /// The error for an edit (prune, merge -o, remove, a superseding save)
+    /// where the filesystem cannot lock.
+    fn refuse_unlocked_edit(&self, why: &str) -> CacheError {
+        CacheError::Invalid(format!(
+            "cannot lock {} on {} ({why}); an edit that can remove entries (prune, merge -o, \
+             remove, a shared save) never runs without the lock, since it could drop saves of \
+             other processes: nothing was changed. Copy the cache to a local filesystem, edit it \
+             there and copy it back while nothing else uses it, mount the filesystem with locks \
+             (NFS: without nolock/local_lock; Lustre: -o flock), or use a redis:// cache",
+            self.lock_path().display(),
+            trust::fs_name(&self.path),
+        ))
     }
 
     /// The part of `update` that will be written: valid entries, plus the
@@ -623,7 +667,21 @@ impl Store for FileStore {
         if let Some(parent) = this.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(io("creating directory", parent))?;
         }
-        let (locked, _guard) = this.lock_for_edit(&mut warnings)?;
+        let (locked, _guard) = match this.try_edit_lock(&mut warnings)? {
+            Ok(g) => (true, Some(g)),
+            // Without the lock, nothing may be removed: save the entries
+            // plainly and keep the rank entries they supersede (a reader
+            // then sees both, which changes no decision).
+            Err(why) => {
+                let mut report = this.save_resolved(&update)?;
+                report.warnings.push(format!(
+                    "cannot lock {} ({why}): kept the rank entries these shared entries \
+                     supersede; they are removed by the next save where locks work",
+                    this.lock_path().display()
+                ));
+                return Ok(report);
+            }
+        };
         let mut superseded = 0;
         let mut edit = |doc: &mut CacheData<EntryText>| -> Result<usize, CacheError> {
             let mut n = 0;
@@ -677,8 +735,28 @@ impl FileStore {
                     SaveReport { written, total: written, warnings, superseded: 0 },
                 )
             }
-            Ok(Acquired::Locked(g)) => (true, Some(g)),
+            Ok(Acquired::Locked(g)) => {
+                warnings.extend(trust::warn_if_node_local_locks(&self.path));
+                (true, Some(g))
+            }
             Ok(Acquired::Unsupported(e)) => {
+                let waiting = spool::list(&self.spool_path())?.len();
+                if waiting > MAX_UNLOCKED_SPOOLS {
+                    // Withdraw this save's own spool (the only one an
+                    // unlocked save may delete): an error means not saved.
+                    let _ = std::fs::remove_file(&spool_file);
+                    return Err(CacheError::Invalid(format!(
+                        "cannot lock {} on {} ({e}), and {} saves already wait unfolded in {} \
+                         (at most {MAX_UNLOCKED_SPOOLS}); refusing to add more. Nothing is \
+                         lost: a save on a filesystem with locks folds them (copy the cache and \
+                         its .spool to a local disk, save there, copy back), or use a redis:// \
+                         cache",
+                        self.lock_path().display(),
+                        trust::fs_name(&self.path),
+                        waiting - 1,
+                        self.spool_path().display()
+                    )));
+                }
                 warnings.push(self.warn_no_lock(&e.to_string()));
                 (false, None)
             }
