@@ -345,3 +345,92 @@ fn unfolded_spools_without_a_lock_are_bounded() {
     assert_eq!(FileStore::new(&path).load().unwrap().data.len() as u64, max + 1);
     assert!(!dir.path().join("c.json.spool").exists());
 }
+
+/// Holds `c.json.lock` through another open file description until dropped.
+fn hold_lock(lock_path: &std::path::Path) -> std::fs::File {
+    let holder = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(lock_path)
+        .unwrap();
+    // SAFETY: flock on a descriptor we own.
+    assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&holder), libc::LOCK_EX) }, 0);
+    holder
+}
+
+/// Removes the spool files (not markers) that appear in `spool` while
+/// `until` is false, up to `max` of them; returns how many it removed.
+fn remove_spools(
+    spool: &std::path::Path,
+    max: usize,
+    until: &std::sync::atomic::AtomicBool,
+) -> usize {
+    let mut removed = 0;
+    while removed < max && !until.load(std::sync::atomic::Ordering::Relaxed) {
+        let names: Vec<String> = std::fs::read_dir(spool)
+            .map(|r| r.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
+            .unwrap_or_default();
+        for name in names {
+            if name.ends_with(".json") && std::fs::remove_file(spool.join(&name)).is_ok() {
+                removed += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    removed
+}
+
+/// A save whose spool file is removed (by an `rm`, another user's cleanup)
+/// before it was folded knows it: it writes the entries again, and reports
+/// success only once they are in the file.
+#[test]
+fn a_save_whose_spool_vanished_saves_again() {
+    use std::sync::atomic::AtomicBool;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let holder = hold_lock(&dir.path().join("c.json.lock"));
+    let store = FileStore::new(&path).with_lock_timeout(Duration::from_secs(30));
+    let done = AtomicBool::new(false);
+    let report = std::thread::scope(|s| {
+        let saver = s.spawn(|| {
+            let r = store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))]));
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            r
+        });
+        // The save waits for the lock; its spool file is removed once.
+        assert_eq!(remove_spools(&dir.path().join("c.json.spool"), 1, &done), 1);
+        std::thread::sleep(Duration::from_millis(100));
+        drop(holder);
+        saver.join().unwrap()
+    });
+    let report = report.unwrap();
+    assert!(report.warnings.iter().any(|w| w.contains("disappeared")), "{report:?}");
+    let d = FileStore::new(&path).inspect().unwrap().data;
+    assert_eq!(d.len(), 1, "the save reported success, so its entry must be in the file");
+    assert_eq!(file_names(dir.path()), ["c.json", "c.json.lock"]);
+}
+
+/// When the spool keeps vanishing, the save fails loudly instead of
+/// reporting entries it never saved.
+#[test]
+fn a_save_whose_spool_keeps_vanishing_fails_loudly() {
+    use std::sync::atomic::AtomicBool;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let _holder = hold_lock(&dir.path().join("c.json.lock"));
+    let store = FileStore::new(&path).with_lock_timeout(Duration::from_secs(30));
+    let done = AtomicBool::new(false);
+    let result = std::thread::scope(|s| {
+        let saver = s.spawn(|| {
+            let r = store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))]));
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            r
+        });
+        remove_spools(&dir.path().join("c.json.spool"), usize::MAX, &done);
+        saver.join().unwrap()
+    });
+    let err = result.unwrap_err().to_string();
+    assert!(err.contains("disappeared") && err.contains("nothing was saved"), "{err}");
+    assert!(FileStore::new(&path).inspect().unwrap().data.is_empty());
+}

@@ -100,6 +100,18 @@ const GATHER_QUIET: Duration = Duration::from_millis(20);
 /// ...but never longer than this.
 const GATHER_CAP: Duration = Duration::from_millis(500);
 
+/// How many times a save writes its spool again when it vanished before
+/// being folded, before it fails.
+const SAVE_ATTEMPTS: usize = 3;
+
+/// How one attempt of a save ended.
+enum Saved {
+    /// Its entries are in the cache (or, unlocked, in the spool).
+    Done(SaveReport),
+    /// Its spool file disappeared without being folded: not saved.
+    Vanished(PathBuf),
+}
+
 /// The most saves that may wait unfolded in the spool of a cache whose
 /// filesystem refuses locks: an unlocked save never deletes a spool (it
 /// cannot know that no other unlocked writer is folding from an older
@@ -467,9 +479,12 @@ impl FileStore {
         // Only a lock holder deletes spools: without the lock, another
         // writer may be folding from an older snapshot of the file.
         if locked {
+            // Each folded spool becomes its marker, which tells its save
+            // that it was folded (see `spool::folded_marker`).
+            spool::remove_stale_markers(&spool_dir, STALE_TEMP_AGE);
             let mut any = false;
             for p in &folded {
-                any |= std::fs::remove_file(p).is_ok();
+                any |= spool::mark_folded(p);
             }
             if any {
                 atomic_file::sync_dir(&spool_dir).map_err(io("fsyncing directory", &spool_dir))?;
@@ -710,18 +725,58 @@ impl Store for FileStore {
 
 impl FileStore {
     fn save_resolved(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
-        let (update, mut warnings) = Self::prepare(update);
+        let (update, warnings) = Self::prepare(update);
         let written = update.len();
         if written == 0 && update.metadata.environments.is_empty() {
             return Ok(SaveReport { written, total: 0, warnings, superseded: 0 });
         }
         check_parent_dir(&self.path)?;
         self.refuse_foreign_file()?;
-        let spool_file = spool::write_spool(&self.spool_path(), || codec::cache_to_bytes(&update))?;
+        let mut vanished = Vec::new();
+        for _ in 0..SAVE_ATTEMPTS {
+            match self.save_once(&update, warnings.clone())? {
+                Saved::Done(mut report) => {
+                    report.warnings.extend(vanished.iter().map(|p: &PathBuf| {
+                        format!(
+                            "spool file {} disappeared before it was folded (something other \
+                             than ranktune removed it); saved again",
+                            p.display()
+                        )
+                    }));
+                    return Ok(report);
+                }
+                Saved::Vanished(p) => vanished.push(p),
+            }
+        }
+        Err(CacheError::Invalid(format!(
+            "this save's spool file disappeared before it was folded into {}, {SAVE_ATTEMPTS} \
+             times ({}); something other than ranktune removes files in {} — nothing was saved. \
+             Stop whatever cleans that directory (a tmp cleaner, another user's script), or use \
+             another cache path",
+            self.path.display(),
+            vanished.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            self.spool_path().display()
+        )))
+    }
+
+    /// One attempt of a save: writes the spool file, then waits until it is
+    /// folded (by this process or a lock holder). [`Saved::Vanished`] when
+    /// it disappeared without being folded.
+    fn save_once(
+        &self,
+        update: &CacheData,
+        mut warnings: Vec<String>,
+    ) -> Result<Saved, CacheError> {
+        let written = update.len();
+        let (spool_file, _waiter) =
+            spool::write_spool(&self.spool_path(), || codec::cache_to_bytes(update))?;
         // Done waiting once the spool file was folded (or set aside, which
         // `settled` turns into an error); any other error is not "done".
         let folded_elsewhere = || {
-            matches!(spool::state(&spool_file), Ok(SpoolState::Folded | SpoolState::SetAside(_)))
+            matches!(
+                spool::state(&spool_file),
+                Ok(SpoolState::Folded | SpoolState::SetAside(_) | SpoolState::Vanished)
+            )
         };
         let outcome = if self.locking {
             lock::acquire(&self.lock_path(), self.lock_timeout, folded_elsewhere)
@@ -786,6 +841,9 @@ impl FileStore {
             spool::settle(&self.spool_path(), GATHER_QUIET, GATHER_CAP);
             tracing::debug!("gathered saves for {:?}", t.elapsed());
         }
+        if !locked && matches!(spool::state(&spool_file), Ok(SpoolState::Vanished)) {
+            return Ok(Saved::Vanished(spool_file));
+        }
         let (total, _, fold_warnings) = match self.fold(locked, false, None) {
             Ok(r) => r,
             Err(e) => {
@@ -800,7 +858,13 @@ impl FileStore {
         match spool::state(&spool_file) {
             // Our own fold found this save's spool damaged and set it aside.
             Ok(SpoolState::SetAside(p)) => Err(Self::spool_set_aside(&p)),
-            _ => Ok(SaveReport { written, total, warnings, superseded: 0 }),
+            // It vanished before our fold read it.
+            Ok(SpoolState::Vanished) => Ok(Saved::Vanished(spool_file)),
+            Ok(SpoolState::Folded) => {
+                spool::forget_folded(&spool_file);
+                Ok(Saved::Done(SaveReport { written, total, warnings, superseded: 0 }))
+            }
+            _ => Ok(Saved::Done(SaveReport { written, total, warnings, superseded: 0 })),
         }
     }
 
@@ -832,11 +896,15 @@ impl FileStore {
     }
 
     /// The result of a save whose spool file is no longer waiting: folded
-    /// is saved, set aside is an error.
-    fn settled(&self, spool_file: &Path, report: SaveReport) -> Result<SaveReport, CacheError> {
+    /// is saved, set aside is an error, vanished is to be saved again.
+    fn settled(&self, spool_file: &Path, report: SaveReport) -> Result<Saved, CacheError> {
         match spool::state(spool_file) {
-            Ok(SpoolState::Folded) => Ok(report),
+            Ok(SpoolState::Folded) => {
+                spool::forget_folded(spool_file);
+                Ok(Saved::Done(report))
+            }
             Ok(SpoolState::SetAside(p)) => Err(Self::spool_set_aside(&p)),
+            Ok(SpoolState::Vanished) => Ok(Saved::Vanished(spool_file.to_path_buf())),
             Ok(SpoolState::Waiting) => Err(CacheError::Invalid(format!(
                 "spool file {} reappeared after it was folded; is something else writing to {}?",
                 spool_file.display(),

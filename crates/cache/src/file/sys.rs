@@ -46,6 +46,41 @@ pub(crate) fn try_lock_exclusive(file: &File) -> io::Result<TryLock> {
     }
 }
 
+/// Tries to take a shared `flock` on `file` without blocking; `Ok(false)`
+/// when someone holds it exclusively or the filesystem cannot lock.
+pub(crate) fn try_lock_shared(file: &File) -> io::Result<bool> {
+    loop {
+        // SAFETY: flock on a file descriptor we own; no memory is passed.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(_) if matches!(try_lock_classify(&err), Some(())) => return Ok(false),
+            _ => return Err(err),
+        }
+    }
+}
+
+/// Whether a failed `flock` means "busy" or "cannot lock here".
+fn try_lock_classify(err: &io::Error) -> Option<()> {
+    match err.raw_os_error() {
+        Some(code)
+            if code == libc::EWOULDBLOCK
+                || code == libc::EAGAIN
+                || code == libc::ENOLCK
+                || code == libc::EOPNOTSUPP
+                || code == libc::ENOSYS
+                || code == libc::EINVAL =>
+        {
+            Some(())
+        }
+        _ => None,
+    }
+}
+
 /// Opens (creating if needed, mode 0666 less the umask) a file for reading
 /// and writing, refusing to follow a symlink at `path`.
 pub(crate) fn open_rw_nofollow(path: &Path) -> io::Result<File> {
