@@ -434,3 +434,90 @@ fn a_save_whose_spool_keeps_vanishing_fails_loudly() {
     assert!(err.contains("disappeared") && err.contains("nothing was saved"), "{err}");
     assert!(FileStore::new(&path).inspect().unwrap().data.is_empty());
 }
+
+/// A version string that is not MAJOR.MINOR is a format this build does not
+/// know: refused as unsupported and left in place, never set aside.
+#[test]
+fn an_odd_version_string_is_unsupported_and_left_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let store = FileStore::new(&path);
+    store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let odd = text.replacen("\"version\": \"1.0\"", "\"version\": \"1.0.1\"", 1);
+    assert_ne!(odd, text, "the file names its version");
+    std::fs::write(&path, &odd).unwrap();
+    let err = store.load().unwrap_err();
+    assert!(matches!(err, CacheError::Unsupported { .. }), "{err:?}");
+    let err =
+        store.save(&update(Section::Rank(0), &[(key("gemm", 2), entry(1, 1.0, "e"))])).unwrap_err();
+    assert!(matches!(err, CacheError::Unsupported { .. }), "{err:?}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), odd);
+    assert!(!file_names(dir.path()).iter().any(|n| n.contains("corrupt")));
+}
+
+/// A corrupt cache in a directory whose name is not UTF-8 is set aside
+/// under a path built from the bytes, and later saves work.
+#[test]
+fn a_corrupt_cache_in_a_non_utf8_directory_is_set_aside() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let odd = dir.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+    std::fs::create_dir(&odd).unwrap();
+    let path = odd.join("c.json");
+    std::fs::write(&path, b"{ not json").unwrap();
+    let store = FileStore::new(&path);
+    let loaded = store.load().unwrap();
+    let aside = loaded.moved_aside.expect("set aside");
+    assert_eq!(aside.parent(), Some(odd.as_path()));
+    assert_eq!(std::fs::read(&aside).unwrap(), b"{ not json");
+    store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    assert_eq!(store.load().unwrap().data.len(), 1);
+}
+
+/// A link another user planted in a sticky world-writable directory is not
+/// followed (the kernel's protected_symlinks rule); the file it points at
+/// is untouched. Needs to create a link owned by another user: runs as root
+/// (this machine's CI) and skips loudly otherwise.
+#[test]
+fn a_planted_link_in_a_sticky_directory_is_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, b"precious").unwrap();
+    let link = shared.join("tune.json");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    if std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).is_err() {
+        eprintln!("SKIPPED: cannot give a link to another user (needs root)");
+        return;
+    }
+    let store = FileStore::new(&link);
+    let err =
+        store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("protected_symlinks") && msg.contains("uid 65534"), "{msg}");
+    assert!(store.load().is_err());
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert_eq!(file_names(dir.path()), ["shared", "victim.txt"]);
+    assert_eq!(file_names(&shared), ["tune.json"]);
+}
+
+/// Through a link the kernel follows, a file that is not a ranktune cache
+/// is never moved aside or replaced.
+#[test]
+fn a_non_cache_file_reached_through_a_link_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("notes.txt");
+    std::fs::write(&victim, b"precious").unwrap();
+    let link = dir.path().join("tune.json");
+    std::os::unix::fs::symlink("notes.txt", &link).unwrap();
+    let store = FileStore::new(&link);
+    let err =
+        store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap_err();
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    assert!(store.load().is_err());
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert!(!file_names(dir.path()).iter().any(|n| n.contains("corrupt")));
+}

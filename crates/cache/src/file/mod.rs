@@ -165,6 +165,9 @@ pub struct FileStore {
     path: PathBuf,
     lock_timeout: Duration,
     locking: bool,
+    /// The path was reached through a symlink: a file there that does not
+    /// parse is not known to be a ranktune cache, so it is never set aside.
+    via_link: bool,
 }
 
 /// What to do with a main file that does not parse.
@@ -208,7 +211,12 @@ impl FileStore {
     /// [`DEFAULT_LOCK_TIMEOUT`]. Does no I/O and reads no environment (see
     /// [`FileStore::from_env`] for what the CLI uses).
     pub fn new(path: impl Into<PathBuf>) -> FileStore {
-        FileStore { path: path.into(), lock_timeout: DEFAULT_LOCK_TIMEOUT, locking: true }
+        FileStore {
+            path: path.into(),
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
+            locking: true,
+            via_link: false,
+        }
     }
 
     /// A store for `path` configured from the environment: the lock timeout
@@ -245,22 +253,15 @@ impl FileStore {
     }
 
     /// This store with a symlinked cache path replaced by its target, so a
-    /// save rewrites the target and the link stays a link.
-    fn resolved(&self) -> Cow<'_, FileStore> {
-        match std::fs::symlink_metadata(&self.path) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let target = std::fs::canonicalize(&self.path).ok().or_else(|| {
-                    // A dangling link: resolve it by hand (one level).
-                    let link = std::fs::read_link(&self.path).ok()?;
-                    Some(atomic_file::parent_dir(&self.path).join(link))
-                });
-                match target {
-                    Some(path) => Cow::Owned(FileStore { path, ..self.clone() }),
-                    None => Cow::Borrowed(self),
-                }
-            }
-            _ => Cow::Borrowed(self),
+    /// save rewrites the target and the link stays a link. Links are
+    /// followed one hop at a time and only where the kernel's
+    /// `protected_symlinks` would (see `trust::resolve`).
+    fn resolved(&self) -> Result<Cow<'_, FileStore>, CacheError> {
+        let (path, via_link) = trust::resolve(&self.path)?;
+        if !via_link {
+            return Ok(Cow::Borrowed(self));
         }
+        Ok(Cow::Owned(FileStore { path, via_link, ..self.clone() }))
     }
 
     /// The sidecar lock file, `<path>.lock`.
@@ -278,7 +279,7 @@ impl FileStore {
     /// [`CacheError::Corrupt`]; bad entries are skipped and listed in
     /// [`Loaded::warnings`]. For `cache show` and `cache check`.
     pub fn inspect(&self) -> Result<Loaded, CacheError> {
-        self.resolved().load_with(Aside::Never)
+        self.resolved()?.load_with(Aside::Never)
     }
 
     /// Reads the main file, entries held as `E` (`strict`: see
@@ -296,6 +297,16 @@ impl FileStore {
                 }
                 Err(ParseError::Unparseable(reason)) => reason,
             };
+            if self.via_link && aside != Aside::Never {
+                return Err(CacheError::Corrupt {
+                    path: self.path.clone(),
+                    reason: format!(
+                        "{reason}; it was reached through a symbolic link, so it may not be a \
+                         ranktune cache and is left alone: fix or remove it, or point the link \
+                         elsewhere"
+                    ),
+                });
+            }
             let _guard = match aside {
                 Aside::Never => {
                     return Err(CacheError::Corrupt { path: self.path.clone(), reason })
@@ -318,7 +329,8 @@ impl FileStore {
                 continue;
             }
             let aside_path = self.aside_path();
-            std::fs::rename(&self.path, &aside_path).map_err(io("setting aside", &self.path))?;
+            sys::rename_noreplace(&self.path, &aside_path)
+                .map_err(io("setting aside", &self.path))?;
             let dir = atomic_file::parent_dir(&self.path);
             atomic_file::sync_dir(&dir).map_err(io("fsyncing directory", &dir))?;
             let msg = format!(
@@ -334,13 +346,18 @@ impl FileStore {
         )))
     }
 
+    /// `C.corrupt-<stamp>[-n]`, built from the path's bytes (a directory
+    /// whose name is not UTF-8 works too).
     fn aside_path(&self) -> PathBuf {
         let stamp = write::utc_stamp(SystemTime::now());
-        let base = format!("{}.corrupt-{stamp}", self.path.display());
+        let mut base = self.path.as_os_str().to_owned();
+        base.push(format!(".corrupt-{stamp}"));
         let mut candidate = PathBuf::from(&base);
         let mut n = 1;
         while std::fs::symlink_metadata(&candidate).is_ok() {
-            candidate = PathBuf::from(format!("{base}-{n}"));
+            let mut next = base.clone();
+            next.push(format!("-{n}"));
+            candidate = PathBuf::from(next);
             n += 1;
         }
         candidate
@@ -618,7 +635,7 @@ impl Store for FileStore {
     /// Warnings are returned in [`Loaded::warnings`], not logged: the caller
     /// logs them, once.
     fn load(&self) -> Result<Loaded, CacheError> {
-        self.resolved().load_with(Aside::TakeLock)
+        self.resolved()?.load_with(Aside::TakeLock)
     }
 
     /// Merges `update` into the file: adds or replaces its entries, never
@@ -630,7 +647,7 @@ impl Store for FileStore {
     /// included this save, counting would cost a full read, and `total` is
     /// reported as `written`.
     fn save(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
-        let this = self.resolved();
+        let this = self.resolved()?;
         this.save_resolved(update)
     }
 
@@ -638,7 +655,7 @@ impl Store for FileStore {
     /// waiting saves first), and drops malformed entries, naming each in the
     /// report's warnings. `written` in the report is the number removed.
     fn remove(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, CacheError> {
-        self.resolved().edit_resolved(&mut |doc: &mut CacheData<EntryText>| {
+        self.resolved()?.edit_resolved(&mut |doc: &mut CacheData<EntryText>| {
             let mut n = 0;
             for (section, key) in keys {
                 if let Some(entries) = doc.sections.get_mut(section) {
@@ -655,7 +672,7 @@ impl Store for FileStore {
     /// `cache prune` never removes a fresh entry for being what an older
     /// one was. Also drops malformed entries, like [`Store::remove`].
     fn remove_where(&self, pred: &RemovePredicate<'_>) -> Result<SaveReport, CacheError> {
-        self.resolved().edit_resolved(&mut |doc: &mut CacheData<EntryText>| {
+        self.resolved()?.edit_resolved(&mut |doc: &mut CacheData<EntryText>| {
             let mut n = 0;
             for (section, entries) in doc.sections.iter_mut() {
                 entries.retain(|key, text| {
@@ -676,7 +693,7 @@ impl Store for FileStore {
         if !update.sections.contains_key(&Section::Shared) {
             return self.save(update);
         }
-        let this = self.resolved();
+        let this = self.resolved()?;
         let (update, mut warnings) = Self::prepare(update);
         let written = update.len();
         if let Some(parent) = this.path.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -942,7 +959,7 @@ impl FileStore {
         update: &CacheData,
         take_new: &Resolver<'_>,
     ) -> Result<SaveReport, CacheError> {
-        let this = self.resolved();
+        let this = self.resolved()?;
         check_parent_dir(&this.path)?;
         this.refuse_foreign_file()?;
         let (update, mut warnings) = Self::prepare(update);

@@ -165,7 +165,6 @@ pub(crate) fn user_label(uid: u32) -> String {
 
 /// Renames `from` to `to` unless something already has the name `to`
 /// (`AlreadyExists` then): a set-aside file never replaces anything.
-#[allow(dead_code)] // TEMP
 pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
     #[cfg(target_os = "linux")]
     {
