@@ -521,3 +521,83 @@ fn a_non_cache_file_reached_through_a_link_is_left_alone() {
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
     assert!(!file_names(dir.path()).iter().any(|n| n.contains("corrupt")));
 }
+
+fn mode_of(p: &std::path::Path) -> u32 {
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// Everything made next to a private cache is private too, and the cache
+/// keeps its mode when it is set aside and rewritten.
+#[test]
+fn files_next_to_a_private_cache_are_no_more_open_than_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    FileStore::new(&path)
+        .save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))]))
+        .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::remove_file(dir.path().join("c.json.lock")).unwrap();
+    // Unlocked saves keep their spool files: look at their modes.
+    let unlocked = FileStore::new(&path).without_locking();
+    unlocked.save(&update(Section::Rank(1), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    let spool = dir.path().join("c.json.spool");
+    assert_eq!(mode_of(&spool), 0o700);
+    for n in file_names(&spool) {
+        assert_eq!(mode_of(&spool.join(&n)), 0o600, "{n}");
+    }
+    let store = FileStore::new(&path);
+    store.save(&update(Section::Rank(2), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    assert_eq!(mode_of(&dir.path().join("c.json.lock")), 0o600);
+    assert_eq!(mode_of(&path), 0o600);
+    // Set aside and rewritten: still 0600.
+    std::fs::write(&path, b"{ not json").unwrap();
+    let loaded = store.load().unwrap();
+    assert_eq!(mode_of(&loaded.moved_aside.unwrap()), 0o600);
+    store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    assert_eq!(mode_of(&path), 0o600);
+}
+
+/// A spool directory or lock file that another user owns, that others can
+/// write, or that is a symlink is refused with a message naming the owner
+/// and the fix. Giving a file to another user needs root (this machine's
+/// CI); the symlink case runs everywhere.
+#[test]
+fn a_foreign_spool_or_lock_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let store = FileStore::new(&path);
+    let save = || store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))]));
+    // A symlinked spool.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.path().join("c.json.spool")).unwrap();
+    let err = save().unwrap_err().to_string();
+    assert!(err.contains("symbolic link") && err.contains("remove the link"), "{err}");
+    assert!(file_names(&elsewhere).is_empty());
+    std::fs::remove_file(dir.path().join("c.json.spool")).unwrap();
+    // A symlinked lock file.
+    std::os::unix::fs::symlink(dir.path().join("victim"), dir.path().join("c.json.lock")).unwrap();
+    let err = save().unwrap_err().to_string();
+    assert!(err.contains("lock file") && err.contains("symbolic link"), "{err}");
+    assert!(!dir.path().join("victim").exists());
+    std::fs::remove_file(dir.path().join("c.json.lock")).unwrap();
+    // Another user's spool directory, and a world-writable lock of theirs.
+    let spool = dir.path().join("c.json.spool");
+    std::fs::create_dir(&spool).unwrap();
+    if std::os::unix::fs::chown(&spool, Some(65534), Some(65534)).is_err() {
+        eprintln!("SKIPPED: cannot give a file to another user (needs root)");
+        return;
+    }
+    let err = save().unwrap_err().to_string();
+    assert!(err.contains("owned by uid 65534") && err.contains("rm -r"), "{err}");
+    std::fs::remove_dir(&spool).unwrap();
+    let lock = dir.path().join("c.json.lock");
+    std::fs::write(&lock, b"").unwrap();
+    std::os::unix::fs::chown(&lock, Some(65534), Some(65534)).unwrap();
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let err = save().unwrap_err().to_string();
+    assert!(err.contains("lock file") && err.contains("uid 65534"), "{err}");
+    assert!(store.load().unwrap().data.is_empty(), "nothing saved");
+    std::fs::remove_file(&lock).unwrap();
+    save().unwrap();
+}

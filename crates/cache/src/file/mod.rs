@@ -314,7 +314,13 @@ impl FileStore {
                 Aside::HaveLock => None,
                 Aside::TakeLock if !self.locking => None,
                 Aside::TakeLock => {
-                    match lock::acquire(&self.lock_path(), self.lock_timeout, || false)? {
+                    match lock::acquire(
+                        &self.lock_path(),
+                        &self.path,
+                        trust::SideModes::of(&self.path),
+                        self.lock_timeout,
+                        || false,
+                    )? {
                         Acquired::Locked(g) => Some(g),
                         _ => None,
                     }
@@ -454,6 +460,8 @@ impl FileStore {
         } else {
             write::remove_stale_temps(&self.path, false, STALE_TEMP_AGE);
         }
+        // The cache's mode, kept even when it is set aside and rewritten.
+        let modes = trust::SideModes::of(&self.path);
         let main = self.read_main::<EntryText>(Aside::HaveLock, strict)?;
         let t_main = t0.elapsed();
         let Parsed { data: mut doc, warnings: main_warnings, bad_entries } = main.doc;
@@ -491,7 +499,7 @@ impl FileStore {
                 m.created_unix = now;
             }
             m.updated_unix = now;
-            write::write_atomic(&self.path, &codec::write(&doc))?;
+            write::write_atomic(&self.path, &codec::write(&doc), modes.cache)?;
         }
         // Only a lock holder deletes spools: without the lock, another
         // writer may be folding from an older snapshot of the file.
@@ -555,7 +563,13 @@ impl FileStore {
         warnings: &mut Vec<String>,
     ) -> Result<Result<LockGuard, String>, CacheError> {
         let outcome = if self.locking {
-            lock::acquire(&self.lock_path(), self.lock_timeout, || false)?
+            lock::acquire(
+                &self.lock_path(),
+                &self.path,
+                trust::SideModes::of(&self.path),
+                self.lock_timeout,
+                || false,
+            )?
         } else {
             Acquired::Unsupported(std::io::Error::other("locking turned off"))
         };
@@ -785,8 +799,12 @@ impl FileStore {
         mut warnings: Vec<String>,
     ) -> Result<Saved, CacheError> {
         let written = update.len();
-        let (spool_file, _waiter) =
-            spool::write_spool(&self.spool_path(), || codec::cache_to_bytes(update))?;
+        let (spool_file, _waiter) = spool::write_spool(
+            &self.spool_path(),
+            &self.path,
+            trust::SideModes::of(&self.path),
+            || codec::cache_to_bytes(update),
+        )?;
         // Done waiting once the spool file was folded (or set aside, which
         // `settled` turns into an error); any other error is not "done".
         let folded_elsewhere = || {
@@ -796,7 +814,13 @@ impl FileStore {
             )
         };
         let outcome = if self.locking {
-            lock::acquire(&self.lock_path(), self.lock_timeout, folded_elsewhere)
+            lock::acquire(
+                &self.lock_path(),
+                &self.path,
+                trust::SideModes::of(&self.path),
+                self.lock_timeout,
+                folded_elsewhere,
+            )
         } else {
             Ok(Acquired::Unsupported(std::io::Error::other("locking turned off")))
         };
@@ -989,7 +1013,7 @@ impl FileStore {
 /// To add entries to a cache that others may be writing, use
 /// [`FileStore::save`].
 pub fn write_cache_file(path: &Path, data: &CacheData) -> Result<(), CacheError> {
-    write::write_atomic(path, &codec::cache_to_bytes(data))
+    write::write_atomic(path, &codec::cache_to_bytes(data), None)
 }
 
 /// Reads and parses a whole cache file without side effects; the same as

@@ -11,6 +11,7 @@
 //! symlink someone put there is not ours).
 
 use super::sys;
+use super::trust::{self, SideModes};
 use crate::error::io;
 use crate::CacheError;
 use ranktune_core::atomic_file::{self, Publish, PublishError, Step};
@@ -180,18 +181,26 @@ pub(crate) fn remove_if_empty(dir: &Path) {
 /// (see [`remove_if_empty`]) before this file appeared in it.
 pub(crate) fn write_spool(
     dir: &Path,
+    cache: &Path,
+    modes: SideModes,
     bytes: impl FnOnce() -> Vec<u8>,
 ) -> Result<(PathBuf, Waiter), CacheError> {
     let mut make = Some(bytes);
     let mut made = Vec::new();
     let mut tries = 0;
     loop {
-        match std::fs::DirBuilder::new().create(dir) {
+        use std::os::unix::fs::DirBuilderExt;
+        match std::fs::DirBuilder::new().mode(modes.dir()).create(dir) {
             Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // Someone's spool: used only if it is ours to trust.
+                let meta =
+                    std::fs::symlink_metadata(dir).map_err(io("checking spool directory", dir))?;
+                trust::check_side(dir, &meta, "spool directory", cache, modes)?;
+            }
             Err(e) => return Err(io("creating spool directory", dir)(e)),
         }
-        match write_spool_once(dir, &mut make, &mut made) {
+        match write_spool_once(dir, &mut make, &mut made, modes) {
             Err(CacheError::Io { action: "creating spool file", source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound && tries < 100 =>
             {
@@ -208,6 +217,7 @@ fn write_spool_once<F: FnOnce() -> Vec<u8>>(
     dir: &Path,
     make: &mut Option<F>,
     made: &mut Vec<u8>,
+    modes: SideModes,
 ) -> Result<(PathBuf, Waiter), CacheError> {
     let pid = std::process::id();
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
@@ -226,6 +236,12 @@ fn write_spool_once<F: FnOnce() -> Vec<u8>>(
             // waits, so a folder can tell whether anyone still waits for it.
             let held = temp.file().try_clone().map_err(io("opening", temp.path()))?;
             let _ = sys::try_lock_shared(&held);
+            // No more open than the cache (a new cache: the umask).
+            if let Some(mode) = modes.cache {
+                use std::os::unix::fs::PermissionsExt;
+                held.set_permissions(std::fs::Permissions::from_mode(mode))
+                    .map_err(io("setting permissions of", temp.path()))?;
+            }
             if let Some(make) = make.take() {
                 *made = make();
             }

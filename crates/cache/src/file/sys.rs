@@ -81,19 +81,6 @@ fn try_lock_classify(err: &io::Error) -> Option<()> {
     }
 }
 
-/// Opens (creating if needed, mode 0666 less the umask) a file for reading
-/// and writing, refusing to follow a symlink at `path`.
-pub(crate) fn open_rw_nofollow(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o666)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-}
-
 /// Opens a file for reading without blocking (`O_NONBLOCK`), so that a
 /// FIFO put in place of a cache cannot hang the open; the caller checks what
 /// it opened before reading.
@@ -125,7 +112,6 @@ pub(crate) fn is_symlink_refused(e: &io::Error) -> bool {
 
 /// Opens (creating if needed with `mode`, less the umask) a file for
 /// reading and writing, refusing to follow a symlink at `path`.
-#[allow(dead_code)] // TEMP
 pub(crate) fn open_rw_nofollow_mode(path: &Path, mode: u32) -> io::Result<File> {
     OpenOptions::new()
         .read(true)

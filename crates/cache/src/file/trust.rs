@@ -1,4 +1,3 @@
-#![allow(dead_code)] // used by the next changes (permissions, symlinks, foreign side files)
 //! Whose files the store uses, and how open the files it makes are: the
 //! rules for sharing a directory with other users (world-writable or sticky
 //! directories on shared machines and clusters).
@@ -85,8 +84,16 @@ pub(crate) struct SideModes {
 
 impl SideModes {
     /// The modes for the cache at `path` as it is now.
+    /// When the cache is missing (e.g. set aside as corrupt), its lock file
+    /// (made no more open than the cache, never removed) stands for it, so
+    /// the rewritten cache keeps the mode the old one had.
     pub(crate) fn of(path: &Path) -> SideModes {
-        SideModes { cache: std::fs::metadata(path).ok().map(|m| m.mode() & 0o777) }
+        let lock = super::lock::lock_path(path);
+        let cache = std::fs::metadata(path)
+            .ok()
+            .or_else(|| std::fs::symlink_metadata(lock).ok().filter(|m| m.is_file()))
+            .map(|m| m.mode() & 0o666);
+        SideModes { cache }
     }
 
     /// The mode to create a side file with (the umask applies on top).
