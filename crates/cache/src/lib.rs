@@ -82,7 +82,7 @@ pub use error::CacheError;
 pub use file::{
     check_parent_dir, lock_timeout_from_env, max_file_bytes, read_cache_bytes, read_cache_file,
     write_cache_file, FileStore, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_FILE_BYTES, LOCK_TIMEOUT_ENV,
-    MAX_FILE_BYTES_ENV,
+    MAX_FILE_BYTES_ENV, MAX_UNLOCKED_SPOOLS,
 };
 pub use identity::is_stale;
 pub use label::{bucket_label, bucket_size, tactic_label};

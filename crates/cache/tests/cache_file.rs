@@ -285,3 +285,319 @@ fn a_symlinked_cache_path_stays_a_link() {
     assert_eq!(FileStore::new(dir.path().join("real/c.json")).load().unwrap().data.len(), 2);
     assert_eq!(store.load().unwrap().data.len(), 2);
 }
+
+/// Where the filesystem refuses locks (simulated with `without_locking`,
+/// the same path an `ENOLCK` from `flock` takes), an edit that can remove
+/// entries is refused and leaves every spool and entry in place.
+#[test]
+fn edits_that_remove_entries_never_run_without_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let unlocked = FileStore::new(&path).without_locking();
+    for r in 0..3 {
+        unlocked.save(&update(Section::Rank(r), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    }
+    let spools = || file_names(&dir.path().join("c.json.spool"));
+    assert_eq!(spools().len(), 3);
+    let check = |err: CacheError| {
+        let msg = err.to_string();
+        assert!(msg.contains("never runs without the lock") && msg.contains("redis://"), "{msg}");
+        assert!(msg.contains(" on "), "names the filesystem: {msg}");
+    };
+    check(unlocked.remove_where(&|_, _, _| true).unwrap_err());
+    check(unlocked.remove(&[(Section::Rank(0), key("gemm", 1))]).unwrap_err());
+    let newer = update(Section::Rank(0), &[(key("gemm", 1), entry(2, 0.5, "e"))]);
+    check(unlocked.save_resolving(&newer, &|_, _, _, _| true).unwrap_err());
+    // Nothing was removed: every save that returned is still there.
+    assert_eq!(spools().len(), 3);
+    let d = FileStore::new(&path).inspect().unwrap().data;
+    assert_eq!(d.len(), 3);
+    assert_eq!(d.get(Section::Rank(0), &key("gemm", 1)).unwrap().tactic, 1);
+    // A superseding save (what `tune` does) still saves, removing nothing.
+    let shared = update(Section::Shared, &[(key("gemm", 1), entry(7, 0.5, "e"))]);
+    let report = unlocked.save_superseding(&shared).unwrap();
+    assert!(report.warnings.iter().any(|w| w.contains("kept the rank entries")), "{report:?}");
+    assert_eq!(FileStore::new(&path).inspect().unwrap().data.len(), 4);
+    assert_eq!(spools().len(), 4, "an unlocked save deletes no spool");
+}
+
+/// Unlocked saves keep their spools (deleting one is unsafe without the
+/// lock), so their number is bounded: past `MAX_UNLOCKED_SPOOLS` a save is
+/// refused, not saved, and names the way out.
+#[test]
+fn unfolded_spools_without_a_lock_are_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let unlocked = FileStore::new(&path).without_locking();
+    let max = ranktune_cache::MAX_UNLOCKED_SPOOLS as u64;
+    for i in 0..max {
+        unlocked.save(&update(Section::Rank(0), &[(key("gemm", i), entry(1, 1.0, "e"))])).unwrap();
+    }
+    let err = unlocked
+        .save(&update(Section::Rank(0), &[(key("gemm", max), entry(1, 1.0, "e"))]))
+        .unwrap_err();
+    assert!(err.to_string().contains("refusing to add more"), "{err}");
+    assert_eq!(file_names(&dir.path().join("c.json.spool")).len() as u64, max);
+    // A save where locks work folds them all; nothing was lost.
+    FileStore::new(&path)
+        .save(&update(Section::Rank(1), &[(key("x", 1), entry(1, 1.0, "e"))]))
+        .unwrap();
+    assert_eq!(FileStore::new(&path).load().unwrap().data.len() as u64, max + 1);
+    assert!(!dir.path().join("c.json.spool").exists());
+}
+
+/// Holds `c.json.lock` through another open file description until dropped.
+fn hold_lock(lock_path: &std::path::Path) -> std::fs::File {
+    let holder = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(lock_path)
+        .unwrap();
+    // SAFETY: flock on a descriptor we own.
+    assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&holder), libc::LOCK_EX) }, 0);
+    holder
+}
+
+/// Removes the spool files (not markers) that appear in `spool` while
+/// `until` is false, up to `max` of them; returns how many it removed.
+fn remove_spools(
+    spool: &std::path::Path,
+    max: usize,
+    until: &std::sync::atomic::AtomicBool,
+) -> usize {
+    let mut removed = 0;
+    while removed < max && !until.load(std::sync::atomic::Ordering::Relaxed) {
+        let names: Vec<String> = std::fs::read_dir(spool)
+            .map(|r| r.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
+            .unwrap_or_default();
+        for name in names {
+            if name.ends_with(".json") && std::fs::remove_file(spool.join(&name)).is_ok() {
+                removed += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    removed
+}
+
+/// A save whose spool file is removed (by an `rm`, another user's cleanup)
+/// before it was folded knows it: it writes the entries again, and reports
+/// success only once they are in the file.
+#[test]
+fn a_save_whose_spool_vanished_saves_again() {
+    use std::sync::atomic::AtomicBool;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let holder = hold_lock(&dir.path().join("c.json.lock"));
+    let store = FileStore::new(&path).with_lock_timeout(Duration::from_secs(30));
+    let done = AtomicBool::new(false);
+    let report = std::thread::scope(|s| {
+        let saver = s.spawn(|| {
+            let r = store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))]));
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            r
+        });
+        // The save waits for the lock; its spool file is removed once.
+        assert_eq!(remove_spools(&dir.path().join("c.json.spool"), 1, &done), 1);
+        std::thread::sleep(Duration::from_millis(100));
+        drop(holder);
+        saver.join().unwrap()
+    });
+    let report = report.unwrap();
+    assert!(report.warnings.iter().any(|w| w.contains("disappeared")), "{report:?}");
+    let d = FileStore::new(&path).inspect().unwrap().data;
+    assert_eq!(d.len(), 1, "the save reported success, so its entry must be in the file");
+    assert_eq!(file_names(dir.path()), ["c.json", "c.json.lock"]);
+}
+
+/// When the spool keeps vanishing, the save fails loudly instead of
+/// reporting entries it never saved.
+#[test]
+fn a_save_whose_spool_keeps_vanishing_fails_loudly() {
+    use std::sync::atomic::AtomicBool;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let _holder = hold_lock(&dir.path().join("c.json.lock"));
+    let store = FileStore::new(&path).with_lock_timeout(Duration::from_secs(30));
+    let done = AtomicBool::new(false);
+    let result = std::thread::scope(|s| {
+        let saver = s.spawn(|| {
+            let r = store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))]));
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            r
+        });
+        remove_spools(&dir.path().join("c.json.spool"), usize::MAX, &done);
+        saver.join().unwrap()
+    });
+    let err = result.unwrap_err().to_string();
+    assert!(err.contains("disappeared") && err.contains("nothing was saved"), "{err}");
+    assert!(FileStore::new(&path).inspect().unwrap().data.is_empty());
+}
+
+/// A version string that is not MAJOR.MINOR is a format this build does not
+/// know: refused as unsupported and left in place, never set aside.
+#[test]
+fn an_odd_version_string_is_unsupported_and_left_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let store = FileStore::new(&path);
+    store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let odd = text.replacen("\"version\": \"1.0\"", "\"version\": \"1.0.1\"", 1);
+    assert_ne!(odd, text, "the file names its version");
+    std::fs::write(&path, &odd).unwrap();
+    let err = store.load().unwrap_err();
+    assert!(matches!(err, CacheError::Unsupported { .. }), "{err:?}");
+    let err =
+        store.save(&update(Section::Rank(0), &[(key("gemm", 2), entry(1, 1.0, "e"))])).unwrap_err();
+    assert!(matches!(err, CacheError::Unsupported { .. }), "{err:?}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), odd);
+    assert!(!file_names(dir.path()).iter().any(|n| n.contains("corrupt")));
+}
+
+/// A corrupt cache in a directory whose name is not UTF-8 is set aside
+/// under a path built from the bytes, and later saves work.
+#[test]
+fn a_corrupt_cache_in_a_non_utf8_directory_is_set_aside() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().unwrap();
+    let odd = dir.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9"));
+    std::fs::create_dir(&odd).unwrap();
+    let path = odd.join("c.json");
+    std::fs::write(&path, b"{ not json").unwrap();
+    let store = FileStore::new(&path);
+    let loaded = store.load().unwrap();
+    let aside = loaded.moved_aside.expect("set aside");
+    assert_eq!(aside.parent(), Some(odd.as_path()));
+    assert_eq!(std::fs::read(&aside).unwrap(), b"{ not json");
+    store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    assert_eq!(store.load().unwrap().data.len(), 1);
+}
+
+/// A link another user planted in a sticky world-writable directory is not
+/// followed (the kernel's protected_symlinks rule); the file it points at
+/// is untouched. Needs to create a link owned by another user: runs as root
+/// (this machine's CI) and skips loudly otherwise.
+#[test]
+fn a_planted_link_in_a_sticky_directory_is_not_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let shared = dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, b"precious").unwrap();
+    let link = shared.join("tune.json");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    if std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).is_err() {
+        eprintln!("SKIPPED: cannot give a link to another user (needs root)");
+        return;
+    }
+    let store = FileStore::new(&link);
+    let err =
+        store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("protected_symlinks") && msg.contains("uid 65534"), "{msg}");
+    assert!(store.load().is_err());
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert_eq!(file_names(dir.path()), ["shared", "victim.txt"]);
+    assert_eq!(file_names(&shared), ["tune.json"]);
+}
+
+/// Through a link the kernel follows, a file that is not a ranktune cache
+/// is never moved aside or replaced.
+#[test]
+fn a_non_cache_file_reached_through_a_link_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("notes.txt");
+    std::fs::write(&victim, b"precious").unwrap();
+    let link = dir.path().join("tune.json");
+    std::os::unix::fs::symlink("notes.txt", &link).unwrap();
+    let store = FileStore::new(&link);
+    let err =
+        store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap_err();
+    assert!(err.to_string().contains("symbolic link"), "{err}");
+    assert!(store.load().is_err());
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    assert!(!file_names(dir.path()).iter().any(|n| n.contains("corrupt")));
+}
+
+fn mode_of(p: &std::path::Path) -> u32 {
+    std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// Everything made next to a private cache is private too, and the cache
+/// keeps its mode when it is set aside and rewritten.
+#[test]
+fn files_next_to_a_private_cache_are_no_more_open_than_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    FileStore::new(&path)
+        .save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))]))
+        .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::remove_file(dir.path().join("c.json.lock")).unwrap();
+    // Unlocked saves keep their spool files: look at their modes.
+    let unlocked = FileStore::new(&path).without_locking();
+    unlocked.save(&update(Section::Rank(1), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    let spool = dir.path().join("c.json.spool");
+    assert_eq!(mode_of(&spool), 0o700);
+    for n in file_names(&spool) {
+        assert_eq!(mode_of(&spool.join(&n)), 0o600, "{n}");
+    }
+    let store = FileStore::new(&path);
+    store.save(&update(Section::Rank(2), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    assert_eq!(mode_of(&dir.path().join("c.json.lock")), 0o600);
+    assert_eq!(mode_of(&path), 0o600);
+    // Set aside and rewritten: still 0600.
+    std::fs::write(&path, b"{ not json").unwrap();
+    let loaded = store.load().unwrap();
+    assert_eq!(mode_of(&loaded.moved_aside.unwrap()), 0o600);
+    store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))])).unwrap();
+    assert_eq!(mode_of(&path), 0o600);
+}
+
+/// A spool directory or lock file that another user owns, that others can
+/// write, or that is a symlink is refused with a message naming the owner
+/// and the fix. Giving a file to another user needs root (this machine's
+/// CI); the symlink case runs everywhere.
+#[test]
+fn a_foreign_spool_or_lock_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let store = FileStore::new(&path);
+    let save = || store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 1.0, "e"))]));
+    // A symlinked spool.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, dir.path().join("c.json.spool")).unwrap();
+    let err = save().unwrap_err().to_string();
+    assert!(err.contains("symbolic link") && err.contains("remove the link"), "{err}");
+    assert!(file_names(&elsewhere).is_empty());
+    std::fs::remove_file(dir.path().join("c.json.spool")).unwrap();
+    // A symlinked lock file.
+    std::os::unix::fs::symlink(dir.path().join("victim"), dir.path().join("c.json.lock")).unwrap();
+    let err = save().unwrap_err().to_string();
+    assert!(err.contains("lock file") && err.contains("symbolic link"), "{err}");
+    assert!(!dir.path().join("victim").exists());
+    std::fs::remove_file(dir.path().join("c.json.lock")).unwrap();
+    // Another user's spool directory, and a world-writable lock of theirs.
+    let spool = dir.path().join("c.json.spool");
+    std::fs::create_dir(&spool).unwrap();
+    if std::os::unix::fs::chown(&spool, Some(65534), Some(65534)).is_err() {
+        eprintln!("SKIPPED: cannot give a file to another user (needs root)");
+        return;
+    }
+    let err = save().unwrap_err().to_string();
+    assert!(err.contains("owned by uid 65534") && err.contains("rm -r"), "{err}");
+    std::fs::remove_dir(&spool).unwrap();
+    let lock = dir.path().join("c.json.lock");
+    std::fs::write(&lock, b"").unwrap();
+    std::os::unix::fs::chown(&lock, Some(65534), Some(65534)).unwrap();
+    std::fs::set_permissions(&lock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let err = save().unwrap_err().to_string();
+    assert!(err.contains("lock file") && err.contains("uid 65534"), "{err}");
+    assert!(store.load().unwrap().data.is_empty(), "nothing saved");
+    std::fs::remove_file(&lock).unwrap();
+    save().unwrap();
+}

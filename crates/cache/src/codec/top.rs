@@ -124,9 +124,12 @@ fn parse_version(v: &RawValue) -> Result<(u32, u32), ParseError> {
     })?;
     let parsed =
         s.split_once('.').and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)));
+    // A version string of another shape (e.g. "1.0.1") is a format this
+    // build does not know, not damage: refused and left in place.
     parsed.ok_or_else(|| {
-        ParseError::Unparseable(format!(
-            "\"version\" is \"{s}\", expected MAJOR.MINOR like \"1.0\""
+        ParseError::Unsupported(format!(
+            "format version \"{s}\" is not MAJOR.MINOR (like \"1.0\"); this ranktune does not \
+             know that format and leaves the file alone: use the ranktune that wrote it"
         ))
     })
 }

@@ -101,7 +101,8 @@ impl FileStore {
         let mut spools = Vec::new();
         let mut folded: Vec<PathBuf> = Vec::new();
         for path in super::spool::list(&spool_dir)? {
-            match self.read_spool::<EntryText>(&path, true)? {
+            // Without the lock, another process's spool is never moved.
+            match self.read_spool::<EntryText>(&path, locked)? {
                 SpoolRead::Read(p) => {
                     spools.push(p);
                     folded.push(path);
@@ -142,7 +143,7 @@ impl FileStore {
             })?;
         }
         if locked {
-            super::delete_folded(&folded, &spool_dir)?;
+            super::mark_folded(&folded, &spool_dir)?;
         }
         let copied_entries: u64 = copies.iter().map(|c| c.elements).sum();
         let total = doc.stored_len() + usize::try_from(copied_entries).unwrap_or(usize::MAX);

@@ -6,6 +6,7 @@
 //! "waiting for lock" message. This module must never touch the cache file.
 
 use super::sys::{self, TryLock};
+use super::trust::{self, SideModes};
 use crate::CacheError;
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
@@ -53,14 +54,28 @@ fn holder(lock: &Path) -> String {
 /// [`Acquired::Done`].
 pub(crate) fn acquire(
     lock: &Path,
+    cache: &Path,
+    modes: SideModes,
     timeout: Duration,
     mut done: impl FnMut() -> bool,
 ) -> Result<Acquired, CacheError> {
-    let mut file = sys::open_rw_nofollow(lock).map_err(|source| CacheError::Io {
-        action: "opening lock file",
+    let opened = sys::open_rw_nofollow_mode(lock, modes.file());
+    let mut file = match opened {
+        Ok(f) => f,
+        Err(source) => {
+            // A symlink, or another user's file we cannot write: say whose.
+            if let Ok(meta) = std::fs::symlink_metadata(lock) {
+                trust::check_side(lock, &meta, "lock file", cache, modes)?;
+            }
+            return Err(CacheError::Io { action: "opening lock file", path: lock.into(), source });
+        }
+    };
+    let meta = file.metadata().map_err(|source| CacheError::Io {
+        action: "checking lock file",
         path: lock.into(),
         source,
     })?;
+    trust::check_side(lock, &meta, "lock file", cache, modes)?;
     let start = Instant::now();
     let mut pause = Duration::from_millis(1);
     let mut announced = false;

@@ -69,6 +69,7 @@ mod lock;
 mod read;
 mod spool;
 mod sys;
+mod trust;
 mod write;
 
 pub use read::{max_file_bytes, read_cache_bytes, DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV};
@@ -101,6 +102,25 @@ const STALE_TEMP_AGE: Duration = Duration::from_secs(600);
 const GATHER_QUIET: Duration = Duration::from_millis(20);
 /// ...but never longer than this.
 const GATHER_CAP: Duration = Duration::from_millis(500);
+
+/// How many times a save writes its spool again when it vanished before
+/// being folded, before it fails.
+const SAVE_ATTEMPTS: usize = 3;
+
+/// How one attempt of a save ended.
+enum Saved {
+    /// Its entries are in the cache (or, unlocked, in the spool).
+    Done(SaveReport),
+    /// Its spool file disappeared without being folded: not saved.
+    Vanished(PathBuf),
+}
+
+/// The most saves that may wait unfolded in the spool of a cache whose
+/// filesystem refuses locks: an unlocked save never deletes a spool (it
+/// cannot know that no other unlocked writer is folding from an older
+/// snapshot), so past this bound further unlocked saves are refused, with
+/// the way out, instead of piling up without end.
+pub const MAX_UNLOCKED_SPOOLS: usize = 256;
 
 /// The lock timeout from `RANKTUNE_LOCK_TIMEOUT` (seconds, may be
 /// fractional), or [`DEFAULT_LOCK_TIMEOUT`] when unset.
@@ -148,6 +168,9 @@ pub struct FileStore {
     path: PathBuf,
     lock_timeout: Duration,
     locking: bool,
+    /// The path was reached through a symlink: a file there that does not
+    /// parse is not known to be a ranktune cache, so it is never set aside.
+    via_link: bool,
 }
 
 /// What to do with a main file that does not parse.
@@ -187,7 +210,12 @@ impl FileStore {
     /// [`DEFAULT_LOCK_TIMEOUT`]. Does no I/O and reads no environment (see
     /// [`FileStore::from_env`] for what the CLI uses).
     pub fn new(path: impl Into<PathBuf>) -> FileStore {
-        FileStore { path: path.into(), lock_timeout: DEFAULT_LOCK_TIMEOUT, locking: true }
+        FileStore {
+            path: path.into(),
+            lock_timeout: DEFAULT_LOCK_TIMEOUT,
+            locking: true,
+            via_link: false,
+        }
     }
 
     /// A store for `path` configured from the environment: the lock timeout
@@ -224,22 +252,15 @@ impl FileStore {
     }
 
     /// This store with a symlinked cache path replaced by its target, so a
-    /// save rewrites the target and the link stays a link.
-    fn resolved(&self) -> Cow<'_, FileStore> {
-        match std::fs::symlink_metadata(&self.path) {
-            Ok(m) if m.file_type().is_symlink() => {
-                let target = std::fs::canonicalize(&self.path).ok().or_else(|| {
-                    // A dangling link: resolve it by hand (one level).
-                    let link = std::fs::read_link(&self.path).ok()?;
-                    Some(atomic_file::parent_dir(&self.path).join(link))
-                });
-                match target {
-                    Some(path) => Cow::Owned(FileStore { path, ..self.clone() }),
-                    None => Cow::Borrowed(self),
-                }
-            }
-            _ => Cow::Borrowed(self),
+    /// save rewrites the target and the link stays a link. Links are
+    /// followed one hop at a time and only where the kernel's
+    /// `protected_symlinks` would (see `trust::resolve`).
+    fn resolved(&self) -> Result<Cow<'_, FileStore>, CacheError> {
+        let (path, via_link) = trust::resolve(&self.path)?;
+        if !via_link {
+            return Ok(Cow::Borrowed(self));
         }
+        Ok(Cow::Owned(FileStore { path, via_link, ..self.clone() }))
     }
 
     /// The sidecar lock file, `<path>.lock`.
@@ -257,7 +278,7 @@ impl FileStore {
     /// [`CacheError::Corrupt`]; bad entries are skipped and listed in
     /// [`Loaded::warnings`]. For `cache show` and `cache check`.
     pub fn inspect(&self) -> Result<Loaded, CacheError> {
-        self.resolved().load_with(Aside::Never)
+        self.resolved()?.load_with(Aside::Never)
     }
 
     /// Reads the main file, entries held as `E` (`strict`: see
@@ -275,6 +296,16 @@ impl FileStore {
                 }
                 Err(ParseError::Unparseable(reason)) => reason,
             };
+            if self.via_link && aside != Aside::Never {
+                return Err(CacheError::Corrupt {
+                    path: self.path.clone(),
+                    reason: format!(
+                        "{reason}; it was reached through a symbolic link, so it may not be a \
+                         ranktune cache and is left alone: fix or remove it, or point the link \
+                         elsewhere"
+                    ),
+                });
+            }
             let _guard = match aside {
                 Aside::Never => {
                     return Err(CacheError::Corrupt { path: self.path.clone(), reason })
@@ -282,7 +313,13 @@ impl FileStore {
                 Aside::HaveLock => None,
                 Aside::TakeLock if !self.locking => None,
                 Aside::TakeLock => {
-                    match lock::acquire(&self.lock_path(), self.lock_timeout, || false)? {
+                    match lock::acquire(
+                        &self.lock_path(),
+                        &self.path,
+                        trust::SideModes::of(&self.path),
+                        self.lock_timeout,
+                        || false,
+                    )? {
                         Acquired::Locked(g) => Some(g),
                         _ => None,
                     }
@@ -297,7 +334,8 @@ impl FileStore {
                 continue;
             }
             let aside_path = self.aside_path();
-            std::fs::rename(&self.path, &aside_path).map_err(io("setting aside", &self.path))?;
+            sys::rename_noreplace(&self.path, &aside_path)
+                .map_err(io("setting aside", &self.path))?;
             let dir = atomic_file::parent_dir(&self.path);
             atomic_file::sync_dir(&dir).map_err(io("fsyncing directory", &dir))?;
             let msg = format!(
@@ -313,13 +351,18 @@ impl FileStore {
         )))
     }
 
+    /// `C.corrupt-<stamp>[-n]`, built from the path's bytes (a directory
+    /// whose name is not UTF-8 works too).
     fn aside_path(&self) -> PathBuf {
         let stamp = write::utc_stamp(SystemTime::now());
-        let base = format!("{}.corrupt-{stamp}", self.path.display());
+        let mut base = self.path.as_os_str().to_owned();
+        base.push(format!(".corrupt-{stamp}"));
         let mut candidate = PathBuf::from(&base);
         let mut n = 1;
         while std::fs::symlink_metadata(&candidate).is_ok() {
-            candidate = PathBuf::from(format!("{base}-{n}"));
+            let mut next = base.clone();
+            next.push(format!("-{n}"));
+            candidate = PathBuf::from(next);
             n += 1;
         }
         candidate
@@ -429,6 +472,8 @@ impl FileStore {
         } else {
             write::remove_stale_temps(&self.path, false, STALE_TEMP_AGE);
         }
+        // The cache's mode, kept even when it is set aside and rewritten.
+        let modes = trust::SideModes::of(&self.path);
         if !strict && edit.is_none() {
             if let Some(folded) = self.fold_streaming(locked)? {
                 tracing::debug!(
@@ -448,7 +493,8 @@ impl FileStore {
         let mut changed = strict && bad_entries > 0;
         let mut folded = Vec::new();
         for path in spool::list(&spool_dir)? {
-            match self.read_spool::<EntryText>(&path, true)? {
+            // Without the lock, another process's spool is never moved.
+            match self.read_spool::<EntryText>(&path, locked)? {
                 SpoolRead::Read(p) => {
                     warnings.extend(p.warnings);
                     changed |= doc.apply(p.data);
@@ -460,7 +506,6 @@ impl FileStore {
             }
         }
         let t_spools = t0.elapsed();
-        let has_edit = edit.is_some();
         let edited = match edit {
             Some(edit) => edit(&mut doc)?,
             None => 0,
@@ -469,10 +514,12 @@ impl FileStore {
         changed |= edited > 0;
         if changed {
             stamp(&mut doc.metadata);
-            write::write_atomic(&self.path, &codec::write(&doc))?;
+            write::write_atomic(&self.path, &codec::write(&doc), modes.cache)?;
         }
-        if locked || has_edit {
-            delete_folded(&folded, &spool_dir)?;
+        // Only a lock holder deletes spools: without the lock, another
+        // writer may be folding from an older snapshot of the file.
+        if locked {
+            mark_folded(&folded, &spool_dir)?;
         }
         let total = doc.stored_len();
         tracing::debug!(
@@ -490,32 +537,72 @@ impl FileStore {
     /// logged: callers log).
     fn warn_no_lock(&self, why: &str) -> String {
         format!(
-            "cannot lock {} ({why}); saving without a lock: the cache file stays whole, \
-             and saves are kept in {} until a save on a filesystem with locks folds them",
+            "cannot lock {} on {} ({why}); saving without a lock: the cache file stays \
+             whole, and saves are kept in {} (at most {MAX_UNLOCKED_SPOOLS}) until a save on a \
+             filesystem with locks folds them; a redis:// cache needs no file locks",
             self.lock_path().display(),
+            trust::fs_name(&self.path),
             self.spool_path().display()
         )
     }
 
     /// Takes the lock for an edit (remove, resolving save), waiting up to
-    /// the timeout; goes on without it where the filesystem cannot lock.
+    /// the timeout. An edit can remove entries (or, folding from an older
+    /// snapshot, drop saves that returned), so it never runs without the
+    /// lock: where the filesystem cannot lock, it is refused with the way
+    /// out.
     fn lock_for_edit(
         &self,
         warnings: &mut Vec<String>,
     ) -> Result<(bool, Option<LockGuard>), CacheError> {
+        match self.try_edit_lock(warnings)? {
+            Ok(g) => Ok((true, Some(g))),
+            Err(why) => Err(self.refuse_unlocked_edit(&why)),
+        }
+    }
+
+    /// Takes the lock for an edit, waiting up to the timeout; `Ok(Err(why))`
+    /// where the filesystem cannot lock.
+    fn try_edit_lock(
+        &self,
+        warnings: &mut Vec<String>,
+    ) -> Result<Result<LockGuard, String>, CacheError> {
         let outcome = if self.locking {
-            lock::acquire(&self.lock_path(), self.lock_timeout, || false)?
+            lock::acquire(
+                &self.lock_path(),
+                &self.path,
+                trust::SideModes::of(&self.path),
+                self.lock_timeout,
+                || false,
+            )?
         } else {
             Acquired::Unsupported(std::io::Error::other("locking turned off"))
         };
-        Ok(match outcome {
-            Acquired::Locked(g) => (true, Some(g)),
-            Acquired::Unsupported(e) => {
-                warnings.push(self.warn_no_lock(&e.to_string()));
-                (false, None)
+        match outcome {
+            Acquired::Locked(g) => {
+                warnings.extend(trust::warn_if_node_local_locks(&self.path));
+                Ok(Ok(g))
             }
-            Acquired::Done => (false, None),
-        })
+            Acquired::Unsupported(e) => Ok(Err(e.to_string())),
+            Acquired::Done => Err(CacheError::Invalid(format!(
+                "could not take the lock on {} for an edit; try again",
+                self.lock_path().display()
+            ))),
+        }
+    }
+
+    /// The error for an edit (prune, merge -o, remove, a superseding save)
+    /// where the filesystem cannot lock.
+    fn refuse_unlocked_edit(&self, why: &str) -> CacheError {
+        CacheError::Invalid(format!(
+            "cannot lock {} on {} ({why}); an edit that can remove entries (prune, merge -o, \
+             remove, a shared save) never runs without the lock, since it could drop saves of \
+             other processes: nothing was changed. Copy the cache to a local filesystem, edit it \
+             there and copy it back while nothing else uses it, mount the filesystem with locks \
+             (NFS: without nolock/local_lock; Lustre: -o flock), or use a redis:// cache",
+            self.lock_path().display(),
+            trust::fs_name(&self.path),
+        ))
     }
 
     /// The part of `update` that will be written: valid entries, plus the
@@ -585,14 +672,14 @@ impl Store for FileStore {
     /// Warnings are returned in [`Loaded::warnings`], not logged: the caller
     /// logs them, once.
     fn load(&self) -> Result<Loaded, CacheError> {
-        self.resolved().load_with(Aside::TakeLock)
+        self.resolved()?.load_with(Aside::TakeLock)
     }
 
     /// Like [`Store::load`], reading only `sections` (and what lies outside
     /// the sections): the others are skipped by a scan of the text, never
     /// parsed, so a rank's load costs about its sections, not the file.
     fn load_sections(&self, sections: &[Section]) -> Result<Loaded, CacheError> {
-        self.resolved().load_selected(Aside::TakeLock, &|s| sections.contains(&s))
+        self.resolved()?.load_selected(Aside::TakeLock, &|s| sections.contains(&s))
     }
 
     /// Merges `update` into the file: adds or replaces its entries, never
@@ -604,7 +691,7 @@ impl Store for FileStore {
     /// included this save, counting would cost a full read, and `total` is
     /// reported as `written`.
     fn save(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
-        let this = self.resolved();
+        let this = self.resolved()?;
         this.save_resolved(update)
     }
 
@@ -612,7 +699,7 @@ impl Store for FileStore {
     /// waiting saves first), and drops malformed entries, naming each in the
     /// report's warnings. `written` in the report is the number removed.
     fn remove(&self, keys: &[(Section, EntryKey)]) -> Result<SaveReport, CacheError> {
-        self.resolved().edit_resolved(&mut |doc: &mut CacheData<EntryText>| {
+        self.resolved()?.edit_resolved(&mut |doc: &mut CacheData<EntryText>| {
             let mut n = 0;
             for (section, key) in keys {
                 if let Some(entries) = doc.sections.get_mut(section) {
@@ -629,7 +716,7 @@ impl Store for FileStore {
     /// `cache prune` never removes a fresh entry for being what an older
     /// one was. Also drops malformed entries, like [`Store::remove`].
     fn remove_where(&self, pred: &RemovePredicate<'_>) -> Result<SaveReport, CacheError> {
-        self.resolved().edit_resolved(&mut |doc: &mut CacheData<EntryText>| {
+        self.resolved()?.edit_resolved(&mut |doc: &mut CacheData<EntryText>| {
             let mut n = 0;
             for (section, entries) in doc.sections.iter_mut() {
                 entries.retain(|key, text| {
@@ -650,13 +737,27 @@ impl Store for FileStore {
         if !update.sections.contains_key(&Section::Shared) {
             return self.save(update);
         }
-        let this = self.resolved();
+        let this = self.resolved()?;
         let (update, mut warnings) = Self::prepare(update);
         let written = update.len();
         if let Some(parent) = this.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(io("creating directory", parent))?;
         }
-        let (locked, _guard) = this.lock_for_edit(&mut warnings)?;
+        let (locked, _guard) = match this.try_edit_lock(&mut warnings)? {
+            Ok(g) => (true, Some(g)),
+            // Without the lock, nothing may be removed: save the entries
+            // plainly and keep the rank entries they supersede (a reader
+            // then sees both, which changes no decision).
+            Err(why) => {
+                let mut report = this.save_resolved(&update)?;
+                report.warnings.push(format!(
+                    "cannot lock {} ({why}): kept the rank entries these shared entries \
+                     supersede; they are removed by the next save where locks work",
+                    this.lock_path().display()
+                ));
+                return Ok(report);
+            }
+        };
         let mut superseded = 0;
         let mut edit = |doc: &mut CacheData<EntryText>| -> Result<usize, CacheError> {
             let mut n = 0;
@@ -685,21 +786,71 @@ impl Store for FileStore {
 
 impl FileStore {
     fn save_resolved(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
-        let (update, mut warnings) = Self::prepare(update);
+        let (update, warnings) = Self::prepare(update);
         let written = update.len();
         if written == 0 && update.metadata.environments.is_empty() {
             return Ok(SaveReport { written, total: 0, warnings, superseded: 0 });
         }
         check_parent_dir(&self.path)?;
         self.refuse_foreign_file()?;
-        let spool_file = spool::write_spool(&self.spool_path(), || codec::cache_to_bytes(&update))?;
+        let mut vanished = Vec::new();
+        for _ in 0..SAVE_ATTEMPTS {
+            match self.save_once(&update, warnings.clone())? {
+                Saved::Done(mut report) => {
+                    report.warnings.extend(vanished.iter().map(|p: &PathBuf| {
+                        format!(
+                            "spool file {} disappeared before it was folded (something other \
+                             than ranktune removed it); saved again",
+                            p.display()
+                        )
+                    }));
+                    return Ok(report);
+                }
+                Saved::Vanished(p) => vanished.push(p),
+            }
+        }
+        Err(CacheError::Invalid(format!(
+            "this save's spool file disappeared before it was folded into {}, {SAVE_ATTEMPTS} \
+             times ({}); something other than ranktune removes files in {} — nothing was saved. \
+             Stop whatever cleans that directory (a tmp cleaner, another user's script), or use \
+             another cache path",
+            self.path.display(),
+            vanished.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+            self.spool_path().display()
+        )))
+    }
+
+    /// One attempt of a save: writes the spool file, then waits until it is
+    /// folded (by this process or a lock holder). [`Saved::Vanished`] when
+    /// it disappeared without being folded.
+    fn save_once(
+        &self,
+        update: &CacheData,
+        mut warnings: Vec<String>,
+    ) -> Result<Saved, CacheError> {
+        let written = update.len();
+        let (spool_file, _waiter) = spool::write_spool(
+            &self.spool_path(),
+            &self.path,
+            trust::SideModes::of(&self.path),
+            || codec::cache_to_bytes(update),
+        )?;
         // Done waiting once the spool file was folded (or set aside, which
         // `settled` turns into an error); any other error is not "done".
         let folded_elsewhere = || {
-            matches!(spool::state(&spool_file), Ok(SpoolState::Folded | SpoolState::SetAside(_)))
+            matches!(
+                spool::state(&spool_file),
+                Ok(SpoolState::Folded | SpoolState::SetAside(_) | SpoolState::Vanished)
+            )
         };
         let outcome = if self.locking {
-            lock::acquire(&self.lock_path(), self.lock_timeout, folded_elsewhere)
+            lock::acquire(
+                &self.lock_path(),
+                &self.path,
+                trust::SideModes::of(&self.path),
+                self.lock_timeout,
+                folded_elsewhere,
+            )
         } else {
             Ok(Acquired::Unsupported(std::io::Error::other("locking turned off")))
         };
@@ -710,8 +861,28 @@ impl FileStore {
                     SaveReport { written, total: written, warnings, superseded: 0 },
                 )
             }
-            Ok(Acquired::Locked(g)) => (true, Some(g)),
+            Ok(Acquired::Locked(g)) => {
+                warnings.extend(trust::warn_if_node_local_locks(&self.path));
+                (true, Some(g))
+            }
             Ok(Acquired::Unsupported(e)) => {
+                let waiting = spool::list(&self.spool_path())?.len();
+                if waiting > MAX_UNLOCKED_SPOOLS {
+                    // Withdraw this save's own spool (the only one an
+                    // unlocked save may delete): an error means not saved.
+                    let _ = std::fs::remove_file(&spool_file);
+                    return Err(CacheError::Invalid(format!(
+                        "cannot lock {} on {} ({e}), and {} saves already wait unfolded in {} \
+                         (at most {MAX_UNLOCKED_SPOOLS}); refusing to add more. Nothing is \
+                         lost: a save on a filesystem with locks folds them (copy the cache and \
+                         its .spool to a local disk, save there, copy back), or use a redis:// \
+                         cache",
+                        self.lock_path().display(),
+                        trust::fs_name(&self.path),
+                        waiting - 1,
+                        self.spool_path().display()
+                    )));
+                }
                 warnings.push(self.warn_no_lock(&e.to_string()));
                 (false, None)
             }
@@ -741,6 +912,9 @@ impl FileStore {
             spool::settle(&self.spool_path(), GATHER_QUIET, GATHER_CAP);
             tracing::debug!("gathered saves for {:?}", t.elapsed());
         }
+        if !locked && matches!(spool::state(&spool_file), Ok(SpoolState::Vanished)) {
+            return Ok(Saved::Vanished(spool_file));
+        }
         let (total, _, fold_warnings) = match self.fold(locked, false, None) {
             Ok(r) => r,
             Err(e) => {
@@ -755,7 +929,13 @@ impl FileStore {
         match spool::state(&spool_file) {
             // Our own fold found this save's spool damaged and set it aside.
             Ok(SpoolState::SetAside(p)) => Err(Self::spool_set_aside(&p)),
-            _ => Ok(SaveReport { written, total, warnings, superseded: 0 }),
+            // It vanished before our fold read it.
+            Ok(SpoolState::Vanished) => Ok(Saved::Vanished(spool_file)),
+            Ok(SpoolState::Folded) => {
+                spool::forget_folded(&spool_file);
+                Ok(Saved::Done(SaveReport { written, total, warnings, superseded: 0 }))
+            }
+            _ => Ok(Saved::Done(SaveReport { written, total, warnings, superseded: 0 })),
         }
     }
 
@@ -788,11 +968,15 @@ impl FileStore {
     }
 
     /// The result of a save whose spool file is no longer waiting: folded
-    /// is saved, set aside is an error.
-    fn settled(&self, spool_file: &Path, report: SaveReport) -> Result<SaveReport, CacheError> {
+    /// is saved, set aside is an error, vanished is to be saved again.
+    fn settled(&self, spool_file: &Path, report: SaveReport) -> Result<Saved, CacheError> {
         match spool::state(spool_file) {
-            Ok(SpoolState::Folded) => Ok(report),
+            Ok(SpoolState::Folded) => {
+                spool::forget_folded(spool_file);
+                Ok(Saved::Done(report))
+            }
             Ok(SpoolState::SetAside(p)) => Err(Self::spool_set_aside(&p)),
+            Ok(SpoolState::Vanished) => Ok(Saved::Vanished(spool_file.to_path_buf())),
             Ok(SpoolState::Waiting) => Err(CacheError::Invalid(format!(
                 "spool file {} reappeared after it was folded; is something else writing to {}?",
                 spool_file.display(),
@@ -830,7 +1014,7 @@ impl FileStore {
         update: &CacheData,
         take_new: &Resolver<'_>,
     ) -> Result<SaveReport, CacheError> {
-        let this = self.resolved();
+        let this = self.resolved()?;
         check_parent_dir(&this.path)?;
         this.refuse_foreign_file()?;
         let (update, mut warnings) = Self::prepare(update);
@@ -866,12 +1050,16 @@ fn stamp(m: &mut crate::document::Metadata) {
     m.updated_unix = now;
 }
 
-/// Deletes spool files a rewrite has folded (then fsyncs the spool
-/// directory), and the spool directory once empty.
-fn delete_folded(folded: &[PathBuf], spool_dir: &Path) -> Result<(), CacheError> {
+/// After a locked rewrite: each folded spool becomes its marker, which
+/// tells its save that it was folded (see `spool::folded_marker`), or goes
+/// when nobody waits for it; then the spool directory is fsynced, old
+/// markers removed, and the directory removed once empty. Only a lock
+/// holder calls this.
+fn mark_folded(folded: &[PathBuf], spool_dir: &Path) -> Result<(), CacheError> {
+    spool::remove_stale_markers(spool_dir, STALE_TEMP_AGE);
     let mut any = false;
     for p in folded {
-        any |= std::fs::remove_file(p).is_ok();
+        any |= spool::mark_folded(p);
     }
     if any {
         atomic_file::sync_dir(spool_dir).map_err(io("fsyncing directory", spool_dir))?;
@@ -886,7 +1074,7 @@ fn delete_folded(folded: &[PathBuf], spool_dir: &Path) -> Result<(), CacheError>
 /// To add entries to a cache that others may be writing, use
 /// [`FileStore::save`].
 pub fn write_cache_file(path: &Path, data: &CacheData) -> Result<(), CacheError> {
-    write::write_atomic(path, &codec::cache_to_bytes(data))
+    write::write_atomic(path, &codec::cache_to_bytes(data), None)
 }
 
 /// Reads and parses a whole cache file without side effects; the same as

@@ -10,6 +10,8 @@
 //! that is not a spool file it can read (a directory, a FIFO, a device or a
 //! symlink someone put there is not ours).
 
+use super::sys;
+use super::trust::{self, SideModes};
 use crate::error::io;
 use crate::CacheError;
 use ranktune_core::atomic_file::{self, Publish, PublishError, Step};
@@ -64,36 +66,102 @@ pub(crate) fn set_aside(path: &Path) -> Result<PathBuf, CacheError> {
     Ok(to)
 }
 
+/// The marker a folded spool file becomes: `<spool file>.folded`. The lock
+/// holder renames each spool it folded to its marker (after the rewrite
+/// that includes it is durable) instead of deleting it, so the save that
+/// wrote it can tell "folded" from "vanished" (removed by something else
+/// before it was folded). That save removes its marker; markers of saves
+/// that died are removed by a later fold once old (see
+/// [`remove_stale_markers`]).
+pub(crate) fn folded_marker(path: &Path) -> PathBuf {
+    let mut s = path.as_os_str().to_owned();
+    s.push(".folded");
+    PathBuf::from(s)
+}
+
+/// Done with the folded spool file `path`: deleted when no save waits for
+/// it (nobody holds its shared lock: the save returned or died), else
+/// renamed to its marker (see [`folded_marker`]). Returns whether it went.
+pub(crate) fn mark_folded(path: &Path) -> bool {
+    let waited_for = match sys::open_read_nofollow_nonblock(path) {
+        Ok(f) => !matches!(sys::try_lock_exclusive(&f), Ok(sys::TryLock::Acquired)),
+        Err(_) => true,
+    };
+    if waited_for {
+        std::fs::rename(path, folded_marker(path)).is_ok()
+    } else {
+        std::fs::remove_file(path).is_ok()
+    }
+}
+
+/// Removes this save's folded marker, and the spool directory if that
+/// leaves it empty.
+pub(crate) fn forget_folded(path: &Path) {
+    let _ = std::fs::remove_file(folded_marker(path));
+    if let Some(dir) = path.parent() {
+        remove_if_empty(dir);
+    }
+}
+
 /// Where a save's spool file stands.
 #[derive(Debug)]
 pub(crate) enum SpoolState {
     /// Still waiting to be folded.
     Waiting,
-    /// Gone: a lock holder folded it into the cache (spools are deleted only
-    /// after the rewrite that includes them is durable).
+    /// A lock holder folded it into the cache (it became its marker only
+    /// after the rewrite that includes it was durable).
     Folded,
     /// It did not parse and was set aside there; it was not saved.
     SetAside(PathBuf),
+    /// Gone without being folded or set aside: something other than
+    /// ranktune removed it, so its entries never reached the cache.
+    Vanished,
 }
 
 /// The state of the spool file `path`. Only `NotFound` counts as gone; any
 /// other error (e.g. permission denied) is returned, never taken as folded.
-/// The corrupt directory is looked at after the spool file, and a rename
-/// into it is atomic, so a set-aside file is never taken for a folded one.
+/// The marker and the corrupt directory are looked at after the spool
+/// file, and the renames into them are atomic, so a folded or set-aside
+/// file is never taken for a vanished one.
 pub(crate) fn state(path: &Path) -> std::io::Result<SpoolState> {
-    match std::fs::symlink_metadata(path) {
-        Ok(_) => return Ok(SpoolState::Waiting),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
+    let exists = |p: &Path| match std::fs::symlink_metadata(p) {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    };
+    if exists(path)? {
+        return Ok(SpoolState::Waiting);
+    }
+    if exists(&folded_marker(path))? {
+        return Ok(SpoolState::Folded);
     }
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Ok(SpoolState::Folded);
+        return Ok(SpoolState::Vanished);
     };
     let aside = corrupt_dir(dir).join(name);
-    match std::fs::symlink_metadata(&aside) {
-        Ok(_) => Ok(SpoolState::SetAside(aside)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(SpoolState::Folded),
-        Err(e) => Err(e),
+    if exists(&aside)? {
+        return Ok(SpoolState::SetAside(aside));
+    }
+    Ok(SpoolState::Vanished)
+}
+
+/// Removes folded markers (see [`folded_marker`]) whose save did not
+/// collect them within `min_age` of the fold (the save died, or was
+/// stopped): a live save collects its marker within milliseconds.
+pub(crate) fn remove_stale_markers(dir: &Path, min_age: Duration) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(read) = std::fs::read_dir(dir) else { return };
+    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+    for ent in read.flatten() {
+        if !ent.file_name().as_encoded_bytes().ends_with(b".json.folded") {
+            continue;
+        }
+        // ctime: when the rename made it a marker.
+        let Ok(meta) = ent.metadata() else { continue };
+        let age = now.as_secs().saturating_sub(u64::try_from(meta.ctime()).unwrap_or(0));
+        if meta.is_file() && age >= min_age.as_secs() {
+            let _ = std::fs::remove_file(ent.path());
+        }
     }
 }
 
@@ -113,18 +181,26 @@ pub(crate) fn remove_if_empty(dir: &Path) {
 /// (see [`remove_if_empty`]) before this file appeared in it.
 pub(crate) fn write_spool(
     dir: &Path,
+    cache: &Path,
+    modes: SideModes,
     bytes: impl FnOnce() -> Vec<u8>,
-) -> Result<PathBuf, CacheError> {
+) -> Result<(PathBuf, Waiter), CacheError> {
     let mut make = Some(bytes);
     let mut made = Vec::new();
     let mut tries = 0;
     loop {
-        match std::fs::DirBuilder::new().create(dir) {
+        use std::os::unix::fs::DirBuilderExt;
+        match std::fs::DirBuilder::new().mode(modes.dir()).create(dir) {
             Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                // Someone's spool: used only if it is ours to trust.
+                let meta =
+                    std::fs::symlink_metadata(dir).map_err(io("checking spool directory", dir))?;
+                trust::check_side(dir, &meta, "spool directory", cache, modes)?;
+            }
             Err(e) => return Err(io("creating spool directory", dir)(e)),
         }
-        match write_spool_once(dir, &mut make, &mut made) {
+        match write_spool_once(dir, &mut make, &mut made, modes) {
             Err(CacheError::Io { action: "creating spool file", source, .. })
                 if source.kind() == std::io::ErrorKind::NotFound && tries < 100 =>
             {
@@ -141,7 +217,8 @@ fn write_spool_once<F: FnOnce() -> Vec<u8>>(
     dir: &Path,
     make: &mut Option<F>,
     made: &mut Vec<u8>,
-) -> Result<PathBuf, CacheError> {
+    modes: SideModes,
+) -> Result<(PathBuf, Waiter), CacheError> {
     let pid = std::process::id();
     let seq = SEQ.fetch_add(1, Ordering::Relaxed);
     let nanos = next_nanos();
@@ -153,12 +230,23 @@ fn write_spool_once<F: FnOnce() -> Vec<u8>>(
     //
     // The temp file exists before the entries are serialized, so a lock
     // holder gathering a burst of saves (see `settle`) sees this one coming.
-    Publish::new(&fin)
+    let waiter = Publish::new(&fin)
         .write_with(|temp| {
+            // The save holds a shared lock on its spool file while it
+            // waits, so a folder can tell whether anyone still waits for it.
+            let held = temp.file().try_clone().map_err(io("opening", temp.path()))?;
+            let _ = sys::try_lock_shared(&held);
+            // No more open than the cache (a new cache: the umask).
+            if let Some(mode) = modes.cache {
+                use std::os::unix::fs::PermissionsExt;
+                held.set_permissions(std::fs::Permissions::from_mode(mode))
+                    .map_err(io("setting permissions of", temp.path()))?;
+            }
             if let Some(make) = make.take() {
                 *made = make();
             }
-            temp.write_all(made).map_err(io("writing", temp.path()))
+            temp.write_all(made).map_err(io("writing", temp.path()))?;
+            Ok::<_, CacheError>(Waiter { _held: held })
         })
         .map_err(|e| match e {
             PublishError::Io { step: Step::CreateTemp, path, source } => {
@@ -169,7 +257,15 @@ fn write_spool_once<F: FnOnce() -> Vec<u8>>(
             }
             e => CacheError::from(e),
         })?;
-    Ok(fin)
+    Ok((fin, waiter))
+}
+
+/// A save waiting for its spool file to be folded: holds a shared `flock`
+/// on the file (released when dropped), which tells a folder to leave a
+/// marker (see [`folded_marker`]) rather than delete the file.
+#[derive(Debug)]
+pub(crate) struct Waiter {
+    _held: std::fs::File,
 }
 
 /// Whether `name` in the spool directory is a temp file of a spool write in

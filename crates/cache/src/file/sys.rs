@@ -46,17 +46,39 @@ pub(crate) fn try_lock_exclusive(file: &File) -> io::Result<TryLock> {
     }
 }
 
-/// Opens (creating if needed, mode 0666 less the umask) a file for reading
-/// and writing, refusing to follow a symlink at `path`.
-pub(crate) fn open_rw_nofollow(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o666)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
+/// Tries to take a shared `flock` on `file` without blocking; `Ok(false)`
+/// when someone holds it exclusively or the filesystem cannot lock.
+pub(crate) fn try_lock_shared(file: &File) -> io::Result<bool> {
+    loop {
+        // SAFETY: flock on a file descriptor we own; no memory is passed.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(true);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(_) if matches!(try_lock_classify(&err), Some(())) => return Ok(false),
+            _ => return Err(err),
+        }
+    }
+}
+
+/// Whether a failed `flock` means "busy" or "cannot lock here".
+fn try_lock_classify(err: &io::Error) -> Option<()> {
+    match err.raw_os_error() {
+        Some(code)
+            if code == libc::EWOULDBLOCK
+                || code == libc::EAGAIN
+                || code == libc::ENOLCK
+                || code == libc::EOPNOTSUPP
+                || code == libc::ENOSYS
+                || code == libc::EINVAL =>
+        {
+            Some(())
+        }
+        _ => None,
+    }
 }
 
 /// Opens a file for reading without blocking (`O_NONBLOCK`), so that a
@@ -85,5 +107,193 @@ pub(crate) fn is_symlink_refused(e: &io::Error) -> bool {
         #[cfg(target_os = "freebsd")]
         Some(libc::EMLINK) => true,
         _ => false,
+    }
+}
+
+/// Opens (creating if needed with `mode`, less the umask) a file for
+/// reading and writing, refusing to follow a symlink at `path`.
+pub(crate) fn open_rw_nofollow_mode(path: &Path, mode: u32) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+/// The effective user id of this process: who owns what it creates.
+pub(crate) fn euid() -> u32 {
+    // SAFETY: geteuid takes no arguments, touches no memory and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// `uid N (name)`, or `uid N` when the user database has no name for it.
+pub(crate) fn user_label(uid: u32) -> String {
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: all-zero bytes are a valid `passwd` (null pointers, zero
+    // ids); getpwuid_r fills it with pointers into `buf`, which outlives
+    // every use of them below.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: `pwd`, `buf` (with its true length) and `out` are valid for
+    // writes for the whole call; getpwuid_r writes nothing beyond them.
+    let rc =
+        unsafe { libc::getpwuid_r(uid, &mut pwd, buf.as_mut_ptr().cast(), buf.len(), &mut out) };
+    if rc != 0 || out.is_null() || pwd.pw_name.is_null() {
+        return format!("uid {uid}");
+    }
+    // SAFETY: on success pw_name points at a NUL-terminated string in `buf`.
+    let name = unsafe { std::ffi::CStr::from_ptr(pwd.pw_name) };
+    format!("uid {uid} ({})", name.to_string_lossy())
+}
+
+/// Renames `from` to `to` unless something already has the name `to`
+/// (`AlreadyExists` then): a set-aside file never replaces anything.
+pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let c = |p: &Path| {
+            std::ffi::CString::new(p.as_os_str().as_bytes())
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))
+        };
+        let (f, t) = (c(from)?, c(to)?);
+        // SAFETY: both are NUL-terminated strings (CString) that outlive
+        // the call; renameat2 only reads them.
+        let rc = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                f.as_ptr(),
+                libc::AT_FDCWD,
+                t.as_ptr(),
+                libc::RENAME_NOREPLACE,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = io::Error::last_os_error();
+        // Filesystems without RENAME_NOREPLACE: fall back to link + unlink.
+        if !matches!(err.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) {
+            return Err(err);
+        }
+    }
+    std::fs::hard_link(from, to)?;
+    std::fs::remove_file(from)
+}
+
+/// What `statfs` says about the filesystem that holds `path`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FsKind {
+    /// The filesystem's usual name (`nfs`, `lustre`, `ext4`, …), or
+    /// `None` for a type this table does not know.
+    pub name: Option<&'static str>,
+    /// The raw `f_type` magic number.
+    pub magic: u64,
+    /// Whether its `flock` may be granted per node (so two nodes can hold
+    /// "the" lock at once): network and cluster filesystems.
+    pub node_local_locks: bool,
+}
+
+impl std::fmt::Display for FsKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.name {
+            Some(n) => f.write_str(n),
+            None => write!(f, "filesystem type {:#x}", self.magic),
+        }
+    }
+}
+
+/// The filesystem type for a `statfs` magic number (see statfs(2)).
+pub(crate) fn classify_fs(magic: u64) -> FsKind {
+    // (magic, name, locks may be node-local)
+    const TABLE: &[(u64, &str, bool)] = &[
+        (0x6969, "nfs", true),
+        (0x0BD0_0BD0, "lustre", true),
+        (0x4750_4653, "gpfs", true),
+        (0xFF53_4D42, "cifs", true),
+        (0xFE53_4D42, "smb2", true),
+        (0x517B, "smb", true),
+        (0x00C3_6400, "ceph", true),
+        (0x1983_0326, "beegfs", true),
+        (0x5346_414F, "afs", true),
+        (0x6B41_4653, "afs", true),
+        (0xAAD7_AAEA, "panfs", true),
+        (0x7461_636F, "ocfs2", true),
+        (0x0102_1997, "9p", true),
+        (0x6573_5546, "fuse", true),
+        (0xEF53, "ext4", false),
+        (0x5846_5342, "xfs", false),
+        (0x9123_683E, "btrfs", false),
+        (0x0102_1994, "tmpfs", false),
+        (0x794C_7630, "overlayfs", false),
+        (0x2FC1_2FC1, "zfs", false),
+        (0xF2F5_2010, "f2fs", false),
+        (0x4D44, "vfat", false),
+    ];
+    match TABLE.iter().find(|(m, _, _)| *m == magic) {
+        Some(&(_, name, node_local_locks)) => FsKind { name: Some(name), magic, node_local_locks },
+        None => FsKind { name: None, magic, node_local_locks: false },
+    }
+}
+
+/// The filesystem that holds `path` (which must exist), by `statfs`.
+pub(crate) fn fs_kind(path: &Path) -> io::Result<FsKind> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains NUL"))?;
+    // SAFETY: all-zero bytes are a valid `statfs` (plain integers).
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated and outlives the call; `st` is valid for
+    // writes of a whole `statfs`.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // f_type's integer type differs between platforms; the magic numbers
+    // are 32-bit values.
+    #[allow(clippy::unnecessary_cast)]
+    let magic = (st.f_type as i64 as u64) & 0xFFFF_FFFF;
+    Ok(classify_fs(magic))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filesystems_whose_locks_may_not_span_nodes_are_named() {
+        for (magic, name) in [(0x6969, "nfs"), (0x0BD0_0BD0, "lustre"), (0x4750_4653, "gpfs")] {
+            let k = classify_fs(magic);
+            assert_eq!((k.name, k.node_local_locks), (Some(name), true), "{magic:#x}");
+        }
+        let cifs = classify_fs(0xFF53_4D42);
+        assert!(cifs.node_local_locks && cifs.to_string() == "cifs");
+        assert!(!classify_fs(0xEF53).node_local_locks);
+        assert_eq!(classify_fs(0x1234).to_string(), "filesystem type 0x1234");
+        // The directory tests run in is on some filesystem statfs names.
+        let here = fs_kind(Path::new(".")).unwrap();
+        assert_ne!(here.magic, 0);
+    }
+
+    #[test]
+    fn user_labels_name_known_users() {
+        assert!(user_label(0).starts_with("uid 0"), "{}", user_label(0));
+        assert_eq!(user_label(u32::MAX - 7), format!("uid {}", u32::MAX - 7));
+    }
+
+    #[test]
+    fn rename_noreplace_never_replaces() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::write(&a, b"a").unwrap();
+        std::fs::write(&b, b"b").unwrap();
+        let e = rename_noreplace(&a, &b).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(&b).unwrap(), b"b");
+        std::fs::remove_file(&b).unwrap();
+        rename_noreplace(&a, &b).unwrap();
+        assert_eq!(std::fs::read(&b).unwrap(), b"a");
     }
 }

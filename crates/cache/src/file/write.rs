@@ -35,12 +35,24 @@ fn legacy_temp_prefix(path: &Path) -> Result<String, CacheError> {
 /// a crash. An existing file's permission bits are kept; a new file gets
 /// 0666 less the umask. Refuses to replace anything but a regular file or a
 /// symlink (which a rename replaces without touching its target).
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), CacheError> {
+///
+/// `mode`: the permission bits for the new file when there is no file to
+/// keep them from (the cache was set aside), so the cache keeps its mode.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> Result<(), CacheError> {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
     Publish::new(path)
         .durable()
         .keep_permissions()
         .regular_target_only()
-        .bytes(bytes)
+        .write_with(|temp| {
+            if let (Some(mode), Err(_)) = (mode, std::fs::metadata(path)) {
+                temp.file()
+                    .set_permissions(std::fs::Permissions::from_mode(mode))
+                    .map_err(crate::error::io("setting permissions of", temp.path()))?;
+            }
+            temp.write_all(bytes).map_err(crate::error::io("writing", temp.path()))
+        })
         .map_err(CacheError::from)
 }
 
