@@ -47,7 +47,9 @@
 //!   of any known format, detecting which;
 //! - labels for people: [`bucket_label`] and [`tactic_label`], the one way
 //!   every table and message writes a bucket and a tactic;
-//! - [`trtllm`]: TensorRT-LLM's autotuner cache files, both ways.
+//! - [`trtllm`]: TensorRT-LLM's autotuner cache files, both ways;
+//! - [`vllm_moe`]: vLLM's and SGLang's tuned fused-MoE config files, both
+//!   ways.
 //!
 //! The tuner never touches files itself; everything that reads or writes a
 //! cache file goes through this crate.
@@ -64,10 +66,12 @@ mod label;
 mod listing;
 mod memory;
 mod merge;
+mod ordered;
 mod source;
 mod store;
 mod time;
 pub mod trtllm;
+pub mod vllm_moe;
 
 pub use check::{check, supersedes, Problem, RankChoice};
 pub use codec::{

@@ -55,8 +55,16 @@ pub fn run(args: DiffArgs) -> Result<ExitCode> {
             args.time_threshold
         );
     }
-    let a = load_source(&args.a, args.format)?;
-    let b = load_source(&args.b, args.format)?;
+    let mut a = load_source(&args.a, args.format)?;
+    let mut b = load_source(&args.b, args.format)?;
+    // Fused-MoE configs of two GPUs: compare batch size by batch size.
+    if let Some((da, db, dev_a, dev_b)) = ranktune_cache::vllm_moe::align_devices(&a.data, &b.data)
+    {
+        if !args.json {
+            println!("comparing the configs of {dev_a} (old) and {dev_b} (new) by batch size");
+        }
+        (a.data, b.data) = (da, db);
+    }
     let d = diff(&a.data, &b.data, DiffOptions { time_threshold: args.time_threshold / 100.0 });
     let other = d.changed.len() - d.count(&ChangeKind::Choice) - d.count(&ChangeKind::Time);
     if args.json {
