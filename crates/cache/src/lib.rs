@@ -49,7 +49,8 @@
 //!   every table and message writes a bucket and a tactic;
 //! - [`trtllm`]: TensorRT-LLM's autotuner cache files, both ways;
 //! - [`vllm_moe`]: vLLM's and SGLang's tuned fused-MoE config files, both
-//!   ways.
+//!   ways;
+//! - [`flashinfer`]: FlashInfer's autotuner cache, both ways.
 //!
 //! The tuner never touches files itself; everything that reads or writes a
 //! cache file goes through this crate.
@@ -61,6 +62,7 @@ mod document;
 mod entry;
 mod error;
 mod file;
+pub mod flashinfer;
 mod identity;
 mod label;
 mod listing;

@@ -7,7 +7,9 @@
 //! config (see [`crate::vllm_moe::looks_like_vllm_moe`]), is `vllm-moe`; a
 //! document with a `format` field is a ranktune cache; one that looks like
 //! the reference's (reference metadata, or sections keyed by tuples, see
-//! [`crate::trtllm::looks_like_trtllm`]) is TensorRT-LLM's; anything else
+//! [`crate::trtllm::looks_like_trtllm`]) is TensorRT-LLM's; one with
+//! FlashInfer's `_metadata` or tuple keys holding `[runner, tactic]` (see
+//! [`crate::flashinfer::looks_like_flashinfer`]) is FlashInfer's; anything else
 //! is [`SourceError::Undetected`], whose message lists what was tried,
 //! never a guess. A file of nothing but blanks is an empty cache in any
 //! format.
@@ -18,6 +20,7 @@
 //! are returned, each naming the file.
 
 use crate::file::{read_cache_bytes, FileStore};
+use crate::flashinfer::{self, FlashinferError};
 use crate::trtllm::{self, ConvertError};
 use crate::vllm_moe::{self, MoeError};
 use crate::{CacheData, CacheError};
@@ -34,12 +37,18 @@ pub enum SourceFormat {
     Trtllm,
     /// vLLM's / SGLang's tuned fused-MoE config files (a file or a folder).
     VllmMoe,
+    /// FlashInfer's autotuner cache file.
+    Flashinfer,
 }
 
 impl SourceFormat {
     /// Every format, in the order detection tries them.
-    pub const ALL: [SourceFormat; 3] =
-        [SourceFormat::VllmMoe, SourceFormat::Ranktune, SourceFormat::Trtllm];
+    pub const ALL: [SourceFormat; 4] = [
+        SourceFormat::VllmMoe,
+        SourceFormat::Ranktune,
+        SourceFormat::Trtllm,
+        SourceFormat::Flashinfer,
+    ];
 
     /// The format's name: `ranktune`, `trtllm`, `vllm-moe`.
     pub fn name(self) -> &'static str {
@@ -47,6 +56,7 @@ impl SourceFormat {
             SourceFormat::Ranktune => "ranktune",
             SourceFormat::Trtllm => "trtllm",
             SourceFormat::VllmMoe => "vllm-moe",
+            SourceFormat::Flashinfer => "flashinfer",
         }
     }
 
@@ -57,11 +67,15 @@ impl SourceFormat {
             SourceFormat::Ranktune => "a \"format\" field",
             SourceFormat::Trtllm => {
                 "\"metadata\" with creation_timestamp or device_capability, or \
-                                     rank_<N> sections keyed by tuples"
+                 rank_<N> sections keyed by tuples"
             }
             SourceFormat::VllmMoe => {
                 "a folder, or a file named E=<experts>,N=<n>,device_name=<GPU>\
-                                      [,dtype=…][,block_shape=[…]].json"
+                 [,dtype=…][,block_shape=[…]].json"
+            }
+            SourceFormat::Flashinfer => {
+                "\"_metadata\" with flashinfer_version or gpu_name, or members keyed by \
+                 tuples holding [runner, tactic]"
             }
         }
     }
@@ -129,6 +143,14 @@ pub enum SourceError {
         /// Why not.
         source: MoeError,
     },
+    /// Read as FlashInfer's format, it is not such a cache.
+    #[error("{} is not a FlashInfer autotuner cache", path.display())]
+    NotFlashinfer {
+        /// The file.
+        path: PathBuf,
+        /// Why not.
+        source: FlashinferError,
+    },
     /// A folder holds no fused-MoE config file.
     #[error(
         "{} holds no fused-MoE config files (named E=<experts>,N=<n>,device_name=<GPU>….json)",
@@ -178,6 +200,8 @@ fn detect(doc: &Value) -> Option<SourceFormat> {
         Some(SourceFormat::Ranktune)
     } else if trtllm::looks_like_trtllm(doc) {
         Some(SourceFormat::Trtllm)
+    } else if flashinfer::looks_like_flashinfer(doc) {
+        Some(SourceFormat::Flashinfer)
     } else {
         None
     }
@@ -230,6 +254,17 @@ pub fn read_source(path: &Path, format: Option<SourceFormat>) -> Result<Source, 
     };
     let named = |w: &String| format!("{}: {w}", path.display());
     match format {
+        SourceFormat::Flashinfer => {
+            let imported = flashinfer::import_bytes(&bytes)
+                .map_err(|source| SourceError::NotFlashinfer { path: path_buf(), source })?;
+            Ok(Source {
+                warnings: imported.warnings.iter().map(named).collect(),
+                data: imported.data,
+                format: Some(format),
+                skipped: imported.skipped,
+                empty: false,
+            })
+        }
         SourceFormat::VllmMoe => {
             let imported = vllm_moe::import_file(file_name, &bytes)
                 .map_err(|source| SourceError::NotVllmMoe { path: path_buf(), source })?;

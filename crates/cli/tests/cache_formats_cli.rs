@@ -101,7 +101,7 @@ fn auto_detection_names_the_format_or_what_was_tried() {
     let out = ranktune(&[&"cache", &"import", &cache, &odd]);
     assert_eq!(out.status.code(), Some(2), "{out}");
     let err = out.stderr_text();
-    for tried in ["vllm-moe (", "ranktune (", "trtllm ("] {
+    for tried in ["vllm-moe (", "ranktune (", "trtllm (", "flashinfer ("] {
         assert!(err.contains(tried), "{err}");
     }
     assert!(err.contains("pass --format"), "{err}");
@@ -115,4 +115,22 @@ fn auto_detection_names_the_format_or_what_was_tried() {
     assert!(out.status.success(), "{out}");
     assert!(out.stdout_text().contains("read 2 entries"), "{out}");
     assert!(out.stderr_text().contains("not valid JSON"), "{out}");
+}
+
+/// A FlashInfer cache: detected and named, exported back byte for byte.
+#[test]
+fn flashinfer_import_export_gives_the_file_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache.json");
+    let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../cache/tests/fixtures/flashinfer/mixed_env_damaged.json");
+    let out = ranktune(&[&"cache", &"import", &cache, &src]);
+    assert!(out.status.success(), "{out}");
+    assert!(out.stdout_text().contains("read 6 entries"), "{out}");
+    assert!(out.stdout_text().contains("(flashinfer, 2 bad entries skipped)"), "{out}");
+    assert!(out.stderr_text().contains("last updated by another environment"), "{out}");
+    let back = tmp.path().join("back.json");
+    let out = ranktune(&[&"cache", &"export", &cache, &"-o", &back, &"--format", &"flashinfer"]);
+    assert!(out.status.success(), "{out}");
+    assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(&src).unwrap());
 }

@@ -19,6 +19,8 @@ pub enum Format {
     Trtllm,
     /// vLLM/SGLang fused-MoE config files (a file or a folder of them).
     VllmMoe,
+    /// A FlashInfer autotuner cache file.
+    Flashinfer,
 }
 
 impl Format {
@@ -29,6 +31,7 @@ impl Format {
             Format::Ranktune => Some(SourceFormat::Ranktune),
             Format::Trtllm => Some(SourceFormat::Trtllm),
             Format::VllmMoe => Some(SourceFormat::VllmMoe),
+            Format::Flashinfer => Some(SourceFormat::Flashinfer),
         }
     }
 }

@@ -23,6 +23,8 @@ pub enum ExportFormat {
     Trtllm,
     /// vLLM/SGLang fused-MoE config files, into the folder OUT.
     VllmMoe,
+    /// FlashInfer's autotuner cache (one JSON document).
+    Flashinfer,
 }
 
 #[derive(Debug, clap::Args)]
@@ -52,7 +54,7 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
             if args.cache == args.output { "" } else { " through a link" }
         );
     }
-    if args.format == ExportFormat::Trtllm {
+    if args.format != ExportFormat::VllmMoe {
         ranktune_cache::check_parent_dir(&args.output)?;
         if args.output.exists() && !args.force {
             bail!("{} exists; pass --force to replace it", args.output.display());
@@ -67,26 +69,32 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
     if args.format == ExportFormat::VllmMoe {
         return export_moe(&args, &loaded.data);
     }
-    let exported = export(&loaded.data);
-    for w in &exported.warnings {
+    let (text, written, skipped, warnings) = match args.format {
+        ExportFormat::Flashinfer => {
+            let e = ranktune_cache::flashinfer::export(&loaded.data);
+            (e.text, e.written, e.skipped, e.warnings)
+        }
+        _ => {
+            let e = export(&loaded.data);
+            (e.text, e.written, e.skipped, e.warnings)
+        }
+    };
+    for w in &warnings {
         warn!("{w}");
     }
     Publish::new(&args.output)
         .durable()
         .keep_permissions()
         .regular_target_only()
-        .bytes(exported.text.as_bytes())
+        .bytes(text.as_bytes())
         .map_err(CacheError::from)
         .with_context(|| format!("writing {}", args.output.display()))?;
     println!(
-        "exported {} entries to {} (trtllm){}",
-        exported.written,
+        "exported {} entries to {} ({}){}",
+        written,
         args.output.display(),
-        if exported.skipped > 0 {
-            format!("; {} left out, see warnings", exported.skipped)
-        } else {
-            String::new()
-        }
+        if args.format == ExportFormat::Flashinfer { "flashinfer" } else { "trtllm" },
+        if skipped > 0 { format!("; {} left out, see warnings", skipped) } else { String::new() }
     );
     Ok(ExitCode::SUCCESS)
 }
