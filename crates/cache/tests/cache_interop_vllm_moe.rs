@@ -130,6 +130,7 @@ fn two_gpus_differ_per_batch_size() {
         .collect();
     assert_eq!(changed, [8, 256, 4096]);
     assert!(d.added.is_empty() && d.removed.is_empty());
+    assert_eq!(d.unchanged, 15, "{:?}", d.changed.iter().map(|c| &c.kind).collect::<Vec<_>>());
     // The same device on both sides is no case for aligning.
     assert!(align_devices(&h200, &h200).is_none());
 }
