@@ -88,6 +88,10 @@ fn moe_diff_of_two_gpus_shows_batch_sizes() {
         assert!(line.contains(m), "{line}");
     }
     assert!(stdout.contains("0 added, 0 removed, 3 different choice"), "{stdout}");
+    assert!(
+        stdout.contains("BLOCK_SIZE_N=64 num_stages=3  BLOCK_SIZE_N=128 num_stages=5"),
+        "{stdout}"
+    );
 }
 
 /// `--format auto` names what it chose; a file matching nothing gets an
