@@ -87,7 +87,12 @@ fn moe_diff_of_two_gpus_shows_batch_sizes() {
     for (line, m) in changed.iter().zip(["8,128x384", "256,128x384", "4096,128x384"]) {
         assert!(line.contains(m), "{line}");
     }
-    assert!(stdout.contains("0 added, 0 removed, 3 different choice"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "0 added, 0 removed, 3 different choice, 0 time change, 0 other change, 15 unchanged"
+        ),
+        "{stdout}"
+    );
     assert!(
         stdout.contains("BLOCK_SIZE_N=64 num_stages=3  BLOCK_SIZE_N=128 num_stages=5"),
         "{stdout}"
