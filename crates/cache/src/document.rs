@@ -117,7 +117,34 @@ impl<E> Default for CacheData<E> {
     }
 }
 
+/// Prefix of the metadata fields that keep what an imported file looked
+/// like (`origin.trtllm`, `origin.vllm-moe/<file name>`, …): written by
+/// the importers of other tools' formats, read back by their exporters so
+/// an import followed by an export reproduces the file.
+pub(crate) const ORIGIN_PREFIX: &str = "origin.";
+
 impl<E> CacheData<E> {
+    /// The compact JSON text recorded under origin `name` (see
+    /// [`ORIGIN_PREFIX`]), if any.
+    pub(crate) fn origin(&self, name: &str) -> Option<&str> {
+        self.extras.metadata.get(&format!("{ORIGIN_PREFIX}{name}")).map(|t| &**t)
+    }
+
+    /// Records origin `name` (compact JSON text), replacing an older one.
+    pub(crate) fn set_origin(&mut self, name: &str, text: String) {
+        self.extras.metadata.insert(format!("{ORIGIN_PREFIX}{name}"), text.into());
+    }
+
+    /// Copies `other`'s origin records over ours (a merge keeps what the
+    /// imported files looked like).
+    pub(crate) fn take_origins_from<F>(&mut self, other: &CacheData<F>) {
+        for (k, v) in &other.extras.metadata {
+            if k.starts_with(ORIGIN_PREFIX) {
+                self.extras.metadata.insert(k.clone(), v.clone());
+            }
+        }
+    }
+
     /// Inserts or replaces one entry.
     pub fn insert(&mut self, section: Section, key: EntryKey, entry: E) {
         self.sections.entry(section).or_default().insert(key, entry);

@@ -47,7 +47,10 @@
 //!   of any known format, detecting which;
 //! - labels for people: [`bucket_label`] and [`tactic_label`], the one way
 //!   every table and message writes a bucket and a tactic;
-//! - [`trtllm`]: TensorRT-LLM's autotuner cache files, both ways.
+//! - [`trtllm`]: TensorRT-LLM's autotuner cache files, both ways;
+//! - [`vllm_moe`]: vLLM's and SGLang's tuned fused-MoE config files, both
+//!   ways;
+//! - [`flashinfer`]: FlashInfer's autotuner cache, both ways.
 //!
 //! The tuner never touches files itself; everything that reads or writes a
 //! cache file goes through this crate.
@@ -59,17 +62,20 @@ mod document;
 mod entry;
 mod error;
 mod file;
+pub mod flashinfer;
 mod identity;
 mod label;
 mod listing;
 mod location;
 mod memory;
 mod merge;
+mod ordered;
 mod redis_store;
 mod source;
 mod store;
 mod time;
 pub mod trtllm;
+pub mod vllm_moe;
 
 pub use check::{check, supersedes, Problem, RankChoice};
 pub use codec::{

@@ -101,6 +101,11 @@ pub fn merge(inputs: &[CacheData]) -> Merged {
         out.data.insert(section, key.clone(), winner.clone());
     }
     out.data.metadata = merge_metadata(inputs);
+    // What imported files looked like travels with their entries (later
+    // inputs over earlier ones), so an export after a merge reproduces them.
+    for input in inputs {
+        out.data.take_origins_from(input);
+    }
     out
 }
 

@@ -1,12 +1,18 @@
-//! Reading a cache file of any format ranktune knows — its own JSON, or a
-//! TensorRT-LLM autotuner cache — deciding which from the file when the
-//! caller does not say: what `cache import`, `merge` and `diff` read.
+//! Reading a cache file of any format ranktune knows — its own JSON, a
+//! TensorRT-LLM autotuner cache, vLLM/SGLang fused-MoE configs (a file or
+//! a folder of them) — deciding which from the file when the caller does
+//! not say: what `cache import`, `merge` and `diff` read.
 //!
-//! Detection: a document with a `format` field is a ranktune cache; one
-//! that looks like the reference's (reference metadata, or sections keyed
-//! by tuples, see [`crate::trtllm::looks_like_trtllm`]) is TensorRT-LLM's;
-//! anything else is [`SourceError::Undetected`], never a guess. A file of
-//! nothing but blanks is an empty cache in any format.
+//! Detection, in this order: a folder, or a file named like a fused-MoE
+//! config (see [`crate::vllm_moe::looks_like_vllm_moe`]), is `vllm-moe`; a
+//! document with a `format` field is a ranktune cache; one that looks like
+//! the reference's (reference metadata, or sections keyed by tuples, see
+//! [`crate::trtllm::looks_like_trtllm`]) is TensorRT-LLM's; one with
+//! FlashInfer's `_metadata` or tuple keys holding `[runner, tactic]` (see
+//! [`crate::flashinfer::looks_like_flashinfer`]) is FlashInfer's; anything else
+//! is [`SourceError::Undetected`], whose message lists what was tried,
+//! never a guess. A file of nothing but blanks is an empty cache in any
+//! format.
 //!
 //! This module owns the detection rule and its messages. It never modifies,
 //! locks or moves the file it reads (a ranktune cache is read as
@@ -14,7 +20,9 @@
 //! are returned, each naming the file.
 
 use crate::file::{read_cache_bytes, FileStore};
+use crate::flashinfer::{self, FlashinferError};
 use crate::trtllm::{self, ConvertError};
+use crate::vllm_moe::{self, MoeError};
 use crate::{CacheData, CacheError};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -27,16 +35,60 @@ pub enum SourceFormat {
     Ranktune,
     /// A TensorRT-LLM autotuner cache file.
     Trtllm,
+    /// vLLM's / SGLang's tuned fused-MoE config files (a file or a folder).
+    VllmMoe,
+    /// FlashInfer's autotuner cache file.
+    Flashinfer,
 }
 
 impl SourceFormat {
-    /// The format's name: `ranktune`, `trtllm`.
+    /// Every format, in the order detection tries them.
+    pub const ALL: [SourceFormat; 4] = [
+        SourceFormat::VllmMoe,
+        SourceFormat::Ranktune,
+        SourceFormat::Trtllm,
+        SourceFormat::Flashinfer,
+    ];
+
+    /// The format's name: `ranktune`, `trtllm`, `vllm-moe`.
     pub fn name(self) -> &'static str {
         match self {
             SourceFormat::Ranktune => "ranktune",
             SourceFormat::Trtllm => "trtllm",
+            SourceFormat::VllmMoe => "vllm-moe",
+            SourceFormat::Flashinfer => "flashinfer",
         }
     }
+
+    /// What detection looks for, in words (for the error listing what
+    /// was tried).
+    fn sign(self) -> &'static str {
+        match self {
+            SourceFormat::Ranktune => "a \"format\" field",
+            SourceFormat::Trtllm => {
+                "\"metadata\" with creation_timestamp or device_capability, or \
+                 rank_<N> sections keyed by tuples"
+            }
+            SourceFormat::VllmMoe => {
+                "a folder, or a file named E=<experts>,N=<n>,device_name=<GPU>\
+                 [,dtype=…][,block_shape=[…]].json"
+            }
+            SourceFormat::Flashinfer => {
+                "\"_metadata\" with flashinfer_version or gpu_name, or members keyed by \
+                 tuples holding [runner, tactic]"
+            }
+        }
+    }
+}
+
+/// The list of formats tried and what each looks for, for
+/// [`SourceError::Undetected`].
+fn tried() -> String {
+    SourceFormat::ALL
+        .iter()
+        .map(|f| format!("{} ({})", f.name(), f.sign()))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// A cache file read into memory.
@@ -72,14 +124,46 @@ pub enum SourceError {
         source: ConvertError,
     },
     /// No format was given and the file's shape does not tell. The message
-    /// names the CLI's `--format` flag, the way to say which.
+    /// lists the formats tried and names the CLI's `--format` flag, the
+    /// way to say which.
     #[error(
-        "cannot tell the format of {}: it has no \"format\" field (ranktune) and does not look \
-         like a TensorRT-LLM cache; pass --format",
-        path.display()
+        "cannot tell the format of {}: it matches none of the formats tried: {}; pass --format",
+        path.display(),
+        tried()
     )]
     Undetected {
         /// The file.
+        path: PathBuf,
+    },
+    /// Read as fused-MoE configs, the file is not one.
+    #[error("{} is not a fused-MoE config file", path.display())]
+    NotVllmMoe {
+        /// The file.
+        path: PathBuf,
+        /// Why not.
+        source: MoeError,
+    },
+    /// Read as FlashInfer's format, it is not such a cache.
+    #[error("{} is not a FlashInfer autotuner cache", path.display())]
+    NotFlashinfer {
+        /// The file.
+        path: PathBuf,
+        /// Why not.
+        source: FlashinferError,
+    },
+    /// A folder holds no fused-MoE config file.
+    #[error(
+        "{} holds no fused-MoE config files (named E=<experts>,N=<n>,device_name=<GPU>….json)",
+        path.display()
+    )]
+    NoConfigs {
+        /// The folder.
+        path: PathBuf,
+    },
+    /// A folder was given for a format whose caches are single files.
+    #[error("{} is a folder; only vllm-moe reads folders (of config files)", path.display())]
+    Folder {
+        /// The folder.
         path: PathBuf,
     },
     /// Read as TensorRT-LLM's format, it is not such a cache.
@@ -116,6 +200,8 @@ fn detect(doc: &Value) -> Option<SourceFormat> {
         Some(SourceFormat::Ranktune)
     } else if trtllm::looks_like_trtllm(doc) {
         Some(SourceFormat::Trtllm)
+    } else if flashinfer::looks_like_flashinfer(doc) {
+        Some(SourceFormat::Flashinfer)
     } else {
         None
     }
@@ -138,6 +224,17 @@ fn detect(doc: &Value) -> Option<SourceFormat> {
 /// assert!(source.data.is_empty());
 /// ```
 pub fn read_source(path: &Path, format: Option<SourceFormat>) -> Result<Source, SourceError> {
+    if path.is_dir() {
+        return match format {
+            None | Some(SourceFormat::VllmMoe) => read_moe_folder(path),
+            Some(_) => Err(SourceError::Folder { path: path.to_path_buf() }),
+        };
+    }
+    let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let format = match format {
+        None if vllm_moe::looks_like_vllm_moe(file_name) => Some(SourceFormat::VllmMoe),
+        other => other,
+    };
     let bytes = read_cache_bytes(path).map_err(SourceError::Read)?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Source {
@@ -157,8 +254,30 @@ pub fn read_source(path: &Path, format: Option<SourceFormat>) -> Result<Source, 
     };
     let named = |w: &String| format!("{}: {w}", path.display());
     match format {
+        SourceFormat::Flashinfer => {
+            let imported = flashinfer::import_bytes(&bytes)
+                .map_err(|source| SourceError::NotFlashinfer { path: path_buf(), source })?;
+            Ok(Source {
+                warnings: imported.warnings.iter().map(named).collect(),
+                data: imported.data,
+                format: Some(format),
+                skipped: imported.skipped,
+                empty: false,
+            })
+        }
+        SourceFormat::VllmMoe => {
+            let imported = vllm_moe::import_file(file_name, &bytes)
+                .map_err(|source| SourceError::NotVllmMoe { path: path_buf(), source })?;
+            Ok(Source {
+                warnings: imported.warnings.iter().map(named).collect(),
+                data: imported.data,
+                format: Some(format),
+                skipped: imported.skipped,
+                empty: false,
+            })
+        }
         SourceFormat::Trtllm => {
-            let imported = trtllm::import(&doc)
+            let imported = trtllm::import_bytes(&bytes)
                 .map_err(|source| SourceError::NotTrtllm { path: path_buf(), source })?;
             Ok(Source {
                 warnings: imported.warnings.iter().map(named).collect(),
@@ -183,6 +302,56 @@ pub fn read_source(path: &Path, format: Option<SourceFormat>) -> Result<Source, 
             })
         }
     }
+}
+
+/// Reads every fused-MoE config file of a folder (sorted by name). Other
+/// files, and config files that do not parse, are named in warnings and
+/// skipped (a bad file counts as one skipped entry).
+fn read_moe_folder(dir: &Path) -> Result<Source, SourceError> {
+    let read_err = |e: std::io::Error| {
+        SourceError::Read(CacheError::Io { action: "listing", path: dir.to_path_buf(), source: e })
+    };
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(read_err)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    names.sort();
+    let mut out = Source {
+        data: CacheData::default(),
+        format: Some(SourceFormat::VllmMoe),
+        skipped: 0,
+        empty: false,
+        warnings: Vec::new(),
+    };
+    let mut found = 0;
+    for path in names {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !vllm_moe::looks_like_vllm_moe(name) || path.is_dir() {
+            out.warnings
+                .push(format!("{}: not named like a fused-MoE config; skipped", path.display()));
+            continue;
+        }
+        found += 1;
+        let imported = read_cache_bytes(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| vllm_moe::import_file(name, &bytes).map_err(|e| e.to_string()));
+        match imported {
+            Ok(imported) => {
+                out.warnings
+                    .extend(imported.warnings.iter().map(|w| format!("{}: {w}", path.display())));
+                out.skipped += imported.skipped;
+                out.data.apply(imported.data);
+            }
+            Err(why) => {
+                out.warnings.push(format!("{}: {why}; skipped", path.display()));
+                out.skipped += 1;
+            }
+        }
+    }
+    if found == 0 {
+        return Err(SourceError::NoConfigs { path: dir.to_path_buf() });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

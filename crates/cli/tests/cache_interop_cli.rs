@@ -63,6 +63,25 @@ fn import_then_export_reproduces_the_reference_file() {
     assert!(out.status.success(), "{out}");
 }
 
+/// Through the real binary and cache file: `cache import` then `cache
+/// export` gives the reference file back byte for byte (every `min_time`,
+/// the fractional `creation_timestamp`, order, indentation).
+#[test]
+fn import_then_export_is_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache.json");
+    let exported = dir.path().join("out.json");
+    let original = std::fs::read(fixture("timings_238.json")).unwrap();
+    let out = ranktune(&[&"cache", &"import", &cache, &fixture("timings_238.json")]);
+    assert!(out.status.success(), "{out}");
+    let out = ranktune(&[&"cache", &"export", &cache, &"-o", &exported]);
+    assert!(out.status.success(), "{out}");
+    assert_eq!(
+        String::from_utf8(std::fs::read(&exported).unwrap()).unwrap(),
+        String::from_utf8(original).unwrap()
+    );
+}
+
 #[test]
 fn bad_entries_warn_by_name_and_not_json_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();

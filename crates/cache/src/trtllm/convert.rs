@@ -16,8 +16,9 @@
 use super::key::{format_key, parse_key};
 use super::pyliteral;
 use super::tactic::{json_to_py, py_to_json};
+use crate::ordered::{self, Layout, OValue};
 use crate::{CacheData, Entry, Identity, Section};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
 /// The checksum given to imported entries: the reference records no
@@ -146,9 +147,108 @@ pub fn looks_like_trtllm(doc: &Value) -> bool {
     ref_meta || tuple_keys
 }
 
-/// Imports reference JSON bytes (see [`import`]).
+/// Imports reference JSON bytes (see [`import`]), and records what the
+/// file looked like (member order, `metadata` and every `min_time` and
+/// `tactic` exactly as written, indentation) in the cache's metadata, so
+/// [`export`] reproduces the file.
 pub fn import_bytes(bytes: &[u8]) -> Result<Imported, ConvertError> {
-    import(&parse_document(bytes)?)
+    let mut imported = import(&parse_document(bytes)?)?;
+    if let Some(origin) = std::str::from_utf8(bytes).ok().and_then(origin_of) {
+        imported.data.set_origin(ORIGIN, origin);
+    }
+    Ok(imported)
+}
+
+/// The origin record's name (see `CacheData::origin`).
+const ORIGIN: &str = "trtllm";
+
+/// What a reference file looked like, as compact JSON: `{"layout":
+/// [indent, final newline], "top": [[name, metadata or [[key, min_time,
+/// tactic], …]], …]}` in file order, values as written. `None` when the
+/// text does not parse in order (non-finite numbers): the export then
+/// writes its own layout.
+fn origin_of(text: &str) -> Option<String> {
+    let doc = ordered::parse(text).ok()?;
+    let layout = Layout::of(text);
+    let mut top = Vec::new();
+    for (name, value) in doc.members()? {
+        if name == "metadata" {
+            top.push(OValue::Array(vec![OValue::string(name), value.clone()]));
+            continue;
+        }
+        if Section::parse(name).is_none() {
+            continue;
+        }
+        let Some(entries) = value.members() else { continue };
+        let rows = entries
+            .iter()
+            .map(|(key, v)| {
+                let field = |f: &str| v.get(f).cloned().unwrap_or(OValue::scalar("null"));
+                OValue::Array(vec![OValue::string(key), field("min_time"), field("tactic")])
+            })
+            .collect();
+        top.push(OValue::Array(vec![OValue::string(name), OValue::Array(rows)]));
+    }
+    let layout = OValue::Array(vec![
+        OValue::scalar(layout.indent.map_or("null".to_string(), |n| n.to_string())),
+        OValue::scalar(if layout.final_newline { "true" } else { "false" }),
+    ]);
+    let record =
+        OValue::Object(vec![("layout".into(), layout), ("top".into(), OValue::Array(top))]);
+    Some(ordered::write(&record, Layout { indent: None, final_newline: false }))
+}
+
+/// One recorded entry: (key text, min_time text, tactic text).
+type OriginRow = (String, OValue, OValue);
+
+/// A parsed origin record: layout, and the file's top-level members.
+struct Origin {
+    layout: Layout,
+    metadata: Option<OValue>,
+    /// Sections in file order, each with its entries in file order:
+    /// (key text, min_time text, tactic text).
+    sections: Vec<(String, Vec<OriginRow>)>,
+    /// Where `metadata` stood among the sections.
+    metadata_at: usize,
+}
+
+fn read_origin(data: &CacheData) -> Option<Origin> {
+    let record = ordered::parse(data.origin(ORIGIN)?).ok()?;
+    let as_str = |v: &OValue| match v {
+        OValue::Scalar(t) => serde_json::from_str::<String>(t).ok(),
+        _ => None,
+    };
+    let layout = match record.get("layout")? {
+        OValue::Array(parts) if parts.len() == 2 => Layout {
+            indent: match &parts[0] {
+                OValue::Scalar(t) => t.parse().ok(),
+                _ => None,
+            },
+            final_newline: parts[1] == OValue::scalar("true"),
+        },
+        _ => return None,
+    };
+    let OValue::Array(top) = record.get("top")? else { return None };
+    let mut origin = Origin { layout, metadata: None, sections: Vec::new(), metadata_at: 0 };
+    for member in top {
+        let OValue::Array(pair) = member else { return None };
+        let [name, value] = pair.as_slice() else { return None };
+        let name = as_str(name)?;
+        if name == "metadata" {
+            origin.metadata = Some(value.clone());
+            origin.metadata_at = origin.sections.len();
+            continue;
+        }
+        let OValue::Array(rows) = value else { return None };
+        let mut entries = Vec::with_capacity(rows.len());
+        for row in rows {
+            let OValue::Array(cells) = row else { return None };
+            let [key, min_time, tactic] = cells.as_slice() else { return None };
+            entries.push((as_str(key)?, min_time.clone(), tactic.clone()));
+        }
+        origin.sections.push((name, entries));
+    }
+    Some(origin)
 }
 
 /// Imports a parsed reference document: every entry that parses, and a
@@ -222,10 +322,14 @@ fn import_entry(
             Value::Null => "min_time is null (NaN or Infinity in the file?)".to_string(),
             _ => format!("min_time {min_time} is not a finite non-negative number of milliseconds"),
         })?;
+    let time_us = ms_to_us(ms);
+    if !time_us.is_finite() {
+        return Err(format!("min_time {min_time} ms is too large to hold in microseconds"));
+    }
     let entry = Entry {
         runner_index,
         tactic,
-        time_us: ms_to_us(ms),
+        time_us,
         candidates: Vec::new(),
         checksum: IMPORTED_CHECKSUM.to_string(),
         env: env.to_string(),
@@ -372,6 +476,9 @@ fn shift_decimal(x: f64, by: i32) -> f64 {
 pub struct Exported {
     /// The JSON document.
     pub doc: Value,
+    /// The document as the file's text: for a cache imported from such a
+    /// file, that file's member order, layout and values as written.
+    pub text: String,
     /// One line per entry that could not be written, or guess made.
     pub warnings: Vec<String>,
     /// Entries written.
@@ -383,9 +490,16 @@ pub struct Exported {
 /// Converts a cache to the reference's format: `metadata` describing the
 /// environment most entries were measured in, `shared` and `rank_<N>`
 /// sections with Python `str()` keys and `repr` tactics, times in ms.
+///
+/// Entries imported from such a file (and not changed since) come out as
+/// that file had them: the same `min_time` and `tactic` text, in the
+/// file's order, under its `metadata` when the environment is the one it
+/// describes, with its indentation; everything else follows, sorted.
 pub fn export(data: &CacheData) -> Exported {
     let mut warnings = Vec::new();
-    let mut sections: BTreeMap<String, Map<String, Value>> = BTreeMap::new();
+    let origin = read_origin(data);
+    // (runner id, tactic, min_time) per section and key text.
+    let mut sections: BTreeMap<String, BTreeMap<String, (u32, OValue, OValue)>> = BTreeMap::new();
     let (mut written, mut skipped) = (0, 0);
     for (section, key, entry) in data.iter() {
         let key_text = format_key(key);
@@ -405,21 +519,79 @@ pub fn export(data: &CacheData) -> Exported {
             skipped += 1;
             continue;
         }
-        let value = json!({
-            "runner_id": entry.runner_index,
-            "tactic": tactic,
-            "min_time": us_to_ms(entry.time_us),
-        });
-        sections.entry(section.name()).or_default().insert(key_text, value);
+        let min_time = OValue::scalar(pyliteral::repr_float(us_to_ms(entry.time_us)));
+        sections
+            .entry(section.name())
+            .or_default()
+            .insert(key_text, (entry.runner_index, OValue::string(&tactic), min_time));
         written += 1;
     }
+    let data_tactic = |t: &OValue| -> Option<Value> {
+        let OValue::Scalar(text) = t else { return None };
+        match serde_json::from_str::<Value>(text).ok()? {
+            Value::String(repr) => pyliteral::parse_literal(&repr).ok().map(|p| py_to_json(&p)),
+            other => Some(other),
+        }
+    };
 
-    let mut doc = Map::new();
-    doc.insert("metadata".into(), export_metadata(data, &mut warnings));
-    for (name, entries) in sections {
-        doc.insert(name, Value::Object(entries));
+    let metadata = export_metadata(data, origin.as_ref(), &mut warnings);
+    let entry_value = |(runner, tactic, min_time): (u32, OValue, OValue)| {
+        OValue::Object(vec![
+            ("runner_id".into(), OValue::scalar(runner.to_string())),
+            ("tactic".into(), tactic),
+            ("min_time".into(), min_time),
+        ])
+    };
+    let mut top: Vec<(String, OValue)> = Vec::new();
+    let mut metadata = Some(metadata);
+    if let Some(origin) = &origin {
+        for (i, (name, rows)) in origin.sections.iter().enumerate() {
+            if i == origin.metadata_at {
+                top.push(("metadata".into(), metadata.take().unwrap_or(OValue::Object(vec![]))));
+            }
+            let Some(ours) = sections.get_mut(name) else { continue };
+            let Some(section) = Section::parse(name) else { continue };
+            let mut members = Vec::new();
+            for (key_text, min_time, tactic) in rows {
+                let Some((runner, mut t, mut m)) = ours.remove(key_text) else { continue };
+                let entry = parse_key(key_text).ok().and_then(|k| data.get(section, &k));
+                if let Some(entry) = entry {
+                    // The file's text, when it still says what the entry holds.
+                    let ms = match min_time {
+                        OValue::Scalar(text) => text.parse::<f64>().ok(),
+                        _ => None,
+                    };
+                    if ms.is_some_and(|ms| ms_to_us(ms) == entry.time_us) {
+                        m = min_time.clone();
+                    }
+                    if data_tactic(tactic).as_ref() == Some(&entry.tactic) {
+                        t = tactic.clone();
+                    }
+                }
+                members.push((key_text.clone(), entry_value((runner, t, m))));
+            }
+            members.extend(ours.iter().map(|(k, v)| (k.clone(), entry_value(v.clone()))));
+            sections.remove(name);
+            top.push((name.clone(), OValue::Object(members)));
+        }
+        if origin.metadata_at >= origin.sections.len() {
+            if let Some(metadata) = metadata.take() {
+                top.push(("metadata".into(), metadata));
+            }
+        }
     }
-    Exported { doc: Value::Object(doc), warnings, written, skipped }
+    if let Some(metadata) = metadata {
+        top.insert(0, ("metadata".into(), metadata));
+    }
+    for (name, entries) in sections {
+        let members = entries.into_iter().map(|(k, v)| (k, entry_value(v))).collect();
+        top.push((name, OValue::Object(members)));
+    }
+    let layout =
+        origin.as_ref().map_or(Layout { indent: Some(2), final_newline: true }, |o| o.layout);
+    let doc = OValue::Object(top);
+    let text = ordered::write(&doc, layout);
+    Exported { doc: doc.to_value(), text, warnings, written, skipped }
 }
 
 /// The document as pretty JSON text with a final newline.
@@ -429,7 +601,11 @@ pub fn to_json_text(doc: &Value) -> String {
     text
 }
 
-fn export_metadata(data: &CacheData, warnings: &mut Vec<String>) -> Value {
+fn export_metadata(
+    data: &CacheData,
+    origin: Option<&Origin>,
+    warnings: &mut Vec<String>,
+) -> OValue {
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
     for (_, _, e) in data.iter() {
         *counts.entry(e.env.as_str()).or_default() += 1;
@@ -444,6 +620,14 @@ fn export_metadata(data: &CacheData, warnings: &mut Vec<String>) -> Value {
             main_env.unwrap_or("?")
         ));
     }
+    // The imported file's own block, as written, when it describes the
+    // environment of the entries (or there are none).
+    if let Some(meta) = origin.and_then(|o| o.metadata.as_ref()) {
+        let (identity, _) = identity_from_metadata(Some(&meta.to_value()), &mut Vec::new());
+        if main_env.is_none_or(|env| env == identity.digest()) {
+            return meta.clone();
+        }
+    }
     let identity = main_env.and_then(|env| data.metadata.environments.get(env));
     let lib_version = match identity {
         Some(id) => match id.lib_version.strip_prefix(LIB_VERSION_PREFIX) {
@@ -453,28 +637,28 @@ fn export_metadata(data: &CacheData, warnings: &mut Vec<String>) -> Value {
         None => "unknown".to_string(),
     };
     let device_name = identity.map_or("unknown", |id| id.device_name.as_str());
-    let capability: Vec<Value> = identity
+    let capability: Vec<OValue> = identity
         .and_then(|id| {
             let parts: Option<Vec<u64>> =
                 id.capability.split('.').map(|p| p.parse().ok()).collect();
             parts
         })
-        .map(|p| p.into_iter().map(Value::from).collect())
+        .map(|p| p.into_iter().map(|n| OValue::scalar(n.to_string())).collect())
         .unwrap_or_default();
     // The earliest entry: for imported entries that is the reference file's
-    // own creation time, so an import followed by an export keeps it.
+    // own creation time.
     let created = data
         .iter()
         .map(|(_, _, e)| e.created_unix)
         .filter(|t| *t > 0)
         .min()
         .unwrap_or(data.metadata.created_unix);
-    json!({
-        "lib_version": lib_version,
-        "creation_timestamp": created as f64,
-        "device_name": device_name,
-        "device_capability": capability,
-    })
+    OValue::Object(vec![
+        ("lib_version".into(), OValue::string(&lib_version)),
+        ("creation_timestamp".into(), OValue::scalar(pyliteral::repr_float(created as f64))),
+        ("device_name".into(), OValue::string(device_name)),
+        ("device_capability".into(), OValue::Array(capability)),
+    ])
 }
 
 fn json_type(v: &Value) -> &'static str {
@@ -491,6 +675,7 @@ fn json_type(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn time_conversion_is_decimal_exact() {

@@ -11,12 +11,16 @@ use tracing::warn;
 /// Source file formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
-    /// Decide from the file's shape (a `format` field means ranktune).
+    /// Decide from the file's name and shape (the import says which).
     Auto,
     /// A ranktune cache file.
     Ranktune,
     /// A TensorRT-LLM autotuner cache file.
     Trtllm,
+    /// vLLM/SGLang fused-MoE config files (a file or a folder of them).
+    VllmMoe,
+    /// A FlashInfer autotuner cache file.
+    Flashinfer,
 }
 
 impl Format {
@@ -26,6 +30,8 @@ impl Format {
             Format::Auto => None,
             Format::Ranktune => Some(SourceFormat::Ranktune),
             Format::Trtllm => Some(SourceFormat::Trtllm),
+            Format::VllmMoe => Some(SourceFormat::VllmMoe),
+            Format::Flashinfer => Some(SourceFormat::Flashinfer),
         }
     }
 }

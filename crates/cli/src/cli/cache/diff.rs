@@ -55,8 +55,16 @@ pub fn run(args: DiffArgs) -> Result<ExitCode> {
             args.time_threshold
         );
     }
-    let a = load_source(&args.a, args.format)?;
-    let b = load_source(&args.b, args.format)?;
+    let mut a = load_source(&args.a, args.format)?;
+    let mut b = load_source(&args.b, args.format)?;
+    // Fused-MoE configs of two GPUs: compare batch size by batch size.
+    if let Some((da, db, dev_a, dev_b)) = ranktune_cache::vllm_moe::align_devices(&a.data, &b.data)
+    {
+        if !args.json {
+            println!("comparing the configs of {dev_a} (old) and {dev_b} (new) by batch size");
+        }
+        (a.data, b.data) = (da, db);
+    }
     let d = diff(&a.data, &b.data, DiffOptions { time_threshold: args.time_threshold / 100.0 });
     let other = d.changed.len() - d.count(&ChangeKind::Choice) - d.count(&ChangeKind::Time);
     if args.json {
@@ -94,7 +102,14 @@ fn render(d: &CacheDiff, all: bool) -> String {
     }
     for c in &d.changed {
         let (what, new) = match &c.kind {
-            ChangeKind::Choice => ("choice", choice(&c.new)),
+            ChangeKind::Choice => {
+                // Two config objects (fused-MoE configs): only the keys that differ.
+                if let Some((old, new)) = differing_fields(&c.old, &c.new) {
+                    rows.push(row("choice", &c.section.name(), Some(&c.key), old, new));
+                    continue;
+                }
+                ("choice", choice(&c.new))
+            }
             ChangeKind::Time => {
                 let pct = (c.new.time_us - c.old.time_us) / c.old.time_us * 100.0;
                 ("time", format!("{} ({pct:+.1}%)", choice(&c.new)))
@@ -133,4 +148,26 @@ fn choice(e: &Entry) -> String {
         crate::cli::table::clip(&ranktune_cache::tactic_label(&e.tactic), 40),
         e.time_us
     )
+}
+
+/// For two entries of the same runner whose tactics are both JSON objects:
+/// `key=value` for each key whose value differs, old and new.
+fn differing_fields(old: &Entry, new: &Entry) -> Option<(String, String)> {
+    let (serde_json::Value::Object(a), serde_json::Value::Object(b)) = (&old.tactic, &new.tactic)
+    else {
+        return None;
+    };
+    if old.runner_index != new.runner_index {
+        return None;
+    }
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let show = |m: &serde_json::Map<String, serde_json::Value>, k: &str| {
+        m.get(k).map_or("-".to_string(), |v| v.to_string())
+    };
+    let differ: Vec<&String> = keys.into_iter().filter(|k| a.get(*k) != b.get(*k)).collect();
+    let side =
+        |m| differ.iter().map(|k| format!("{k}={}", show(m, k))).collect::<Vec<_>>().join(" ");
+    Some((side(a), side(b)))
 }

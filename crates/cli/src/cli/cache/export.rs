@@ -1,5 +1,7 @@
-//! `ranktune cache export CACHE -o OUT --format trtllm`: write a cache in
-//! TensorRT-LLM's format. The output is published like the cache file
+//! `ranktune cache export CACHE -o OUT --format trtllm|vllm-moe`: write a
+//! cache in TensorRT-LLM's format (one file), or its fused-MoE configs as
+//! vLLM/SGLang config files (OUT is a folder, one file per expert count,
+//! N, device, dtype and block shape). The output is published like the cache file
 //! itself, through `ranktune_core::atomic_file` (exclusive temp file in the
 //! same directory, the old file's permissions, fsync, rename, fsync of the
 //! directory; never over a device or FIFO), and an existing OUT is only
@@ -7,7 +9,7 @@
 
 use super::common::{exists, location, open_store, same_file};
 use anyhow::{bail, Context, Result};
-use ranktune_cache::trtllm::{export, to_json_text};
+use ranktune_cache::trtllm::export;
 use ranktune_cache::CacheError;
 use ranktune_core::atomic_file::Publish;
 use std::path::PathBuf;
@@ -19,6 +21,10 @@ use tracing::warn;
 pub enum ExportFormat {
     /// TensorRT-LLM's autotuner cache (one JSON document).
     Trtllm,
+    /// vLLM/SGLang fused-MoE config files, into the folder OUT.
+    VllmMoe,
+    /// FlashInfer's autotuner cache (one JSON document).
+    Flashinfer,
 }
 
 #[derive(Debug, clap::Args)]
@@ -31,7 +37,7 @@ pub struct ExportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = ExportFormat::Trtllm)]
     pub format: ExportFormat,
-    /// Replace OUT if it exists.
+    /// Replace OUT if it exists (with vllm-moe: files of the same name in OUT).
     #[arg(long)]
     pub force: bool,
 }
@@ -49,29 +55,95 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
             if args.cache == args.output { "" } else { " through a link" }
         );
     }
-    ranktune_cache::check_parent_dir(&args.output)?;
-    if args.output.exists() && !args.force {
-        bail!("{} exists; pass --force to replace it", args.output.display());
+    if args.format != ExportFormat::VllmMoe {
+        ranktune_cache::check_parent_dir(&args.output)?;
+        if args.output.exists() && !args.force {
+            bail!("{} exists; pass --force to replace it", args.output.display());
+        }
     }
     let loaded = open_store(&loc)?.inspect().with_context(|| format!("reading {loc}"))?;
     for w in &loaded.warnings {
         warn!("{loc}: {w}");
     }
-    let ExportFormat::Trtllm = args.format;
-    let exported = export(&loaded.data);
-    for w in &exported.warnings {
+    if args.format == ExportFormat::VllmMoe {
+        return export_moe(&args, &loaded.data);
+    }
+    let (text, written, skipped, warnings) = match args.format {
+        ExportFormat::Flashinfer => {
+            let e = ranktune_cache::flashinfer::export(&loaded.data);
+            (e.text, e.written, e.skipped, e.warnings)
+        }
+        _ => {
+            let e = export(&loaded.data);
+            (e.text, e.written, e.skipped, e.warnings)
+        }
+    };
+    for w in &warnings {
         warn!("{w}");
     }
     Publish::new(&args.output)
         .durable()
         .keep_permissions()
         .regular_target_only()
-        .bytes(to_json_text(&exported.doc).as_bytes())
+        .bytes(text.as_bytes())
         .map_err(CacheError::from)
         .with_context(|| format!("writing {}", args.output.display()))?;
     println!(
-        "exported {} entries to {} (trtllm){}",
+        "exported {} entries to {} ({}){}",
+        written,
+        args.output.display(),
+        if args.format == ExportFormat::Flashinfer { "flashinfer" } else { "trtllm" },
+        if skipped > 0 { format!("; {} left out, see warnings", skipped) } else { String::new() }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the cache's fused-MoE entries as config files into the folder
+/// `args.output` (created if missing). Existing files of the same names are
+/// only replaced with --force; nothing is written unless every file can be.
+fn export_moe(args: &ExportArgs, data: &ranktune_cache::CacheData) -> Result<ExitCode> {
+    let exported = ranktune_cache::vllm_moe::export(data);
+    for w in &exported.warnings {
+        warn!("{w}");
+    }
+    if exported.files.is_empty() {
+        bail!(
+            "{} holds no fused-MoE configs (op {}, runner {}); nothing to export as vllm-moe",
+            args.cache.display(),
+            ranktune_cache::vllm_moe::OP,
+            ranktune_cache::vllm_moe::RUNNER
+        );
+    }
+    if args.output.exists() && !args.output.is_dir() {
+        bail!(
+            "{} is not a folder; vllm-moe writes one file per config into a folder",
+            args.output.display()
+        );
+    }
+    std::fs::create_dir_all(&args.output)
+        .with_context(|| format!("creating {}", args.output.display()))?;
+    let paths: Vec<PathBuf> =
+        exported.files.iter().map(|(name, _)| args.output.join(name)).collect();
+    if !args.force {
+        let existing: Vec<String> =
+            paths.iter().filter(|p| p.exists()).map(|p| p.display().to_string()).collect();
+        if !existing.is_empty() {
+            bail!("{} exist; pass --force to replace them", existing.join(", "));
+        }
+    }
+    for (path, (_, text)) in paths.iter().zip(&exported.files) {
+        Publish::new(path)
+            .durable()
+            .keep_permissions()
+            .regular_target_only()
+            .bytes(text.as_bytes())
+            .map_err(CacheError::from)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    println!(
+        "exported {} entries to {} files in {} (vllm-moe){}",
         exported.written,
+        exported.files.len(),
         args.output.display(),
         if exported.skipped > 0 {
             format!("; {} left out, see warnings", exported.skipped)

@@ -1,0 +1,479 @@
+//! vLLM's and SGLang's tuned fused-MoE configs (format name `vllm-moe`):
+//! files named `E=<experts>,N=<n>,device_name=<GPU>[,dtype=<dtype>]
+//! [,block_shape=[<a>,<b>]].json` (the GPU's name with spaces as `_`),
+//! each mapping a batch size (a string) to a Triton config object
+//! (`BLOCK_SIZE_M`, `BLOCK_SIZE_N`, `BLOCK_SIZE_K`, `GROUP_SIZE_M`,
+//! `num_warps`, `num_stages`, and whatever else a file adds), sometimes
+//! with a top-level `triton_version`.
+//!
+//! In ranktune's model one file is one [`EntryKey`] family: op
+//! [`OP`], runner [`RUNNER`], fingerprint the file name's selectors after
+//! `N` (`device_name=…[,dtype=…][,block_shape=…]`), bucket `[[M], [E, N]]`;
+//! the tactic is the config object. The files hold no timings: entries
+//! carry time 0 and [`CHECKSUM`], so the tuner never reuses them as its
+//! own. The environment records the device and the Triton version.
+//!
+//! An import also records what the file looked like (member order, key
+//! order of every config, indentation, members that are not configs) in the
+//! cache's metadata, so [`export`] writes the same file back. This module
+//! does no file I/O: callers hand it names and text, it hands back text.
+
+use crate::ordered::{self, Layout, OValue};
+use crate::{CacheData, Entry, EntryKey, Identity, Section};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The op of imported entries.
+pub const OP: &str = "fused_moe";
+/// The runner of imported entries.
+pub const RUNNER: &str = "triton";
+/// The candidate-set checksum of imported entries (see the module docs).
+pub const CHECKSUM: &str = "vllm-moe";
+/// Prefix of the `lib_version` of their identities.
+pub const LIB_VERSION_PREFIX: &str = "vllm-moe-triton-";
+
+/// The parts of a config file's name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct FileName {
+    /// Number of experts (`E`).
+    pub experts: u64,
+    /// The intermediate size per shard (`N`).
+    pub n: u64,
+    /// The GPU as the name spells it (spaces as `_`).
+    pub device: String,
+    /// The dtype selector, if any (`fp8_w8a8`, `int4_w4a16`, …).
+    pub dtype: Option<String>,
+    /// The block shape selector, if any (`[128,128]`, as written).
+    pub block_shape: Option<String>,
+}
+
+impl FileName {
+    /// Parses a file name (without directories). `None` when it is not
+    /// such a config's name.
+    pub fn parse(name: &str) -> Option<FileName> {
+        let stem = name.strip_suffix(".json")?;
+        let rest = stem.strip_prefix("E=")?;
+        let (experts, rest) = rest.split_once(",N=")?;
+        let (n, rest) = rest.split_once(",device_name=")?;
+        let number = |s: &str| {
+            (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
+        };
+        let (experts, n) = (number(experts)?, number(n)?);
+        let (rest, block_shape) = match rest.split_once(",block_shape=") {
+            Some((r, b)) if is_block_shape(b) => (r, Some(b.to_string())),
+            Some(_) => return None,
+            None => (rest, None),
+        };
+        let (device, dtype) = match rest.split_once(",dtype=") {
+            Some((d, t)) if !t.is_empty() && !t.contains(',') => (d, Some(t.to_string())),
+            Some(_) => return None,
+            None => (rest, None),
+        };
+        if device.is_empty() || device.contains('/') {
+            return None;
+        }
+        Some(FileName { experts, n, device: device.to_string(), dtype, block_shape })
+    }
+
+    /// The fingerprint of its entries: the selectors after `N`.
+    pub fn fingerprint(&self) -> String {
+        let mut out = format!("device_name={}", self.device);
+        if let Some(d) = &self.dtype {
+            out.push_str(&format!(",dtype={d}"));
+        }
+        if let Some(b) = &self.block_shape {
+            out.push_str(&format!(",block_shape={b}"));
+        }
+        out
+    }
+
+    /// Reads a fingerprint and the bucket's `[E, N]` back into a name.
+    pub fn from_key(fingerprint: &str, experts: u64, n: u64) -> Option<FileName> {
+        FileName::parse(&format!("E={experts},N={n},{fingerprint}.json"))
+    }
+
+    /// The file name, by vLLM's convention.
+    pub fn file_name(&self) -> String {
+        format!("E={},N={},{}.json", self.experts, self.n, self.fingerprint())
+    }
+}
+
+fn is_block_shape(s: &str) -> bool {
+    let Some(inner) = s.strip_prefix('[').and_then(|s| s.strip_suffix(']')) else {
+        return false;
+    };
+    inner.split(',').all(|p| {
+        let p = p.trim();
+        !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+/// True when `name` (a file name without directories) is a fused-MoE
+/// config's name: what `--format auto` recognises.
+pub fn looks_like_vllm_moe(name: &str) -> bool {
+    FileName::parse(name).is_some()
+}
+
+/// Why a file cannot be imported at all.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MoeError {
+    /// The name does not follow the convention.
+    #[error(
+        "the file name {0:?} is not E=<experts>,N=<n>,device_name=<GPU>[,dtype=<dtype>]\
+         [,block_shape=[<a>,<b>]].json"
+    )]
+    Name(String),
+    /// Not UTF-8 JSON.
+    #[error("not valid JSON: {0}")]
+    NotJson(String),
+    /// JSON, but not an object.
+    #[error("the document is not a JSON object mapping batch sizes to configs")]
+    NotAnObject,
+}
+
+/// One imported file (or folder).
+#[derive(Clone, Debug, Default)]
+pub struct Imported {
+    /// Its entries.
+    pub data: CacheData,
+    /// One line per member skipped, each naming it.
+    pub warnings: Vec<String>,
+    /// Members skipped (they are kept for the export all the same).
+    pub skipped: usize,
+}
+
+/// Imports one config file: `name` is its file name (without
+/// directories), `bytes` its content. Every batch size whose value is a
+/// config object becomes an entry; any other member is named in a warning
+/// and kept for [`export`] (`triton_version` is recorded quietly).
+pub fn import_file(name: &str, bytes: &[u8]) -> Result<Imported, MoeError> {
+    let file = FileName::parse(name).ok_or_else(|| MoeError::Name(name.to_string()))?;
+    let text = std::str::from_utf8(bytes)
+        .map_err(|e| MoeError::NotJson(format!("not UTF-8 (byte {})", e.valid_up_to())))?;
+    let doc = ordered::parse(text).map_err(|e| MoeError::NotJson(e.to_string()))?;
+    let members = doc.members().ok_or(MoeError::NotAnObject)?;
+    let mut out = Imported::default();
+    let triton = doc.get("triton_version").and_then(|v| match v.to_value() {
+        Value::String(s) => Some(s),
+        _ => None,
+    });
+    let identity = Identity {
+        lib_version: format!("{LIB_VERSION_PREFIX}{}", triton.as_deref().unwrap_or("unknown")),
+        device_kind: "gpu".into(),
+        device_name: file.device.clone(),
+        capability: "unknown".into(),
+        cores: 0,
+    };
+    let env = identity.digest();
+    out.data.metadata.environments.insert(env.clone(), identity);
+
+    let mut order = Vec::new();
+    let mut key_orders = Vec::new();
+    let mut kept = Vec::new();
+    for (member, value) in members {
+        order.push(OValue::string(member));
+        let batch =
+            member.parse::<u64>().ok().filter(|_| member.bytes().all(|b| b.is_ascii_digit()));
+        let config =
+            value.members().filter(|m| m.iter().all(|(_, v)| matches!(v, OValue::Scalar(_))));
+        match (batch, config) {
+            (Some(m), Some(config)) => {
+                let key = EntryKey {
+                    op: OP.into(),
+                    runner: RUNNER.into(),
+                    fingerprint: file.fingerprint(),
+                    bucket: vec![vec![m], vec![file.experts, file.n]],
+                };
+                let entry = Entry {
+                    runner_index: 0,
+                    tactic: value.to_value(),
+                    time_us: 0.0,
+                    candidates: Vec::new(),
+                    checksum: CHECKSUM.into(),
+                    env: env.clone(),
+                    created_unix: 0,
+                };
+                out.data.insert(Section::Rank(0), key, entry);
+                let keys = config.iter().map(|(k, _)| OValue::string(k)).collect();
+                key_orders.push(OValue::Array(vec![OValue::string(member), OValue::Array(keys)]));
+            }
+            _ => {
+                if member != "triton_version" {
+                    out.warnings.push(format!(
+                        "member {member:?} is not a batch size with a config object; skipped \
+                         (kept for export)"
+                    ));
+                    out.skipped += 1;
+                }
+                kept.push(OValue::Array(vec![OValue::string(member), value.clone()]));
+            }
+        }
+    }
+    let layout = Layout::of(text);
+    let record = OValue::Object(vec![
+        (
+            "layout".into(),
+            OValue::Array(vec![
+                OValue::scalar(layout.indent.map_or("null".to_string(), |n| n.to_string())),
+                OValue::scalar(if layout.final_newline { "true" } else { "false" }),
+            ]),
+        ),
+        ("order".into(), OValue::Array(order)),
+        ("keys".into(), OValue::Array(key_orders)),
+        ("kept".into(), OValue::Array(kept)),
+    ]);
+    out.data.set_origin(
+        &origin_name(&file.file_name()),
+        ordered::write(&record, Layout { indent: None, final_newline: false }),
+    );
+    Ok(out)
+}
+
+fn origin_name(file_name: &str) -> String {
+    format!("vllm-moe/{file_name}")
+}
+
+/// What an import recorded about one file.
+#[derive(Default)]
+struct Origin {
+    layout: Option<Layout>,
+    order: Vec<String>,
+    keys: BTreeMap<String, Vec<String>>,
+    kept: BTreeMap<String, OValue>,
+}
+
+fn read_origin(data: &CacheData, file_name: &str) -> Origin {
+    let mut origin = Origin::default();
+    let Some(record) = data.origin(&origin_name(file_name)).and_then(|t| ordered::parse(t).ok())
+    else {
+        return origin;
+    };
+    let text = |v: &OValue| match v.to_value() {
+        Value::String(s) => Some(s),
+        _ => None,
+    };
+    if let Some(OValue::Array(parts)) = record.get("layout") {
+        if let [indent, newline] = parts.as_slice() {
+            origin.layout = Some(Layout {
+                indent: indent.to_value().as_u64().map(|n| n as usize),
+                final_newline: newline.to_value() == Value::Bool(true),
+            });
+        }
+    }
+    if let Some(OValue::Array(names)) = record.get("order") {
+        origin.order = names.iter().filter_map(text).collect();
+    }
+    let pairs = |name: &str| match record.get(name) {
+        Some(OValue::Array(items)) => items
+            .iter()
+            .filter_map(|item| match item {
+                OValue::Array(p) if p.len() == 2 => Some((text(&p[0])?, p[1].clone())),
+                _ => None,
+            })
+            .collect::<Vec<_>>(),
+        _ => Vec::new(),
+    };
+    for (member, keys) in pairs("keys") {
+        if let OValue::Array(keys) = keys {
+            origin.keys.insert(member, keys.iter().filter_map(text).collect());
+        }
+    }
+    origin.kept = pairs("kept").into_iter().collect();
+    origin
+}
+
+/// The order vLLM's tuner writes a config's keys in; other keys follow,
+/// sorted.
+const KEY_ORDER: &[&str] =
+    &["BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages"];
+
+/// A cache's fused-MoE entries as config files.
+#[derive(Clone, Debug, Default)]
+pub struct Exported {
+    /// (file name, content), sorted by name.
+    pub files: Vec<(String, String)>,
+    /// One line per entry left out.
+    pub warnings: Vec<String>,
+    /// Entries written.
+    pub written: usize,
+    /// Entries left out (not fused-MoE configs, or two sections disagree).
+    pub skipped: usize,
+}
+
+/// Writes every fused-MoE entry of `data` (op [`OP`], runner [`RUNNER`])
+/// into one file per expert count, N, device, dtype and block shape,
+/// named by vLLM's convention. A file imported earlier comes back as it
+/// was: its member and key order, indentation and non-config members;
+/// batch sizes it did not have follow in numeric order, keys of a config
+/// the file did not have in vLLM's order.
+pub fn export(data: &CacheData) -> Exported {
+    let mut out = Exported::default();
+    let mut files: BTreeMap<String, BTreeMap<u64, Value>> = BTreeMap::new();
+    for (section, key, entry) in data.iter() {
+        let parsed = match (key.op == OP && key.runner == RUNNER, key.bucket.as_slice()) {
+            (true, [m, en]) if m.len() == 1 && en.len() == 2 => {
+                FileName::from_key(&key.fingerprint, en[0], en[1]).map(|f| (f, m[0]))
+            }
+            _ => None,
+        };
+        let Some((file, m)) = parsed else {
+            out.warnings.push(format!("{section} entry {key}: not a fused-MoE config; left out"));
+            out.skipped += 1;
+            continue;
+        };
+        if !entry.tactic.is_object() {
+            out.warnings.push(format!(
+                "{section} entry {key}: tactic {} is not a config object; left out",
+                entry.tactic
+            ));
+            out.skipped += 1;
+            continue;
+        }
+        let configs = files.entry(file.file_name()).or_default();
+        match configs.get(&m) {
+            Some(other) if other != &entry.tactic => {
+                out.warnings.push(format!(
+                    "{section} entry {key}: another section holds another config for batch \
+                     size {m}; the first is written"
+                ));
+                out.skipped += 1;
+            }
+            Some(_) => {}
+            None => {
+                configs.insert(m, entry.tactic.clone());
+                out.written += 1;
+            }
+        }
+    }
+    for (name, configs) in files {
+        let origin = read_origin(data, &name);
+        out.files.push((name, write_file(&origin, configs)));
+    }
+    out
+}
+
+fn write_file(origin: &Origin, mut configs: BTreeMap<u64, Value>) -> String {
+    let config_value = |member: &str, config: &Value| {
+        let Value::Object(map) = config else { return OValue::from_value(config) };
+        let recorded = origin
+            .keys
+            .get(member)
+            .filter(|keys| keys.len() == map.len() && keys.iter().all(|k| map.contains_key(k)));
+        let keys: Vec<&str> = match recorded {
+            Some(keys) => keys.iter().map(String::as_str).collect(),
+            None => {
+                let mut keys: Vec<&str> =
+                    KEY_ORDER.iter().copied().filter(|k| map.contains_key(*k)).collect();
+                keys.extend(map.keys().map(String::as_str).filter(|k| !KEY_ORDER.contains(k)));
+                keys
+            }
+        };
+        OValue::Object(
+            keys.into_iter().map(|k| (k.to_string(), OValue::from_value(&map[k]))).collect(),
+        )
+    };
+    let mut members = Vec::new();
+    for member in &origin.order {
+        if let Some(kept) = origin.kept.get(member) {
+            members.push((member.clone(), kept.clone()));
+        } else if let Some(config) = member.parse::<u64>().ok().and_then(|m| configs.remove(&m)) {
+            members.push((member.clone(), config_value(member, &config)));
+        }
+    }
+    for (m, config) in configs {
+        let member = m.to_string();
+        let value = config_value(&member, &config);
+        members.push((member, value));
+    }
+    let layout = origin.layout.unwrap_or(Layout { indent: Some(4), final_newline: true });
+    ordered::write(&OValue::Object(members), layout)
+}
+
+/// For comparing the configs of two GPUs: when `a` and `b` each hold the
+/// fused-MoE configs of one device, and the devices differ, both with the
+/// device left out of their fingerprints (so batch sizes meet), and the
+/// two device names. `None` otherwise.
+pub fn align_devices(
+    a: &CacheData,
+    b: &CacheData,
+) -> Option<(CacheData, CacheData, String, String)> {
+    let device = |d: &CacheData| -> Option<String> {
+        let mut found: Option<String> = None;
+        for (_, key, _) in d.iter() {
+            if key.op != OP || key.runner != RUNNER {
+                return None;
+            }
+            let dev = key.fingerprint.strip_prefix("device_name=")?;
+            let dev = dev.split(",dtype=").next()?.split(",block_shape=").next()?;
+            match &found {
+                Some(f) if f != dev => return None,
+                _ => found = Some(dev.to_string()),
+            }
+        }
+        found
+    };
+    let (da, db) = (device(a)?, device(b)?);
+    if da == db {
+        return None;
+    }
+    let strip = |d: &CacheData, dev: &str| {
+        let mut out = CacheData { metadata: d.metadata.clone(), ..CacheData::default() };
+        let prefix = format!("device_name={dev}");
+        for (section, key, entry) in d.iter() {
+            let mut key = key.clone();
+            let rest = key.fingerprint.strip_prefix(&prefix).unwrap_or("").trim_start_matches(',');
+            key.fingerprint = if rest.is_empty() {
+                "device_name=*".into()
+            } else {
+                format!("device_name=*,{rest}")
+            };
+            // The devices differ by design: compare the configs, not where
+            // they were measured.
+            let entry = Entry { env: "devices-aligned".into(), ..entry.clone() };
+            out.insert(section, key, entry);
+        }
+        out
+    };
+    Some((strip(a, &da), strip(b, &db), da, db))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names() {
+        let f = FileName::parse(
+            "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json",
+        )
+        .unwrap();
+        assert_eq!((f.experts, f.n, f.device.as_str()), (128, 384, "NVIDIA_H200"));
+        assert_eq!(f.dtype.as_deref(), Some("fp8_w8a8"));
+        assert_eq!(f.block_shape.as_deref(), Some("[128,128]"));
+        assert_eq!(
+            f.file_name(),
+            "E=128,N=384,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128].json"
+        );
+        let g = FileName::parse("E=10,N=512,device_name=Intel(R)_Arc(TM)_Pro_B60_Graphics.json")
+            .unwrap();
+        assert_eq!(g.device, "Intel(R)_Arc(TM)_Pro_B60_Graphics");
+        assert_eq!(g.dtype, None);
+        let h = FileName::parse(
+            "E=8,N=14336,device_name=NVIDIA_A100-SXM4-80GB,block_shape=[128, 128].json",
+        )
+        .unwrap();
+        assert_eq!(h.block_shape.as_deref(), Some("[128, 128]"));
+        for bad in [
+            "E=8,N=14336.json",
+            "E=x,N=1,device_name=A.json",
+            "E=8,N=1,device_name=A",
+            "E=8,N=1,device_name=.json",
+            "E=8,N=1,device_name=A,block_shape=[a].json",
+            "E=8,N=1,device_name=A,dtype=.json",
+            "cache.json",
+        ] {
+            assert!(FileName::parse(bad).is_none(), "{bad}");
+        }
+    }
+}
