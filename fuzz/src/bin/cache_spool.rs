@@ -17,7 +17,8 @@ fn root() -> &'static Path {
     // a disk would make this target measure the disk, not the parser.
     let shm = Path::new("/dev/shm");
     DIR.get_or_init(|| {
-        if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }.expect("temp dir")
+        if shm.is_dir() { tempfile::tempdir_in(shm) } else { tempfile::tempdir() }
+            .expect("temp dir")
     })
     .path()
 }

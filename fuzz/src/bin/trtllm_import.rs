@@ -5,7 +5,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ranktune_cache::trtllm::{export, import_bytes, looks_like_trtllm, parse_document, to_json_text};
+use ranktune_cache::trtllm::{
+    export, import_bytes, looks_like_trtllm, parse_document, to_json_text,
+};
 
 fuzz_target!(|bytes: &[u8]| {
     if let Ok(doc) = parse_document(bytes) {
