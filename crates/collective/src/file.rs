@@ -133,7 +133,12 @@ pub(crate) fn encode(env: &Envelope, rank: u32, seq: u64) -> Result<Vec<u8>, Col
     Ok(out)
 }
 
-pub(crate) fn decode(path: &Path, bytes: &[u8], rank: u32, seq: u64) -> Result<Envelope, CollectiveError> {
+pub(crate) fn decode(
+    path: &Path,
+    bytes: &[u8],
+    rank: u32,
+    seq: u64,
+) -> Result<Envelope, CollectiveError> {
     let corrupt = |reason: String| CollectiveError::Corrupt { path: path.to_path_buf(), reason };
     let split =
         bytes.iter().position(|b| *b == b'\n').ok_or_else(|| corrupt("no header".into()))?;
