@@ -77,7 +77,7 @@ struct Header {
 
 /// A rank asking to join.
 #[derive(Serialize, Deserialize)]
-struct Hello {
+pub(crate) struct Hello {
     rank: u32,
     world_size: u32,
     nonce: String,
@@ -87,7 +87,7 @@ struct Hello {
 
 /// Rank 0's answer: the session and the nonce of each member, in rank order.
 #[derive(Serialize, Deserialize)]
-struct Welcome {
+pub(crate) struct Welcome {
     session: String,
     world_size: u32,
     members: Vec<String>,
@@ -115,7 +115,7 @@ pub(crate) fn new_nonce() -> String {
     format!("{first:016x}{:016x}", b.finish())
 }
 
-fn encode(env: &Envelope, rank: u32, seq: u64) -> Result<Vec<u8>, CollectiveError> {
+pub(crate) fn encode(env: &Envelope, rank: u32, seq: u64) -> Result<Vec<u8>, CollectiveError> {
     let header = Header {
         format: FORMAT.into(),
         version: VERSION,
@@ -133,7 +133,12 @@ fn encode(env: &Envelope, rank: u32, seq: u64) -> Result<Vec<u8>, CollectiveErro
     Ok(out)
 }
 
-fn decode(path: &Path, bytes: &[u8], rank: u32, seq: u64) -> Result<Envelope, CollectiveError> {
+pub(crate) fn decode(
+    path: &Path,
+    bytes: &[u8],
+    rank: u32,
+    seq: u64,
+) -> Result<Envelope, CollectiveError> {
     let corrupt = |reason: String| CollectiveError::Corrupt { path: path.to_path_buf(), reason };
     let split =
         bytes.iter().position(|b| *b == b'\n').ok_or_else(|| corrupt("no header".into()))?;

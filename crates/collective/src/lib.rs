@@ -59,6 +59,9 @@
 mod engine;
 mod error;
 mod file;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod job;
 mod local;
 #[cfg(feature = "mpi")]

@@ -19,7 +19,11 @@ fn encode<T: Serialize>(tag: &str, value: &T) -> Result<Vec<u8>, CollectiveError
     })
 }
 
-fn decode<T: DeserializeOwned>(tag: &str, rank: u32, bytes: &[u8]) -> Result<T, CollectiveError> {
+pub(crate) fn decode<T: DeserializeOwned>(
+    tag: &str,
+    rank: u32,
+    bytes: &[u8],
+) -> Result<T, CollectiveError> {
     serde_json::from_slice(bytes).map_err(|e| CollectiveError::Decode {
         op: tag.into(),
         rank,

@@ -1,0 +1,1 @@
+('torch.bfloat16', "it's", None, 0.5)

@@ -1,0 +1,1 @@
+(4, 0, 'swiglu', 'fp8_block_scales')

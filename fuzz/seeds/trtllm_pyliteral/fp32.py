@@ -1,0 +1,1 @@
+(4, 1, 'swiglu', 'fp8_block_scales')

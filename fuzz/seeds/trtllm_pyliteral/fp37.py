@@ -1,0 +1,1 @@
+(4, 2, 'swiglu', 'fp8_block_scales')

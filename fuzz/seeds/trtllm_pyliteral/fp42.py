@@ -1,0 +1,1 @@
+(4, 3, 'swiglu', 'fp8_block_scales')

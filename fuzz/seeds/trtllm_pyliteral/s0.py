@@ -1,0 +1,1 @@
+('trtllm::fp8_block_scaling_gemm', 'FP8BlockScalingGemmRunner', '(\'torch.bfloat16\', "it\'s", None, 0.5)', ((1, 4096), (4096, 4096)))

@@ -1,0 +1,1 @@
+('trtllm::bmm', 'TrtllmGenBatchedGemmRunner', "('e4m3', 8)", ((1, 8, 512), (8, 512, 512)))

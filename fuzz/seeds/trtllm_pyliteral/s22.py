@@ -1,0 +1,1 @@
+('trtllm::attention', 'AttnRunner', '{\'kv\': "fp8"}\n', ((1,), ()))

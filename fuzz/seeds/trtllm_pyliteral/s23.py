@@ -1,0 +1,1 @@
+{'tile': 64, 'split_k': None, 'stages': [2, 3]}

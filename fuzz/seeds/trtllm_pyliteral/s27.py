@@ -1,0 +1,1 @@
+('trtllm::fused_moe', 'MoERunner', "(4, 0, 'swiglu', 'fp8_block_scales')", ((64, 7168), (64, 7168), (64,)))

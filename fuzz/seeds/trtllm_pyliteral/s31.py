@@ -1,0 +1,1 @@
+('trtllm::fused_moe', 'MoERunner', "(4, 1, 'swiglu', 'fp8_block_scales')", ((8, 7168), (64, 7168), (8,)))

@@ -1,0 +1,1 @@
+('trtllm::tunable_allreduce::allreduce', 'AllReduceRunner', "(8, (0, 1, 2, 3, 4, 5, 6, 7), 'RESIDUAL_RMS_NORM', 1e-06, True)", ((2048, 2048), (2048, 2048), (2048,), (1,)))

@@ -1,0 +1,1 @@
+('trtllm::fused_moe', 'MoERunner', "(1, 'swiglu', [1, 2])", ((1, 7168), (256, 7168), (1,)))

@@ -1,0 +1,1 @@
+<Tactic object at 0x7f3a>
