@@ -12,7 +12,7 @@ use std::process::ExitCode;
 /// Check a cache's health.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// The cache: a file, or redis://host[:port][/db][?prefix=NAME].
+    /// The cache: a file, or `redis://host[:port][/db][?prefix=NAME]`.
     pub file: PathBuf,
 }
 

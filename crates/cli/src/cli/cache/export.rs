@@ -29,7 +29,7 @@ pub enum ExportFormat {
 
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
-    /// The cache to export: a file, or redis://host[:port][/db][?prefix=NAME].
+    /// The cache to export: a file, or `redis://host[:port][/db][?prefix=NAME]`.
     pub cache: PathBuf,
     /// Where to write.
     #[arg(short, long, value_name = "OUT")]

@@ -14,7 +14,7 @@ use tracing::warn;
 #[derive(Debug, clap::Args)]
 pub struct ImportArgs {
     /// The cache to import into (created if missing): a file, or
-    /// redis://host[:port][/db][?prefix=NAME].
+    /// `redis://host[:port][/db][?prefix=NAME]`.
     pub cache: PathBuf,
     /// Files to import.
     #[arg(required = true)]

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 /// Remove stale entries.
 #[derive(Debug, clap::Args)]
 pub struct PruneArgs {
-    /// The cache: a file, or redis://host[:port][/db][?prefix=NAME].
+    /// The cache: a file, or `redis://host[:port][/db][?prefix=NAME]`.
     pub file: PathBuf,
     /// Keep only entries of this environment: `current` (this machine) or
     /// a digest listed in the file's `metadata.environments` (as `cache show

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 /// Print a cache's entries.
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    /// The cache: a file, or redis://host[:port][/db][?prefix=NAME].
+    /// The cache: a file, or `redis://host[:port][/db][?prefix=NAME]`.
     pub file: PathBuf,
     /// Only this rank's section (`rank_R`); exit 1 when the cache has none.
     #[arg(long, value_name = "R", allow_negative_numbers = true, value_parser = crate::cli::count::<u32>)]

@@ -87,7 +87,7 @@ pub struct TuneArgs {
     /// it [default: 1024, or 64 with --quick].
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli::count::<u64>)]
     max_tokens: Option<u64>,
-    /// The cache: a file, or redis://[user@]host[:port][/db][?prefix=NAME]
+    /// The cache: a file, or `redis://[user@]host[:port][/db][?prefix=NAME]`
     /// for ranks on many machines (password in RANKTUNE_REDIS_PASSWORD)
     /// [default: $RANKTUNE_CACHE, $TLLM_AUTOTUNER_CACHE_PATH, or
     /// ./ranktune-cache.json].
