@@ -1,6 +1,8 @@
 //! A ranktune cache document (`parse_cache`): whatever the bytes, parsing
 //! never panics, and what parsed writes back in canonical form, which reads
-//! again without a warning and writes the same bytes (a fixpoint).
+//! again with no new warning (an unrecognised section is kept through every
+//! rewrite and warned about on every read, by design) and writes the same
+//! bytes (a fixpoint).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -13,7 +15,9 @@ fuzz_target!(|bytes: &[u8]| {
         Ok(p) => p,
         Err(e) => panic!("what ranktune wrote does not read back: {e}"),
     };
-    assert!(again.warnings.is_empty(), "rewritten document warns: {:?}", again.warnings);
+    let new: Vec<&String> =
+        again.warnings.iter().filter(|w| !parsed.warnings.contains(w)).collect();
+    assert!(new.is_empty(), "rewritten document warns anew: {new:?}");
     assert_eq!(again.bad_entries, 0);
     assert_eq!(again.data.len(), parsed.data.len(), "entries lost in a rewrite");
     let twice = cache_to_bytes(&again.data);
