@@ -153,15 +153,8 @@ pub fn import_bytes(bytes: &[u8]) -> Result<Imported, FlashinferError> {
             }
         }
     }
-    let layout = Layout::of(text);
     let record = OValue::Object(vec![
-        (
-            "layout".into(),
-            OValue::Array(vec![
-                OValue::scalar(layout.indent.map_or("null".to_string(), |n| n.to_string())),
-                OValue::scalar(if layout.final_newline { "true" } else { "false" }),
-            ]),
-        ),
+        ("layout".into(), Layout::of(text).to_record()),
         ("order".into(), OValue::Array(order)),
         ("kept".into(), OValue::Array(kept)),
     ]);
@@ -298,13 +291,8 @@ pub fn export(data: &CacheData) -> Exported {
         if let Some(OValue::Array(names)) = record.get("order") {
             order = names.iter().filter_map(text).collect();
         }
-        if let Some(OValue::Array(parts)) = record.get("layout") {
-            if let [indent, newline] = parts.as_slice() {
-                layout = Layout {
-                    indent: indent.to_value().as_u64().map(|n| n as usize),
-                    final_newline: newline.to_value() == Value::Bool(true),
-                };
-            }
+        if let Some(l) = record.get("layout").and_then(Layout::from_record) {
+            layout = l;
         }
     }
     if !kept.contains_key("_metadata") {

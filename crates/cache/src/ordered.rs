@@ -143,6 +143,32 @@ impl Layout {
             body.find('\n').map(|at| body[at + 1..].bytes().take_while(|b| *b == b' ').count());
         Layout { indent, final_newline: text.ends_with('\n') }
     }
+
+    /// The layout as an origin record's `"layout"` member: `[indent or
+    /// null, final newline]`.
+    pub fn to_record(self) -> OValue {
+        OValue::Array(vec![
+            OValue::scalar(self.indent.map_or("null".to_string(), |n| n.to_string())),
+            OValue::scalar(if self.final_newline { "true" } else { "false" }),
+        ])
+    }
+
+    /// Reads what [`Layout::to_record`] wrote; `None` for anything else.
+    pub fn from_record(v: &OValue) -> Option<Layout> {
+        match v {
+            OValue::Array(parts) => match parts.as_slice() {
+                [indent, newline] => Some(Layout {
+                    indent: match indent {
+                        OValue::Scalar(t) => t.parse().ok(),
+                        _ => None,
+                    },
+                    final_newline: *newline == OValue::scalar("true"),
+                }),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
 }
 
 /// Writes `v` as Python's `json.dump(v, f, indent=layout.indent)` would

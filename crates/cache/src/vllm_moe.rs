@@ -210,15 +210,8 @@ pub fn import_file(name: &str, bytes: &[u8]) -> Result<Imported, MoeError> {
             }
         }
     }
-    let layout = Layout::of(text);
     let record = OValue::Object(vec![
-        (
-            "layout".into(),
-            OValue::Array(vec![
-                OValue::scalar(layout.indent.map_or("null".to_string(), |n| n.to_string())),
-                OValue::scalar(if layout.final_newline { "true" } else { "false" }),
-            ]),
-        ),
+        ("layout".into(), Layout::of(text).to_record()),
         ("order".into(), OValue::Array(order)),
         ("keys".into(), OValue::Array(key_orders)),
         ("kept".into(), OValue::Array(kept)),
@@ -253,13 +246,8 @@ fn read_origin(data: &CacheData, file_name: &str) -> Origin {
         Value::String(s) => Some(s),
         _ => None,
     };
-    if let Some(OValue::Array(parts)) = record.get("layout") {
-        if let [indent, newline] = parts.as_slice() {
-            origin.layout = Some(Layout {
-                indent: indent.to_value().as_u64().map(|n| n as usize),
-                final_newline: newline.to_value() == Value::Bool(true),
-            });
-        }
+    if let Some(l) = record.get("layout").and_then(Layout::from_record) {
+        origin.layout = Some(l);
     }
     if let Some(OValue::Array(names)) = record.get("order") {
         origin.order = names.iter().filter_map(text).collect();

@@ -189,12 +189,10 @@ fn origin_of(text: &str) -> Option<String> {
             .collect();
         top.push(OValue::Array(vec![OValue::string(name), OValue::Array(rows)]));
     }
-    let layout = OValue::Array(vec![
-        OValue::scalar(layout.indent.map_or("null".to_string(), |n| n.to_string())),
-        OValue::scalar(if layout.final_newline { "true" } else { "false" }),
+    let record = OValue::Object(vec![
+        ("layout".into(), layout.to_record()),
+        ("top".into(), OValue::Array(top)),
     ]);
-    let record =
-        OValue::Object(vec![("layout".into(), layout), ("top".into(), OValue::Array(top))]);
     Some(ordered::write(&record, Layout { indent: None, final_newline: false }))
 }
 
@@ -218,16 +216,7 @@ fn read_origin(data: &CacheData) -> Option<Origin> {
         OValue::Scalar(t) => serde_json::from_str::<String>(t).ok(),
         _ => None,
     };
-    let layout = match record.get("layout")? {
-        OValue::Array(parts) if parts.len() == 2 => Layout {
-            indent: match &parts[0] {
-                OValue::Scalar(t) => t.parse().ok(),
-                _ => None,
-            },
-            final_newline: parts[1] == OValue::scalar("true"),
-        },
-        _ => return None,
-    };
+    let layout = Layout::from_record(record.get("layout")?)?;
     let OValue::Array(top) = record.get("top")? else { return None };
     let mut origin = Origin { layout, metadata: None, sections: Vec::new(), metadata_at: 0 };
     for member in top {
