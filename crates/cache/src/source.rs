@@ -253,39 +253,28 @@ pub fn read_source(path: &Path, format: Option<SourceFormat>) -> Result<Source, 
         None => detect(&doc).ok_or_else(|| SourceError::Undetected { path: path_buf() })?,
     };
     let named = |w: &String| format!("{}: {w}", path.display());
+    let imported = |format, data, warnings: &[String], skipped| Source {
+        warnings: warnings.iter().map(named).collect(),
+        data,
+        format: Some(format),
+        skipped,
+        empty: false,
+    };
     match format {
         SourceFormat::Flashinfer => {
-            let imported = flashinfer::import_bytes(&bytes)
+            let i = flashinfer::import_bytes(&bytes)
                 .map_err(|source| SourceError::NotFlashinfer { path: path_buf(), source })?;
-            Ok(Source {
-                warnings: imported.warnings.iter().map(named).collect(),
-                data: imported.data,
-                format: Some(format),
-                skipped: imported.skipped,
-                empty: false,
-            })
+            Ok(imported(format, i.data, &i.warnings, i.skipped))
         }
         SourceFormat::VllmMoe => {
-            let imported = vllm_moe::import_file(file_name, &bytes)
+            let i = vllm_moe::import_file(file_name, &bytes)
                 .map_err(|source| SourceError::NotVllmMoe { path: path_buf(), source })?;
-            Ok(Source {
-                warnings: imported.warnings.iter().map(named).collect(),
-                data: imported.data,
-                format: Some(format),
-                skipped: imported.skipped,
-                empty: false,
-            })
+            Ok(imported(format, i.data, &i.warnings, i.skipped))
         }
         SourceFormat::Trtllm => {
-            let imported = trtllm::import_bytes(&bytes)
+            let i = trtllm::import_bytes(&bytes)
                 .map_err(|source| SourceError::NotTrtllm { path: path_buf(), source })?;
-            Ok(Source {
-                warnings: imported.warnings.iter().map(named).collect(),
-                data: imported.data,
-                format: Some(format),
-                skipped: imported.skipped,
-                empty: false,
-            })
+            Ok(imported(format, i.data, &i.warnings, i.skipped))
         }
         SourceFormat::Ranktune => {
             let store = FileStore::from_env(path)
