@@ -188,3 +188,74 @@ fn a_save_whose_spool_was_damaged_and_set_aside_is_an_error() {
     assert!(after.get(Section::Rank(0), &key("softmax")).is_some());
     assert!(after.get(Section::Rank(0), &key("gemm")).is_none());
 }
+
+/// Removes the spool files (`*.json`) under `spool` until `max` are gone or
+/// `until` is set; returns how many it removed. What another user's cleanup
+/// or a tmp cleaner does to a directory it does not own.
+fn remove_spools(spool: &Path, max: usize, until: &std::sync::atomic::AtomicBool) -> usize {
+    let mut removed = 0;
+    while removed < max && !until.load(std::sync::atomic::Ordering::Relaxed) {
+        let names: Vec<String> = std::fs::read_dir(spool)
+            .map(|r| r.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
+            .unwrap_or_default();
+        for name in names {
+            if name.ends_with(".json") && std::fs::remove_file(spool.join(&name)).is_ok() {
+                removed += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    removed
+}
+
+/// A `cache import` process whose spool file is removed while it waits for
+/// the lock writes its entries again and reports success only once they are
+/// in the file (it used to print "imported 1 entries … (it now holds 0)").
+#[test]
+fn an_import_whose_spool_vanished_while_it_waited_saves_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tune.json");
+    let src = dir.path().join("in.json");
+    write_cache_file(&src, &one("gemm", entry(4, "e", 100))).unwrap();
+    let held = hold_lock(&path);
+    let running =
+        start_waiting(&["cache", "import", path.to_str().unwrap(), src.to_str().unwrap()]);
+    let never = std::sync::atomic::AtomicBool::new(false);
+    assert_eq!(remove_spools(&dir.path().join("tune.json.spool"), 1, &never), 1);
+    std::thread::sleep(Duration::from_millis(100));
+    drop(held);
+    let (code, out, err) = finish(running);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("disappeared before it was folded"), "says what happened: {err}");
+    let after = FileStore::new(&path).load().unwrap().data;
+    let gemm = after.get(Section::Rank(0), &key("gemm")).expect("reported saved, so in the file");
+    assert_eq!(gemm.tactic, serde_json::json!(4));
+    assert!(out.contains("it now holds 1"), "{out}");
+}
+
+/// When the spool keeps vanishing, the `cache import` process fails with a
+/// message naming the cause, never a success line.
+#[test]
+fn an_import_whose_spool_keeps_vanishing_fails_and_says_so() {
+    use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tune.json");
+    let src = dir.path().join("in.json");
+    write_cache_file(&src, &one("gemm", entry(4, "e", 100))).unwrap();
+    let _held = hold_lock(&path);
+    let running =
+        start_waiting(&["cache", "import", path.to_str().unwrap(), src.to_str().unwrap()]);
+    let done = AtomicBool::new(false);
+    let spool = dir.path().join("tune.json.spool");
+    let (code, out, err) = std::thread::scope(|s| {
+        let remover = s.spawn(|| remove_spools(&spool, usize::MAX, &done));
+        let result = finish(running);
+        done.store(true, AtomicOrdering::Relaxed);
+        assert!(remover.join().unwrap() >= 2, "the save wrote its spool again");
+        result
+    });
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains("disappeared") && err.contains("nothing was saved"), "{err}");
+    assert!(!out.contains("imported"), "no success line for entries never saved: {out}");
+    assert!(FileStore::new(&path).inspect().unwrap().data.is_empty());
+}
