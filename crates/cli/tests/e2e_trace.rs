@@ -48,6 +48,13 @@ fn tune_with_traces_then_merge_and_summarize() {
         assert!(names.contains(&"tune"), "the tuner's per-bucket spans are recorded");
         assert!(names.contains(&"measure"), "the per-candidate spans are recorded");
         assert!(names.iter().any(|n| n.starts_with("ProfilerStep#")), "buckets are iterations");
+        // ranktune's own collectives, numbered like PyTorch's (`Seq`).
+        let calls: Vec<&serde_json::Value> = events
+            .iter()
+            .filter(|e| e["name"].as_str().is_some_and(|n| n.starts_with("ranktune::")))
+            .collect();
+        assert!(!calls.is_empty(), "the strategy's collectives are recorded");
+        assert!(calls.iter().all(|e| e["args"]["Seq"].is_u64()), "{:?}", calls[0]);
     }
 
     let out = ranktune(dir, &["trace", "merge", "traces", "-o", "merged.json"]);
@@ -73,4 +80,15 @@ fn tune_with_traces_then_merge_and_summarize() {
         assert!(r["step_mean_us"].as_f64().unwrap() > 0.0);
     }
     assert!(summary.get("straggler").is_some());
+    // Those collectives are matched across the ranks, each rank blamed in time.
+    let coll = &summary["collectives"];
+    assert!(coll["matched"].as_u64().unwrap() > 0, "{coll}");
+    assert_eq!(coll["mismatched"], 0, "{coll}");
+    assert_eq!(coll["per_rank"].as_array().unwrap().len(), 4, "{coll}");
+    let worst = coll["worst"].as_array().unwrap();
+    assert!(
+        !worst.is_empty()
+            && worst.iter().all(|w| w["name"].as_str().unwrap().starts_with("ranktune::")),
+        "{coll}"
+    );
 }

@@ -127,6 +127,10 @@ impl<T: Transport> Engine<T> {
         // Every call consumes a sequence number, whatever its outcome, so the
         // ranks stay aligned after an error.
         self.next_seq += 1;
+        // One span per call, named and numbered like PyTorch's collectives
+        // (`Seq`), so `trace summary` matches ranktune's own collectives
+        // across ranks and says who made the others wait (docs/trace.md).
+        let _span = call_span(&env, seq).entered();
         self.transport.join(&env, seq, deadline)?;
         self.transport.post(seq, &env)?;
         let world = self.world_size as usize;
@@ -234,6 +238,22 @@ impl<T: Transport> Collective for Engine<T> {
 
     fn describe(&self) -> String {
         format!("rank {} of {} via {}", self.rank, self.world_size, self.transport.describe())
+    }
+}
+
+/// The trace span of one call: `ranktune::all_gather`, `ranktune::broadcast`
+/// or `ranktune::barrier`, with its sequence number as `Seq` and its tag. A
+/// span costs one check when no trace session records (see
+/// `ranktune_trace::layer`).
+fn call_span(env: &Envelope, seq: u64) -> tracing::Span {
+    let tag = env.tag.as_str();
+    match env.kind {
+        OpKind::AllGather => tracing::info_span!(
+            target: "ranktune::collective", "ranktune::all_gather", Seq = seq, tag),
+        OpKind::Broadcast => tracing::info_span!(
+            target: "ranktune::collective", "ranktune::broadcast", Seq = seq, tag, root = env.root),
+        OpKind::Barrier => tracing::info_span!(
+            target: "ranktune::collective", "ranktune::barrier", Seq = seq, tag),
     }
 }
 
