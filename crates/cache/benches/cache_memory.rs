@@ -8,7 +8,9 @@
 //!    `shared` and `rank_0`) on the same entries in its own format.
 //! 2. **Peak memory**: on a generated ~100 MB cache of 64 ranks, the peak
 //!    RSS (from `wait4`) of a process that loads rank 3's sections and
-//!    saves entries into rank 3 through `FileStore` (this binary re-run),
+//!    saves through `FileStore` (this binary re-run): entries into rank 3,
+//!    or, as a collective rank does, shared entries that supersede rank
+//!    entries (none, or one in every rank's section),
 //!    and of `ranktune tune --quick` as one rank of that job for each
 //!    binary named in `RANKTUNE_BENCH_TUNE` (`label=path,label=path`, e.g.
 //!    an old build and this one), against the target: 64 MiB plus three
@@ -100,14 +102,64 @@ fn peak_rss(
     (out.status.success(), kib)
 }
 
-/// The child: load rank 3's sections, save 50 new entries into rank 3.
-fn child(path: &str) {
+/// What the child saves after loading rank 3's sections.
+#[derive(Clone, Copy, PartialEq)]
+enum Save {
+    /// 50 new entries into rank 3 (an independent rank's save).
+    Rank,
+    /// 50 shared entries of a new op through `save_superseding` (a
+    /// collective rank's save that supersedes nothing).
+    CollectiveNew,
+    /// One shared entry whose bucket every rank has tuned alone (the first
+    /// collective save after independent runs: it supersedes an entry in
+    /// every rank's section).
+    CollectiveEveryRank,
+}
+
+impl Save {
+    const ALL: [(Save, &'static str); 3] = [
+        (Save::Rank, "rank"),
+        (Save::CollectiveNew, "collective-new"),
+        (Save::CollectiveEveryRank, "collective-every-rank"),
+    ];
+
+    fn name(self) -> &'static str {
+        Save::ALL.iter().find(|(s, _)| *s == self).map_or("rank", |(_, n)| n)
+    }
+
+    fn parse(s: &str) -> Save {
+        Save::ALL.iter().find(|(_, n)| *n == s).map_or(Save::Rank, |(s, _)| *s)
+    }
+}
+
+/// The child (`CHILD_ENV` = `<save>:<path>`): load rank 3's sections, then
+/// save as `<save>` says.
+fn child(spec: &str) {
+    let (save, path) = spec.split_once(':').unwrap();
     let store = FileStore::new(path);
     let loaded = store.load_sections(&[Section::Shared, Section::Rank(3)]).unwrap();
     assert!(loaded.data.len() > 16, "rank 3's sections loaded");
     let mut up = CacheData::default();
-    insert_entries(&mut up, Section::Rank(3), 1 << 30, 50, 2);
-    store.save(&up).unwrap();
+    match Save::parse(save) {
+        Save::Rank => {
+            insert_entries(&mut up, Section::Rank(3), 1 << 30, 50, 2);
+            store.save(&up).unwrap();
+        }
+        Save::CollectiveNew => {
+            insert_entries(&mut up, Section::Shared, 1 << 31, 50, 2);
+            let keys: Vec<_> = up.iter().map(|(_, k, _)| k.clone()).collect();
+            let mut renamed = CacheData::default();
+            for k in keys {
+                let e = up.get(Section::Shared, &k).unwrap().clone();
+                renamed.insert(Section::Shared, EntryKey { op: "moe_gemm".into(), ..k }, e);
+            }
+            assert_eq!(store.save_superseding(&renamed).unwrap().superseded, 0);
+        }
+        Save::CollectiveEveryRank => {
+            insert_entries(&mut up, Section::Shared, 1 << 31, 1, 2);
+            assert!(store.save_superseding(&up).unwrap().superseded >= 64);
+        }
+    }
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {
@@ -208,8 +260,21 @@ fn main() {
     let exe = std::env::current_exe().unwrap();
     let copy = base.join("run.json");
     type Run = (String, PathBuf, Vec<std::ffi::OsString>, bool);
-    let mut runs: Vec<Run> =
-        vec![("FileStore load_sections + save".into(), exe.clone(), vec![], true)];
+    let mut runs: Vec<Run> = vec![
+        ("FileStore load_sections + save".into(), exe.clone(), vec!["rank".into()], true),
+        (
+            "… + collective save, supersedes nothing".into(),
+            exe.clone(),
+            vec![Save::CollectiveNew.name().into()],
+            true,
+        ),
+        (
+            "… + collective save, supersedes in every rank".into(),
+            exe.clone(),
+            vec![Save::CollectiveEveryRank.name().into()],
+            true,
+        ),
+    ];
     for spec in std::env::var("RANKTUNE_BENCH_TUNE").unwrap_or_default().split(',') {
         let Some((label, bin)) = spec.split_once('=') else { continue };
         let args = ["tune", "--quick", "--strategy", "independent", "--rank", "3"]
@@ -222,10 +287,20 @@ fn main() {
     for (label, program, args, is_child) in runs {
         std::fs::copy(&big, &copy).unwrap();
         let t = Instant::now();
-        let (ok, kib) = peak_rss(&program, &args, is_child.then_some((CHILD_ENV, copy.as_path())));
+        // A child's one argument is its save; it gets it with the path.
+        let (ok, kib) = if is_child {
+            let mut spec = args[0].clone();
+            spec.push(":");
+            spec.push(&copy);
+            peak_rss(&program, &[], Some((CHILD_ENV, Path::new(&spec))))
+        } else {
+            peak_rss(&program, &args, None)
+        };
         let took = t.elapsed();
         let after = FileStore::new(&copy).load().unwrap();
-        assert!(after.data.len() as u64 >= 64 * big_n + 16, "{label}: entries lost");
+        let removes = is_child && args[0] == Save::CollectiveEveryRank.name();
+        let kept = after.data.len() as u64 + if removes { 64 * big_n.div_ceil(14) } else { 0 };
+        assert!(kept >= 64 * big_n + 16, "{label}: entries lost");
         println!(
             "  {label:<44} {:>8.1} MiB  {:>5.2}x the target  {}  ({:.2} s)",
             mib(kib),

@@ -601,3 +601,46 @@ fn a_foreign_spool_or_lock_is_refused() {
     std::fs::remove_file(&lock).unwrap();
     save().unwrap();
 }
+
+/// A collective save (shared entries that supersede rank entries) builds
+/// only the sections holding a superseded entry and copies every other
+/// section as it was, so a rank's save holds its sections, not the file.
+/// Seen here through a section the save does not change that holds one key
+/// twice: copied, both lines stay (built, they would be resolved to one).
+#[test]
+fn a_superseding_save_builds_only_the_sections_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let store = FileStore::new(&path);
+    store.save(&update(Section::Rank(0), &[(key("gemm", 1), entry(1, 5.0, "e"))])).unwrap();
+    store.save(&update(Section::Rank(3), &[(key("gemm", 2), entry(2, 5.0, "e"))])).unwrap();
+    let other = [(key("softmax", 1), entry(3, 5.0, "e")), (key("softmax", 2), entry(4, 5.0, "e"))];
+    store.save(&update(Section::Rank(5), &other)).unwrap();
+    // Rank 5 holds one key twice (the second entry's bucket made the first's).
+    let text = std::fs::read_to_string(&path).unwrap();
+    let twice = text.replacen(
+        "\"bucket\":[[2,64]],\"runner_index\":0,\"tactic\":4",
+        "\"bucket\":[[1,64]],\"runner_index\":0,\"tactic\":4",
+        1,
+    );
+    assert_ne!(twice, text, "the file's entry layout changed; update the test");
+    std::fs::write(&path, &twice).unwrap();
+
+    let mut newer = entry(9, 1.0, "e");
+    newer.created_unix += 10;
+    let shared = update(Section::Shared, &[(key("gemm", 1), newer)]);
+    let report = store.save_superseding(&shared).unwrap();
+    assert_eq!(report.superseded, 1, "{report:?}");
+
+    let after = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(
+        after.matches("\"op\":\"softmax\"").count(),
+        2,
+        "rank 5 was copied, not built:\n{after}"
+    );
+    assert!(!after.contains("\"rank_0\""), "rank 0's superseded entry is gone:\n{after}");
+    let d = FileStore::new(&path).inspect().unwrap().data;
+    assert_eq!(d.get(Section::Shared, &key("gemm", 1)).unwrap().tactic, 9);
+    assert_eq!(d.get(Section::Rank(3), &key("gemm", 2)).unwrap().tactic, 2, "not the same bucket");
+    assert!(d.get(Section::Rank(0), &key("gemm", 1)).is_none());
+}

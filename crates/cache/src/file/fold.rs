@@ -1,19 +1,21 @@
 //! Reading and folding a big cache without holding it: the main file is
 //! scanned once for where its sections lie (`codec::scan_index`), then only
 //! the sections that are needed are read and built — a rank's load reads
-//! `shared` and its own rank; a fold builds the sections its spools change
-//! and copies every other section's bytes from the old file to the new one
-//! as they were.
+//! `shared` and its own rank; a fold builds the sections its spools (and a
+//! probed edit, such as a collective save's removal of the rank entries its
+//! shared entries supersede) change and copies every other section's bytes
+//! from the old file to the new one as they were.
 //!
 //! This module owns which sections a fold copies rather than builds: a
-//! section is copied when no spool touches it, it appears once in the file,
-//! and it is a non-empty array; anything else is built, so duplicates in a
+//! section is copied when no spool touches it, a probed edit does not change
+//! it (asked one section at a time), it appears once in the file, and it is
+//! a non-empty array; anything else is built, so duplicates in a
 //! section are resolved (newest wins, warned) whenever it is rewritten. It
 //! never decides what to do with a file that does not scan or parse: it
 //! answers `None`, and the whole-file path (which sets such files aside)
 //! runs instead. It never takes or checks the lock; its callers do.
 
-use super::{read, write, Aside, FileStore, MainFile, SpoolRead};
+use super::{read, write, Aside, Edit, FileStore, MainFile, SectionProbe, SpoolRead};
 use crate::codec::{self, Copied, EntryText, Index, ParseError, Parsed, ScanError, Stored};
 use crate::entry::Section;
 use crate::error::io;
@@ -23,6 +25,18 @@ use std::path::PathBuf;
 
 /// A fold's outcome: (entries after, entries an edit changed, warnings).
 pub(super) type Folded = (usize, usize, Vec<String>);
+
+/// An edit the streaming fold can run without building every section:
+/// `probe` tells from one section's entries alone whether `edit` would
+/// change it (each section is read and dropped in turn, so memory holds one
+/// section at a time); the sections it would, those in `builds` (where the
+/// edit adds entries) and those spools change are built, and every other
+/// section is copied as it was. `edit` then runs on the built sections only.
+pub(super) struct Probed<'e, 'f> {
+    pub edit: &'e mut Edit<'f>,
+    pub probe: &'e SectionProbe<'f>,
+    pub builds: &'e [Section],
+}
 
 /// The scanned main file.
 struct Scanned {
@@ -89,11 +103,15 @@ impl FileStore {
         Ok(main)
     }
 
-    /// A fold without an edit that builds only the sections its spools
-    /// change and copies the others (see the module docs). `None` when the
-    /// main file is missing, blank, or does not scan or parse: then the
-    /// whole-file fold runs.
-    pub(super) fn fold_streaming(&self, locked: bool) -> Result<Option<Folded>, CacheError> {
+    /// A fold that builds only the sections its spools (and a [`Probed`]
+    /// edit) change and copies the others (see the module docs). `None`
+    /// when the main file is missing, blank, or does not scan or parse: then
+    /// the whole-file fold runs.
+    pub(super) fn fold_streaming(
+        &self,
+        locked: bool,
+        mut edit: Option<Probed<'_, '_>>,
+    ) -> Result<Option<Folded>, CacheError> {
         // A fold copies what it does not build: nothing is skipped unread.
         let Some(scanned) = self.scan_main(&|_| false)? else { return Ok(None) };
         let spool_dir = self.spool_path();
@@ -113,11 +131,24 @@ impl FileStore {
                 | SpoolRead::NotAFile(msg) => warnings.push(msg),
             }
         }
-        let touched: BTreeSet<Section> = spools
+        let mut touched: BTreeSet<Section> = spools
             .iter()
             .flat_map(|p| p.data.sections.keys().chain(p.data.extras.unkeyed.keys()))
             .copied()
             .collect();
+        if let Some(e) = &edit {
+            touched.extend(e.builds.iter().copied());
+            // One section in memory at a time: read it, ask, drop it.
+            for c in copies(&scanned.index, &touched) {
+                let Some(one) = self.read_scanned::<EntryText>(&scanned, &|s| s == c.section)?
+                else {
+                    return Ok(None);
+                };
+                if one.data.sections.get(&c.section).is_some_and(|es| (e.probe)(c.section, es)) {
+                    touched.insert(c.section);
+                }
+            }
+        }
         let copies = copies(&scanned.index, &touched);
         let copied: BTreeSet<Section> = copies.iter().map(|c| c.section).collect();
         let Some(main) = self.read_scanned::<EntryText>(&scanned, &|s| !copied.contains(&s))?
@@ -132,6 +163,11 @@ impl FileStore {
             all.extend(p.warnings);
             changed |= doc.apply(p.data);
         }
+        let edited = match &mut edit {
+            Some(e) => (e.edit)(&mut doc)?,
+            None => 0,
+        };
+        changed |= edited > 0;
         doc.drop_empty_sections();
         if changed {
             super::stamp(&mut doc.metadata);
@@ -154,7 +190,7 @@ impl FileStore {
             doc.sections.len(),
             copies.len()
         );
-        Ok(Some((total, 0, all)))
+        Ok(Some((total, edited, all)))
     }
 }
 

@@ -84,6 +84,7 @@ use lock::{Acquired, LockGuard};
 use ranktune_core::atomic_file;
 use spool::SpoolState;
 use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -204,6 +205,9 @@ enum SpoolRead<T> {
 /// A change a fold makes under the lock, after every waiting spool was
 /// applied; returns how many entries it changed.
 type Edit<'a> = dyn FnMut(&mut CacheData<EntryText>) -> Result<usize, CacheError> + 'a;
+
+/// Whether an edit changes a section, from that section's entries alone.
+type SectionProbe<'a> = dyn Fn(Section, &BTreeMap<EntryKey, EntryText>) -> bool + 'a;
 
 impl FileStore {
     /// A store for the cache file at `path`, with the lock timeout
@@ -464,6 +468,19 @@ impl FileStore {
         strict: bool,
         edit: Option<&mut Edit<'_>>,
     ) -> Result<(usize, usize, Vec<String>), CacheError> {
+        self.fold_probed(locked, strict, edit, None)
+    }
+
+    /// [`Self::fold`]; with `probe` (which sections `edit` changes, see
+    /// [`fold::Probed`], and the sections it adds to) the edit, too, runs
+    /// on the streaming fold.
+    fn fold_probed(
+        &self,
+        locked: bool,
+        strict: bool,
+        mut edit: Option<&mut Edit<'_>>,
+        probe: Option<(&SectionProbe<'_>, &[Section])>,
+    ) -> Result<(usize, usize, Vec<String>), CacheError> {
         let t0 = std::time::Instant::now();
         let spool_dir = self.spool_path();
         if locked {
@@ -474,8 +491,13 @@ impl FileStore {
         }
         // The cache's mode, kept even when it is set aside and rewritten.
         let modes = trust::SideModes::of(&self.path);
-        if !strict && edit.is_none() {
-            if let Some(folded) = self.fold_streaming(locked)? {
+        let streamed = match (edit.as_deref_mut(), probe) {
+            (None, _) => Some(None),
+            (Some(edit), Some((probe, builds))) => Some(Some(fold::Probed { edit, probe, builds })),
+            (Some(_), None) => None,
+        };
+        if let (false, Some(probed)) = (strict, streamed) {
+            if let Some(folded) = self.fold_streaming(locked, probed)? {
                 tracing::debug!(
                     "streaming fold of {} took {:?}",
                     self.path.display(),
@@ -778,7 +800,25 @@ impl Store for FileStore {
             }
             Ok(n + usize::from(doc.apply(new)))
         };
-        let (total, _, fold_warnings) = this.fold(locked, false, Some(&mut edit))?;
+        // Streamed where the file allows: only the sections holding an
+        // entry these shared entries supersede are built (found one section
+        // at a time), so a rank's collective save holds its own sections,
+        // not the file (docs/cache.md, "Memory").
+        let superseding: BTreeSet<(&str, &Vec<Vec<u64>>)> = update
+            .sections
+            .get(&Section::Shared)
+            .map(|s| s.keys().map(|k| (k.op.as_str(), &k.bucket)).collect())
+            .unwrap_or_default();
+        let probe = |section: Section, entries: &BTreeMap<EntryKey, EntryText>| {
+            entries.iter().any(|(key, text)| {
+                superseding.contains(&(key.op.as_str(), &key.bucket))
+                    && text
+                        .entry()
+                        .is_some_and(|e| crate::store::superseded_by(&update, section, key, &e))
+            })
+        };
+        let (total, _, fold_warnings) =
+            this.fold_probed(locked, false, Some(&mut edit), Some((&probe, &[Section::Shared])))?;
         warnings.extend(fold_warnings);
         Ok(SaveReport { written, total, warnings, superseded })
     }
