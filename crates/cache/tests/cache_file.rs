@@ -2,7 +2,7 @@
 //! output, permissions, temp files, identities, lock timeout.
 
 use ranktune_cache::{CacheData, CacheError, Entry, EntryKey, FileStore, Identity, Section, Store};
-use ranktune_testkit::file_names;
+use ranktune_testkit::{file_names, remove_spools};
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
@@ -357,28 +357,6 @@ fn hold_lock(lock_path: &std::path::Path) -> std::fs::File {
     // SAFETY: flock on a descriptor we own.
     assert_eq!(unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&holder), libc::LOCK_EX) }, 0);
     holder
-}
-
-/// Removes the spool files (not markers) that appear in `spool` while
-/// `until` is false, up to `max` of them; returns how many it removed.
-fn remove_spools(
-    spool: &std::path::Path,
-    max: usize,
-    until: &std::sync::atomic::AtomicBool,
-) -> usize {
-    let mut removed = 0;
-    while removed < max && !until.load(std::sync::atomic::Ordering::Relaxed) {
-        let names: Vec<String> = std::fs::read_dir(spool)
-            .map(|r| r.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
-            .unwrap_or_default();
-        for name in names {
-            if name.ends_with(".json") && std::fs::remove_file(spool.join(&name)).is_ok() {
-                removed += 1;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    removed
 }
 
 /// A save whose spool file is removed (by an `rm`, another user's cleanup)

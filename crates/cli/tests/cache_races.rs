@@ -6,7 +6,7 @@
 use ranktune_cache::{
     write_cache_file, CacheData, Entry, EntryKey, FileStore, Identity, Section, Store,
 };
-use ranktune_testkit::{Cli, Running};
+use ranktune_testkit::{remove_spools, Cli, Running};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -187,25 +187,6 @@ fn a_save_whose_spool_was_damaged_and_set_aside_is_an_error() {
     let after = FileStore::new(&path).load().unwrap().data;
     assert!(after.get(Section::Rank(0), &key("softmax")).is_some());
     assert!(after.get(Section::Rank(0), &key("gemm")).is_none());
-}
-
-/// Removes the spool files (`*.json`) under `spool` until `max` are gone or
-/// `until` is set; returns how many it removed. What another user's cleanup
-/// or a tmp cleaner does to a directory it does not own.
-fn remove_spools(spool: &Path, max: usize, until: &std::sync::atomic::AtomicBool) -> usize {
-    let mut removed = 0;
-    while removed < max && !until.load(std::sync::atomic::Ordering::Relaxed) {
-        let names: Vec<String> = std::fs::read_dir(spool)
-            .map(|r| r.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
-            .unwrap_or_default();
-        for name in names {
-            if name.ends_with(".json") && std::fs::remove_file(spool.join(&name)).is_ok() {
-                removed += 1;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    removed
 }
 
 /// A `cache import` process whose spool file is removed while it waits for

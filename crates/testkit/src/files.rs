@@ -1,10 +1,14 @@
 //! The names of the files a test left in a directory, for asserting that
-//! nothing else (temp files, corrupt copies, probes) was left behind.
+//! nothing else (temp files, corrupt copies, probes) was left behind; and
+//! removing a cache's spool files behind its back, as another user's
+//! cleanup would.
 //!
-//! Owns: listing one directory's entries by name. Never: recurses, follows
-//! or filters entries (the test decides what it looks for).
+//! Owns: listing one directory's entries by name, removing `*.json` files
+//! of one directory. Never: recurses or follows entries.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 /// The names of the entries of `dir`, sorted (bytes that are not UTF-8
 /// replaced).
@@ -22,6 +26,26 @@ pub fn file_names(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// Removes the `*.json` files of `spool` (a cache's spool directory) as
+/// they appear, until `max` are gone or `until` is set; returns how many it
+/// removed. What a tmp cleaner or another user's script does to a directory
+/// it does not own.
+pub fn remove_spools(spool: &Path, max: usize, until: &AtomicBool) -> usize {
+    let mut removed = 0;
+    while removed < max && !until.load(Ordering::Relaxed) {
+        let names: Vec<String> = std::fs::read_dir(spool)
+            .map(|r| r.flatten().filter_map(|e| e.file_name().into_string().ok()).collect())
+            .unwrap_or_default();
+        for name in names {
+            if name.ends_with(".json") && std::fs::remove_file(spool.join(&name)).is_ok() {
+                removed += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    removed
 }
 
 #[cfg(test)]

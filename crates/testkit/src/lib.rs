@@ -55,7 +55,7 @@ mod wait;
 
 pub use child::{child_test, child_test_args, child_var, child_var_parsed, test_binary};
 pub use cli::{Cli, Output, Running, DEFAULT_LIMIT};
-pub use files::file_names;
+pub use files::{file_names, remove_spools};
 pub use job::{await_kill, write_result, JobSpec, RankJob, LAUNCHER_VARS};
 pub use lines::LineReader;
 pub use wait::{kill, signal, wait_within, within, KillOnDrop};
