@@ -391,29 +391,53 @@ pub(crate) struct Copied {
     pub elements: u64,
 }
 
+/// A section [`write_streaming`] builds only when it gets to it:
+/// `build(section)` returns its entries, written and dropped before the
+/// next section, so a fold holds one such section at a time.
+pub(crate) type LazySection<'a, E> =
+    dyn FnMut(Section) -> std::io::Result<std::collections::BTreeMap<EntryKey, E>> + 'a;
+
 /// Writes `doc` in canonical form to `sink`, with the sections of `copies`
 /// (none of which `doc` holds) placed in order and their bytes copied by
 /// `copy(start, end, sink)` — so a fold never holds the sections it does
-/// not change. Holds at most about a MiB of output at a time.
+/// not change — and the sections in `lazy` (none of which `doc` holds
+/// either) built by `build` when their turn comes (an empty one is left
+/// out, as `doc`'s empty sections are by the caller). Holds at most about
+/// a MiB of output at a time.
 pub(crate) fn write_streaming<E: Stored>(
     doc: &CacheData<E>,
     copies: &[Copied],
+    lazy: &BTreeSet<Section>,
     sink: &mut dyn std::io::Write,
     copy: &mut dyn FnMut(u64, u64, &mut dyn std::io::Write) -> std::io::Result<()>,
+    build: &mut LazySection<'_, E>,
 ) -> std::io::Result<()> {
     const BUF: usize = 1 << 20;
     let unkeyed = &doc.extras.unkeyed;
     let mut w = Writer::new(BUF + 4096, &doc.metadata, &doc.extras);
     let copied: std::collections::BTreeMap<Section, &Copied> =
         copies.iter().map(|c| (c.section, c)).collect();
-    let sections: BTreeSet<Section> =
-        doc.sections.keys().chain(unkeyed.keys()).chain(copied.keys()).copied().collect();
+    let sections: BTreeSet<Section> = doc
+        .sections
+        .keys()
+        .chain(unkeyed.keys())
+        .chain(copied.keys())
+        .chain(lazy.iter())
+        .copied()
+        .collect();
     for section in sections {
         if let Some(c) = copied.get(&section) {
             w.close_section();
             w.out.extend_from_slice(format!(",\n  {}: ", json_str(&section.name())).as_bytes());
             w.drain(sink, 0)?;
             copy(c.start, c.end, sink)?;
+            continue;
+        }
+        if lazy.contains(&section) {
+            for (key, entry) in &build(section)? {
+                w.entry(section, |out| entry.write(key, out));
+                w.drain(sink, BUF)?;
+            }
             continue;
         }
         for (key, entry) in doc.sections.get(&section).into_iter().flatten() {

@@ -15,7 +15,7 @@
 //! answers `None`, and the whole-file path (which sets such files aside)
 //! runs instead. It never takes or checks the lock; its callers do.
 
-use super::{read, write, Aside, Edit, FileStore, MainFile, SectionProbe, SpoolRead};
+use super::{read, write, Aside, Edit, FileStore, MainFile, SectionEdit, SpoolRead};
 use crate::codec::{self, Copied, EntryText, Index, ParseError, Parsed, ScanError, Stored};
 use crate::entry::Section;
 use crate::error::io;
@@ -26,16 +26,19 @@ use std::path::PathBuf;
 /// A fold's outcome: (entries after, entries an edit changed, warnings).
 pub(super) type Folded = (usize, usize, Vec<String>);
 
-/// An edit the streaming fold can run without building every section:
-/// `probe` tells from one section's entries alone whether `edit` would
-/// change it (each section is read and dropped in turn, so memory holds one
-/// section at a time); the sections it would, those in `builds` (where the
-/// edit adds entries) and those spools change are built, and every other
-/// section is copied as it was. `edit` then runs on the built sections only.
+/// An edit the streaming fold can run without holding every section: the
+/// sections in `builds` (where the edit adds entries) and those spools
+/// change are built and `edit` runs on them; every other section is read
+/// alone and handed to `remove` (the edit's removals, for one section):
+/// where it removes nothing the section is copied as it was, elsewhere it
+/// is built again when the writer gets to it, `remove` applied, written and
+/// dropped. So memory holds one such section at a time. What the writer's
+/// `remove` calls removed is added to `removed`.
 pub(super) struct Probed<'e, 'f> {
     pub edit: &'e mut Edit<'f>,
-    pub probe: &'e SectionProbe<'f>,
+    pub remove: &'e SectionEdit<'f>,
     pub builds: &'e [Section],
+    pub removed: &'e std::cell::Cell<usize>,
 }
 
 /// The scanned main file.
@@ -80,6 +83,18 @@ impl FileStore {
             }
             Err(ParseError::Unparseable(_)) => Ok(None),
         }
+    }
+
+    /// One section of the scanned main file, alone; `None` when it does
+    /// not parse.
+    fn read_section(
+        &self,
+        s: &Scanned,
+        section: Section,
+    ) -> Result<Option<BTreeMap<crate::entry::EntryKey, EntryText>>, CacheError> {
+        Ok(self
+            .read_scanned::<EntryText>(s, &|x| x == section)?
+            .map(|mut one| one.data.sections.remove(&section).unwrap_or_default()))
     }
 
     /// Reads the main file's sections that `select` picks (and everything
@@ -136,22 +151,28 @@ impl FileStore {
             .flat_map(|p| p.data.sections.keys().chain(p.data.extras.unkeyed.keys()))
             .copied()
             .collect();
+        // Sections an edit removes from, built again one at a time when
+        // the writer gets to them.
+        let mut lazy: BTreeSet<Section> = BTreeSet::new();
         if let Some(e) = &edit {
             touched.extend(e.builds.iter().copied());
             // One section in memory at a time: read it, ask, drop it.
             for c in copies(&scanned.index, &touched) {
-                let Some(one) = self.read_scanned::<EntryText>(&scanned, &|s| s == c.section)?
-                else {
+                let Some(mut one) = self.read_section(&scanned, c.section)? else {
                     return Ok(None);
                 };
-                if one.data.sections.get(&c.section).is_some_and(|es| (e.probe)(c.section, es)) {
-                    touched.insert(c.section);
+                if (e.remove)(c.section, &mut one) > 0 {
+                    lazy.insert(c.section);
                 }
             }
         }
-        let copies = copies(&scanned.index, &touched);
+        let copies: Vec<Copied> = copies(&scanned.index, &touched)
+            .into_iter()
+            .filter(|c| !lazy.contains(&c.section))
+            .collect();
         let copied: BTreeSet<Section> = copies.iter().map(|c| c.section).collect();
-        let Some(main) = self.read_scanned::<EntryText>(&scanned, &|s| !copied.contains(&s))?
+        let Some(main) = self
+            .read_scanned::<EntryText>(&scanned, &|s| !copied.contains(&s) && !lazy.contains(&s))?
         else {
             return Ok(None);
         };
@@ -167,22 +188,45 @@ impl FileStore {
             Some(e) => (e.edit)(&mut doc)?,
             None => 0,
         };
-        changed |= edited > 0;
+        changed |= edited > 0 || !lazy.is_empty();
         doc.drop_empty_sections();
+        let mut lazy_kept = 0usize;
         if changed {
             super::stamp(&mut doc.metadata);
             let file = &scanned.opened.file;
+            let remove = edit.as_ref().map(|e| (e.remove, e.removed));
             write::write_atomic_with(&self.path, |sink| {
-                codec::write_streaming(&doc, &copies, sink, &mut |a, b, out| {
-                    read::copy_range(file, a, b, out)
-                })
+                codec::write_streaming(
+                    &doc,
+                    &copies,
+                    &lazy,
+                    sink,
+                    &mut |a, b, out| read::copy_range(file, a, b, out),
+                    &mut |section| {
+                        let mut one = self
+                            .read_section(&scanned, section)
+                            .map_err(std::io::Error::other)?
+                            .ok_or_else(|| {
+                                std::io::Error::other(format!(
+                                    "section {} no longer parses",
+                                    section.name()
+                                ))
+                            })?;
+                        if let Some((remove, removed)) = remove {
+                            removed.set(removed.get() + remove(section, &mut one));
+                        }
+                        lazy_kept += one.len();
+                        Ok(one)
+                    },
+                )
             })?;
         }
         if locked {
             super::mark_folded(&folded, &spool_dir)?;
         }
         let copied_entries: u64 = copies.iter().map(|c| c.elements).sum();
-        let total = doc.stored_len() + usize::try_from(copied_entries).unwrap_or(usize::MAX);
+        let total =
+            doc.stored_len() + usize::try_from(copied_entries).unwrap_or(usize::MAX) + lazy_kept;
         tracing::debug!(
             "folded {} spool(s) into {}: built {} section(s), copied {}",
             folded.len(),

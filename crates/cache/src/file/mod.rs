@@ -206,8 +206,9 @@ enum SpoolRead<T> {
 /// applied; returns how many entries it changed.
 type Edit<'a> = dyn FnMut(&mut CacheData<EntryText>) -> Result<usize, CacheError> + 'a;
 
-/// Whether an edit changes a section, from that section's entries alone.
-type SectionProbe<'a> = dyn Fn(Section, &BTreeMap<EntryKey, EntryText>) -> bool + 'a;
+/// An edit's removals from one section, given that section's entries
+/// alone; returns how many it removed.
+type SectionEdit<'a> = dyn Fn(Section, &mut BTreeMap<EntryKey, EntryText>) -> usize + 'a;
 
 impl FileStore {
     /// A store for the cache file at `path`, with the lock timeout
@@ -479,7 +480,7 @@ impl FileStore {
         locked: bool,
         strict: bool,
         mut edit: Option<&mut Edit<'_>>,
-        probe: Option<(&SectionProbe<'_>, &[Section])>,
+        probe: Option<(&SectionEdit<'_>, &[Section], &std::cell::Cell<usize>)>,
     ) -> Result<(usize, usize, Vec<String>), CacheError> {
         let t0 = std::time::Instant::now();
         let spool_dir = self.spool_path();
@@ -493,7 +494,9 @@ impl FileStore {
         let modes = trust::SideModes::of(&self.path);
         let streamed = match (edit.as_deref_mut(), probe) {
             (None, _) => Some(None),
-            (Some(edit), Some((probe, builds))) => Some(Some(fold::Probed { edit, probe, builds })),
+            (Some(edit), Some((remove, builds, removed))) => {
+                Some(Some(fold::Probed { edit, remove, builds, removed }))
+            }
             (Some(_), None) => None,
         };
         if let (false, Some(probed)) = (strict, streamed) {
@@ -780,19 +783,27 @@ impl Store for FileStore {
                 return Ok(report);
             }
         };
-        let mut superseded = 0;
-        let mut edit = |doc: &mut CacheData<EntryText>| -> Result<usize, CacheError> {
-            let mut n = 0;
-            for (section, entries) in doc.sections.iter_mut() {
-                entries.retain(|key, text| {
-                    let drop = text
+        // The rank entries these shared entries supersede, removed from one
+        // section (a cheap look at op and bucket first, the entry only then).
+        let superseding: BTreeSet<(&str, &Vec<Vec<u64>>)> = update
+            .sections
+            .get(&Section::Shared)
+            .map(|s| s.keys().map(|k| (k.op.as_str(), &k.bucket)).collect())
+            .unwrap_or_default();
+        let remove = |section: Section, entries: &mut BTreeMap<EntryKey, EntryText>| {
+            let before = entries.len();
+            entries.retain(|key, text| {
+                !(superseding.contains(&(key.op.as_str(), &key.bucket))
+                    && text
                         .entry()
-                        .is_some_and(|e| crate::store::superseded_by(&update, *section, key, &e));
-                    n += usize::from(drop);
-                    !drop
-                });
-            }
-            superseded = n;
+                        .is_some_and(|e| crate::store::superseded_by(&update, section, key, &e)))
+            });
+            before - entries.len()
+        };
+        let superseded = std::cell::Cell::new(0);
+        let mut edit = |doc: &mut CacheData<EntryText>| -> Result<usize, CacheError> {
+            let n: usize = doc.sections.iter_mut().map(|(s, es)| remove(*s, es)).sum();
+            superseded.set(superseded.get() + n);
             let mut new = CacheData::default();
             new.metadata.environments = update.metadata.environments.clone();
             for (section, key, entry) in update.iter() {
@@ -800,25 +811,17 @@ impl Store for FileStore {
             }
             Ok(n + usize::from(doc.apply(new)))
         };
-        // Streamed where the file allows: only the sections holding an
-        // entry these shared entries supersede are built (found one section
-        // at a time), so a rank's collective save holds its own sections,
-        // not the file (docs/cache.md, "Memory").
-        let superseding: BTreeSet<(&str, &Vec<Vec<u64>>)> = update
-            .sections
-            .get(&Section::Shared)
-            .map(|s| s.keys().map(|k| (k.op.as_str(), &k.bucket)).collect())
-            .unwrap_or_default();
-        let probe = |section: Section, entries: &BTreeMap<EntryKey, EntryText>| {
-            entries.iter().any(|(key, text)| {
-                superseding.contains(&(key.op.as_str(), &key.bucket))
-                    && text
-                        .entry()
-                        .is_some_and(|e| crate::store::superseded_by(&update, section, key, &e))
-            })
-        };
-        let (total, _, fold_warnings) =
-            this.fold_probed(locked, false, Some(&mut edit), Some((&probe, &[Section::Shared])))?;
+        // Streamed where the file allows (docs/cache.md, "Memory"): the
+        // sections holding a superseded entry are found one at a time and
+        // rebuilt one at a time as they are written, so a rank's collective
+        // save holds its own sections, not the file.
+        let (total, _, fold_warnings) = this.fold_probed(
+            locked,
+            false,
+            Some(&mut edit),
+            Some((&remove, &[Section::Shared], &superseded)),
+        )?;
+        let superseded = superseded.get();
         warnings.extend(fold_warnings);
         Ok(SaveReport { written, total, warnings, superseded })
     }
