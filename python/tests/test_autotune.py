@@ -148,3 +148,45 @@ def test_sigterm_inside_tuning_saves_then_dies_by_the_signal(tmp_path):
     proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGTERM
     assert [e["op"] for e in ranktune.Cache(p).entries()] == ["op"]
+
+
+def test_fixed_parameters_get_their_own_entry_and_every_call_form_works(tmp_path):
+    """Where ``key`` and the candidates take a fixed list of positional
+    parameters, the entry is generated with exactly those (no argument tuple
+    or dict per call); keyword calls by ``key``'s names, parameters named
+    like the entry's own locals, unhashable keys and a general signature
+    all still dispatch to the tuned choice."""
+    cache = ranktune.Cache(tmp_path / "t.json")
+
+    def slow(k, fn):
+        time.sleep(0.002)
+        return ("slow", k, fn)
+
+    def fast(k, fn):
+        return ("fast", k, fn)
+
+    f = ranktune.autotune("pair", {"slow": slow, "fast": fast}, key=lambda k, fn: (k, fn), cache=cache)
+    assert f.__code__.co_varnames[:2] == ("k", "fn"), "generated with key's parameters"
+    with ranktune.tuning():
+        assert f(8, 16) == ("fast", 8, 16)
+    assert f(8, 16) == ("fast", 8, 16)  # a hit through the hot table
+    assert f(k=8, fn=16) == ("fast", 8, 16)
+    with pytest.raises(TypeError):
+        f(8)  # the candidates' arity, as before
+
+    # An unhashable key works (never memoized) on both entries.
+    g = ranktune.autotune("listkey", {"a": lambda n: n + 1}, key=lambda n: [n], cache=cache)
+    assert g.__code__.co_argcount == 1
+    with ranktune.tuning():
+        assert g(3) == 4
+    assert g(3) == 4
+
+    # A key taking **kwargs: the general entry, keywords passed through.
+    h = ranktune.autotune(
+        "kw", {"a": lambda n, scale=1: n * scale}, key=lambda n, **kw: n, cache=cache
+    )
+    assert h.__code__.co_argcount == 0, "general entry"
+    with ranktune.tuning():
+        assert h(4, scale=3) == 12
+    assert h(4, scale=3) == 12
+    assert h(4) == 4
