@@ -591,7 +591,7 @@ super::delegate_collective!(FileCollective);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Collective;
+    use crate::{on_threads, Collective};
     use std::thread;
 
     const LONG: Duration = Duration::from_secs(30);
@@ -602,20 +602,6 @@ mod tests {
 
     fn group(dir: &Path, id: &str, world: u32) -> Vec<FileCollective> {
         (0..world).map(|r| FileCollective::new(r, world, dir, job(id)).unwrap()).collect()
-    }
-
-    fn on_threads<R: Send + 'static>(
-        handles: Vec<FileCollective>,
-        f: impl Fn(&mut FileCollective) -> R + Send + Sync + Clone + 'static,
-    ) -> Vec<R> {
-        let threads: Vec<_> = handles
-            .into_iter()
-            .map(|mut c| {
-                let f = f.clone();
-                thread::spawn(move || f(&mut c))
-            })
-            .collect();
-        threads.into_iter().map(|t| t.join().unwrap()).collect()
     }
 
     #[test]

@@ -377,6 +377,25 @@ fn mpi_collective(_: &RankInfo, requested: &str) -> Result<Box<dyn Collective>, 
     })
 }
 
+/// Runs `f` on every handle of a group, one thread each (what ranks in
+/// separate processes do); the results in rank order. For the transports'
+/// unit tests.
+#[cfg(test)]
+pub(crate) fn on_threads<C: Collective + 'static, R: Send + 'static>(
+    handles: Vec<C>,
+    f: impl Fn(&mut C) -> R + Send + Sync + 'static,
+) -> Vec<R> {
+    let f = std::sync::Arc::new(f);
+    let threads: Vec<_> = handles
+        .into_iter()
+        .map(|mut c| {
+            let f = std::sync::Arc::clone(&f);
+            std::thread::spawn(move || f(&mut c))
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -160,16 +160,7 @@ mod tests {
         world: u32,
         f: impl Fn(&mut LocalCollective) -> R + Send + Sync + 'static,
     ) -> Vec<R> {
-        let f = Arc::new(f);
-        let threads: Vec<_> = LocalCollective::group(world)
-            .unwrap()
-            .into_iter()
-            .map(|mut c| {
-                let f = Arc::clone(&f);
-                thread::spawn(move || f(&mut c))
-            })
-            .collect();
-        threads.into_iter().map(|t| t.join().unwrap()).collect()
+        crate::on_threads(LocalCollective::group(world).unwrap(), f)
     }
 
     #[test]

@@ -902,7 +902,7 @@ super::delegate_collective!(RedisCollective);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Collective;
+    use crate::{on_threads, Collective};
     use ranktune_testkit::redis::RedisServer;
     use std::thread;
 
@@ -920,20 +920,6 @@ mod tests {
         (0..world)
             .map(|r| RedisCollective::connect_with(r, world, url, job(id), no_env).unwrap())
             .collect()
-    }
-
-    fn on_threads<R: Send + 'static>(
-        handles: Vec<RedisCollective>,
-        f: impl Fn(&mut RedisCollective) -> R + Send + Sync + Clone + 'static,
-    ) -> Vec<R> {
-        let threads: Vec<_> = handles
-            .into_iter()
-            .map(|mut c| {
-                let f = f.clone();
-                thread::spawn(move || f(&mut c))
-            })
-            .collect();
-        threads.into_iter().map(|t| t.join().unwrap()).collect()
     }
 
     /// A plain connection to `url`, for looking at and planting keys.
