@@ -391,11 +391,14 @@ pub(crate) struct Copied {
     pub elements: u64,
 }
 
+/// One section's entries: by key, and those kept verbatim because their key
+/// could not be read.
+pub(crate) type SectionEntries<E> = (std::collections::BTreeMap<EntryKey, E>, BTreeSet<Box<str>>);
+
 /// A section [`write_streaming`] builds only when it gets to it:
 /// `build(section)` returns its entries, written and dropped before the
 /// next section, so a fold holds one such section at a time.
-pub(crate) type LazySection<'a, E> =
-    dyn FnMut(Section) -> std::io::Result<std::collections::BTreeMap<EntryKey, E>> + 'a;
+pub(crate) type LazySection<'a, E> = dyn FnMut(Section) -> std::io::Result<SectionEntries<E>> + 'a;
 
 /// Writes `doc` in canonical form to `sink`, with the sections of `copies`
 /// (none of which `doc` holds) placed in order and their bytes copied by
@@ -434,8 +437,13 @@ pub(crate) fn write_streaming<E: Stored>(
             continue;
         }
         if lazy.contains(&section) {
-            for (key, entry) in &build(section)? {
+            let (keyed, verbatim) = build(section)?;
+            for (key, entry) in &keyed {
                 w.entry(section, |out| entry.write(key, out));
+                w.drain(sink, BUF)?;
+            }
+            for text in &verbatim {
+                w.entry(section, |out| out.extend_from_slice(text.as_bytes()));
                 w.drain(sink, BUF)?;
             }
             continue;

@@ -16,7 +16,9 @@
 //! runs instead. It never takes or checks the lock; its callers do.
 
 use super::{read, write, Aside, Edit, FileStore, MainFile, SectionEdit, SpoolRead};
-use crate::codec::{self, Copied, EntryText, Index, ParseError, Parsed, ScanError, Stored};
+use crate::codec::{
+    self, Copied, EntryText, Index, ParseError, Parsed, ScanError, SectionEntries, Stored,
+};
 use crate::entry::Section;
 use crate::error::io;
 use crate::CacheError;
@@ -85,16 +87,19 @@ impl FileStore {
         }
     }
 
-    /// One section of the scanned main file, alone; `None` when it does
-    /// not parse.
+    /// One section of the scanned main file, alone: its entries by key and
+    /// those kept verbatim; `None` when it does not parse.
     fn read_section(
         &self,
         s: &Scanned,
         section: Section,
-    ) -> Result<Option<BTreeMap<crate::entry::EntryKey, EntryText>>, CacheError> {
-        Ok(self
-            .read_scanned::<EntryText>(s, &|x| x == section)?
-            .map(|mut one| one.data.sections.remove(&section).unwrap_or_default()))
+    ) -> Result<Option<SectionEntries<EntryText>>, CacheError> {
+        Ok(self.read_scanned::<EntryText>(s, &|x| x == section)?.map(|mut one| {
+            (
+                one.data.sections.remove(&section).unwrap_or_default(),
+                one.data.extras.unkeyed.remove(&section).unwrap_or_default(),
+            )
+        }))
     }
 
     /// Reads the main file's sections that `select` picks (and everything
@@ -158,7 +163,7 @@ impl FileStore {
             touched.extend(e.builds.iter().copied());
             // One section in memory at a time: read it, ask, drop it.
             for c in copies(&scanned.index, &touched) {
-                let Some(mut one) = self.read_section(&scanned, c.section)? else {
+                let Some((mut one, _)) = self.read_section(&scanned, c.section)? else {
                     return Ok(None);
                 };
                 if (e.remove)(c.section, &mut one) > 0 {
@@ -203,7 +208,7 @@ impl FileStore {
                     sink,
                     &mut |a, b, out| read::copy_range(file, a, b, out),
                     &mut |section| {
-                        let mut one = self
+                        let (mut one, verbatim) = self
                             .read_section(&scanned, section)
                             .map_err(std::io::Error::other)?
                             .ok_or_else(|| {
@@ -215,8 +220,8 @@ impl FileStore {
                         if let Some((remove, removed)) = remove {
                             removed.set(removed.get() + remove(section, &mut one));
                         }
-                        lazy_kept += one.len();
-                        Ok(one)
+                        lazy_kept += one.len() + verbatim.len();
+                        Ok((one, verbatim))
                     },
                 )
             })?;
