@@ -313,9 +313,10 @@ pub fn import_file(path: &str, bytes: &[u8]) -> Result<Imported, TritonError> {
     }
     let Some((best, _)) = best else {
         return Err(TritonError::NoTime(format!(
-            "{} configs, {} of them without a time",
+            "{} configs: {} failed to compile or run, {} did not parse",
             pairs.len(),
-            candidates.len()
+            candidates.len(),
+            pairs.len() - candidates.len()
         )));
     };
     let (chosen, _) = &candidates[best];
