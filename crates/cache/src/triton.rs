@@ -483,7 +483,11 @@ pub fn export(data: &CacheData) -> Exported {
             out.skipped += 1;
             continue;
         };
-        let origin = read_origin(data, key).filter(|(path, _)| safe_path(path));
+        let origin = read_origin(data, key);
+        // A recorded path that is not a plain relative one (a cache edited
+        // by hand) is not written to: the digest folder is.
+        let recorded_path =
+            origin.as_ref().map(|(p, _)| p.as_str()).filter(|p| safe_path(p)).map(str::to_string);
         let verbatim = origin.as_ref().filter(|(path, text)| {
             import_file(path, text.as_bytes()).is_ok_and(|i| {
                 i.data.get(Section::Rank(0), key).is_some_and(|e| {
@@ -502,9 +506,9 @@ pub fn export(data: &CacheData) -> Exported {
             format!("ranktune-{}/{}{SUFFIX}", h.hex(), key.op)
         };
         let (path, text) = match verbatim {
-            Some((path, text)) => (path.clone(), text.clone()),
+            Some((_, text)) => (recorded_path.unwrap_or_else(digest_path), text.clone()),
             None => {
-                let dir = origin.as_ref().and_then(|(p, _)| p.rsplit_once('/').map(|(d, _)| d));
+                let dir = recorded_path.as_deref().and_then(|p| p.rsplit_once('/').map(|(d, _)| d));
                 let path = match dir {
                     Some(dir) => format!("{dir}/{}{SUFFIX}", key.op),
                     None => digest_path(),
