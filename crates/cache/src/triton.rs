@@ -440,8 +440,7 @@ fn safe_path(path: &str) -> bool {
 pub struct Exported {
     /// (path relative to the output folder, content), sorted by path.
     pub files: Vec<(String, String)>,
-    /// One line per entry left out or written from the cache rather than
-    /// as imported.
+    /// One line per entry left out.
     pub warnings: Vec<String>,
     /// Entries written.
     pub written: usize,
@@ -452,7 +451,8 @@ pub struct Exported {
 /// Writes every Triton entry of `data` (runner [`RUNNER`], checksum
 /// [`CHECKSUM`]) as an autotune file. An entry imported from a file, and
 /// unchanged since, is that file, byte for byte, at the path it was
-/// imported from; any other is written the way Triton writes it (one line,
+/// imported from (when that is a plain relative path; otherwise in the
+/// digest folder below); any other is written the way Triton writes it (one line,
 /// configs in the candidates' order, each with `[median, min, p90]` in
 /// milliseconds, `[Infinity, Infinity, Infinity]` for a config without a
 /// time; a timing the imported file held for the same config and

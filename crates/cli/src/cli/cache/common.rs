@@ -21,7 +21,7 @@ pub enum Format {
     VllmMoe,
     /// A FlashInfer autotuner cache file.
     Flashinfer,
-    /// Triton autotune files (<kernel>.autotune.json; a file, or a folder such
+    /// Triton autotune files (`<kernel>.autotune.json`; a file, or a folder such
     /// as Triton's cache directory).
     Triton,
 }
