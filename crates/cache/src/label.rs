@@ -28,7 +28,9 @@ pub fn bucket_label(bucket: &[Vec<u64>]) -> String {
 }
 
 /// A tactic as people read it: a string as it is, an object with one key
-/// as `key(arg=value,...)`, anything else as compact JSON.
+/// as `key(arg=value,...)`, a Triton config (an object with a `kwargs`
+/// object) as its kwargs then its other members that are set
+/// (`BLOCK_SIZE=1024,num_warps=4,...`), anything else as compact JSON.
 ///
 /// ```
 /// use ranktune_cache::tactic_label;
@@ -37,10 +39,21 @@ pub fn bucket_label(bucket: &[Vec<u64>]) -> String {
 /// assert_eq!(tactic_label(&json!("library")), "library");
 /// assert_eq!(tactic_label(&json!({"threaded": 4})), "threaded(4)");
 /// assert_eq!(tactic_label(&json!(2)), "2");
+/// let triton = json!({"kwargs": {"BLOCK_SIZE": 1024}, "num_warps": 4, "maxnreg": null});
+/// assert_eq!(tactic_label(&triton), "BLOCK_SIZE=1024,num_warps=4");
 /// ```
 pub fn tactic_label(t: &Value) -> String {
     match t {
         Value::String(s) => s.clone(),
+        Value::Object(m) if m.len() > 1 && m.get("kwargs").is_some_and(Value::is_object) => {
+            let kwargs = m.get("kwargs").and_then(Value::as_object).into_iter().flatten();
+            let rest = m.iter().filter(|(k, v)| *k != "kwargs" && !v.is_null());
+            kwargs
+                .chain(rest)
+                .map(|(k, v)| format!("{k}={}", tactic_label(v)))
+                .collect::<Vec<_>>()
+                .join(",")
+        }
         Value::Object(m) if m.len() == 1 => {
             let Some((k, v)) = m.iter().next() else { return String::new() };
             match v {

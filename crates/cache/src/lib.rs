@@ -50,7 +50,8 @@
 //! - [`trtllm`]: TensorRT-LLM's autotuner cache files, both ways;
 //! - [`vllm_moe`]: vLLM's and SGLang's tuned fused-MoE config files, both
 //!   ways;
-//! - [`flashinfer`]: FlashInfer's autotuner cache, both ways.
+//! - [`flashinfer`]: FlashInfer's autotuner cache, both ways;
+//! - [`triton`]: Triton's autotune cache (`*.autotune.json`), both ways.
 //!
 //! The tuner never touches files itself; everything that reads or writes a
 //! cache file goes through this crate.
@@ -74,6 +75,7 @@ mod redis_store;
 mod source;
 mod store;
 mod time;
+pub mod triton;
 pub mod trtllm;
 pub mod vllm_moe;
 

@@ -1,15 +1,21 @@
 //! Reading a cache file of any format ranktune knows — its own JSON, a
 //! TensorRT-LLM autotuner cache, vLLM/SGLang fused-MoE configs (a file or
-//! a folder of them) — deciding which from the file when the caller does
+//! a folder of them), FlashInfer's autotuner cache, Triton's autotune
+//! files (a file or a folder, such as Triton's cache directory) — deciding which from the file when the caller does
 //! not say: what `cache import`, `merge` and `diff` read.
 //!
-//! Detection, in this order: a folder, or a file named like a fused-MoE
+//! Detection, in this order: a folder holding `*.autotune.json` files (at
+//! any depth down to [`MAX_FOLDER_DEPTH`]), or a file so named (see
+//! [`crate::triton::looks_like_triton_name`]), is `triton`; any other
+//! folder, or a file named like a fused-MoE
 //! config (see [`crate::vllm_moe::looks_like_vllm_moe`]), is `vllm-moe`; a
 //! document with a `format` field is a ranktune cache; one that looks like
 //! the reference's (reference metadata, or sections keyed by tuples, see
 //! [`crate::trtllm::looks_like_trtllm`]) is TensorRT-LLM's; one with
 //! FlashInfer's `_metadata` or tuple keys holding `[runner, tactic]` (see
-//! [`crate::flashinfer::looks_like_flashinfer`]) is FlashInfer's; anything else
+//! [`crate::flashinfer::looks_like_flashinfer`]) is FlashInfer's; one with
+//! Triton's `key` and `configs_timings` lists (see
+//! [`crate::triton::looks_like_triton`]) is Triton's; anything else
 //! is [`SourceError::Undetected`], whose message lists what was tried,
 //! never a guess. A file of nothing but blanks is an empty cache in any
 //! format.
@@ -21,6 +27,7 @@
 
 use crate::file::{read_cache_bytes, FileStore};
 use crate::flashinfer::{self, FlashinferError};
+use crate::triton::{self, TritonError};
 use crate::trtllm::{self, ConvertError};
 use crate::vllm_moe::{self, MoeError};
 use crate::{CacheData, CacheError};
@@ -39,24 +46,30 @@ pub enum SourceFormat {
     VllmMoe,
     /// FlashInfer's autotuner cache file.
     Flashinfer,
+    /// Triton's autotune files (`<kernel>.autotune.json`; a file or a
+    /// folder such as Triton's cache directory).
+    Triton,
 }
 
 impl SourceFormat {
     /// Every format, in the order detection tries them.
-    pub const ALL: [SourceFormat; 4] = [
+    pub const ALL: [SourceFormat; 5] = [
+        SourceFormat::Triton,
         SourceFormat::VllmMoe,
         SourceFormat::Ranktune,
         SourceFormat::Trtllm,
         SourceFormat::Flashinfer,
     ];
 
-    /// The format's name: `ranktune`, `trtllm`, `vllm-moe`.
+    /// The format's name: `ranktune`, `trtllm`, `vllm-moe`, `flashinfer`,
+    /// `triton`.
     pub fn name(self) -> &'static str {
         match self {
             SourceFormat::Ranktune => "ranktune",
             SourceFormat::Trtllm => "trtllm",
             SourceFormat::VllmMoe => "vllm-moe",
             SourceFormat::Flashinfer => "flashinfer",
+            SourceFormat::Triton => "triton",
         }
     }
 
@@ -68,6 +81,10 @@ impl SourceFormat {
             SourceFormat::Trtllm => {
                 "\"metadata\" with creation_timestamp or device_capability, or \
                  rank_<N> sections keyed by tuples"
+            }
+            SourceFormat::Triton => {
+                "a file named <kernel>.autotune.json, a folder holding such files, or \
+                 \"key\" and \"configs_timings\" lists"
             }
             SourceFormat::VllmMoe => {
                 "a folder, or a file named E=<experts>,N=<n>,device_name=<GPU>\
@@ -151,6 +168,24 @@ pub enum SourceError {
         /// Why not.
         source: FlashinferError,
     },
+    /// Read as a Triton autotune file, it is not one.
+    #[error("{} is not a Triton autotune file", path.display())]
+    NotTriton {
+        /// The file.
+        path: PathBuf,
+        /// Why not.
+        source: TritonError,
+    },
+    /// A folder read as Triton's holds no autotune file.
+    #[error(
+        "{} holds no Triton autotune files (<kernel>.autotune.json, looked {MAX_FOLDER_DEPTH} \
+         folders deep)",
+        path.display()
+    )]
+    NoAutotuneFiles {
+        /// The folder.
+        path: PathBuf,
+    },
     /// A folder holds no fused-MoE config file.
     #[error(
         "{} holds no fused-MoE config files (named E=<experts>,N=<n>,device_name=<GPU>….json)",
@@ -161,7 +196,10 @@ pub enum SourceError {
         path: PathBuf,
     },
     /// A folder was given for a format whose caches are single files.
-    #[error("{} is a folder; only vllm-moe reads folders (of config files)", path.display())]
+    #[error(
+        "{} is a folder; only vllm-moe (config files) and triton (autotune files) read folders",
+        path.display()
+    )]
     Folder {
         /// The folder.
         path: PathBuf,
@@ -198,6 +236,8 @@ pub enum SourceError {
 fn detect(doc: &Value) -> Option<SourceFormat> {
     if doc.get("format").is_some() {
         Some(SourceFormat::Ranktune)
+    } else if triton::looks_like_triton(doc) {
+        Some(SourceFormat::Triton)
     } else if trtllm::looks_like_trtllm(doc) {
         Some(SourceFormat::Trtllm)
     } else if flashinfer::looks_like_flashinfer(doc) {
@@ -226,12 +266,15 @@ fn detect(doc: &Value) -> Option<SourceFormat> {
 pub fn read_source(path: &Path, format: Option<SourceFormat>) -> Result<Source, SourceError> {
     if path.is_dir() {
         return match format {
+            Some(SourceFormat::Triton) => read_triton_folder(path),
+            None if !autotune_files(path).is_empty() => read_triton_folder(path),
             None | Some(SourceFormat::VllmMoe) => read_moe_folder(path),
             Some(_) => Err(SourceError::Folder { path: path.to_path_buf() }),
         };
     }
     let file_name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
     let format = match format {
+        None if triton::looks_like_triton_name(file_name) => Some(SourceFormat::Triton),
         None if vllm_moe::looks_like_vllm_moe(file_name) => Some(SourceFormat::VllmMoe),
         other => other,
     };
@@ -246,6 +289,19 @@ pub fn read_source(path: &Path, format: Option<SourceFormat>) -> Result<Source, 
         });
     }
     let path_buf = || path.to_path_buf();
+    if format == Some(SourceFormat::Triton) {
+        // Python's `Infinity` stays what it is (parse_document would make
+        // it null); the importer reads it.
+        let i = triton::import_file(&triton_path(path), &bytes)
+            .map_err(|source| SourceError::NotTriton { path: path.to_path_buf(), source })?;
+        return Ok(Source {
+            warnings: i.warnings.iter().map(|w| format!("{}: {w}", path.display())).collect(),
+            data: i.data,
+            format,
+            skipped: i.skipped,
+            empty: false,
+        });
+    }
     let doc = trtllm::parse_document(&bytes)
         .map_err(|source| SourceError::NotJson { path: path_buf(), source })?;
     let format = match format {
@@ -261,6 +317,11 @@ pub fn read_source(path: &Path, format: Option<SourceFormat>) -> Result<Source, 
         empty: false,
     };
     match format {
+        SourceFormat::Triton => {
+            let i = triton::import_file(&triton_path(path), &bytes)
+                .map_err(|source| SourceError::NotTriton { path: path_buf(), source })?;
+            Ok(imported(format, i.data, &i.warnings, i.skipped))
+        }
         SourceFormat::Flashinfer => {
             let i = flashinfer::import_bytes(&bytes)
                 .map_err(|source| SourceError::NotFlashinfer { path: path_buf(), source })?;
@@ -291,6 +352,109 @@ pub fn read_source(path: &Path, format: Option<SourceFormat>) -> Result<Source, 
             })
         }
     }
+}
+
+/// How deep [`read_source`] looks for autotune files in a folder: Triton's
+/// cache directory holds them one level down (`<hash>/<kernel>.autotune.json`);
+/// a folder of such caches (one per GPU) two.
+pub const MAX_FOLDER_DEPTH: usize = 4;
+
+/// The path a single autotune file is recorded under: its folder's name
+/// too when that looks like one of Triton's cache folders (a hash: 16 or
+/// more letters and digits), so an export puts it back there.
+fn triton_path(path: &Path) -> String {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let parent = path.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str());
+    match parent {
+        Some(dir) if dir.len() >= 16 && dir.bytes().all(|b| b.is_ascii_alphanumeric()) => {
+            format!("{dir}/{name}")
+        }
+        _ => name.to_string(),
+    }
+}
+
+/// The `*.autotune.json` files under `dir`, as (path, path relative to
+/// `dir` with `/` between parts), sorted; at most [`MAX_FOLDER_DEPTH`]
+/// folders deep, never following links to folders. Unreadable folders
+/// are passed over.
+fn autotune_files(dir: &Path) -> Vec<(PathBuf, String)> {
+    fn walk(dir: &Path, rel: &str, depth: usize, out: &mut Vec<(PathBuf, String)>) {
+        let Ok(listing) = std::fs::read_dir(dir) else { return };
+        for e in listing.flatten() {
+            let Some(name) = e.file_name().to_str().map(str::to_string) else { continue };
+            let Ok(kind) = e.file_type() else { continue };
+            let rel = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+            if kind.is_dir() {
+                if depth < MAX_FOLDER_DEPTH {
+                    walk(&e.path(), &rel, depth + 1, out);
+                }
+            } else if triton::looks_like_triton_name(&name) {
+                out.push((e.path(), rel));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, "", 1, &mut out);
+    out.sort();
+    out
+}
+
+/// Reads every autotune file under a folder (see [`autotune_files`]);
+/// other files (a Triton cache holds many compiled kernels) are passed
+/// over in silence. A file that does not import, or that holds the same
+/// kernel and key as one read before, is named in a warning and skipped
+/// (counted as one skipped entry).
+fn read_triton_folder(dir: &Path) -> Result<Source, SourceError> {
+    if let Err(e) = std::fs::read_dir(dir) {
+        return Err(SourceError::Read(CacheError::Io {
+            action: "listing",
+            path: dir.to_path_buf(),
+            source: e,
+        }));
+    }
+    let files = autotune_files(dir);
+    if files.is_empty() {
+        return Err(SourceError::NoAutotuneFiles { path: dir.to_path_buf() });
+    }
+    let mut out = Source {
+        data: CacheData::default(),
+        format: Some(SourceFormat::Triton),
+        skipped: 0,
+        empty: false,
+        warnings: Vec::new(),
+    };
+    let mut read_from: std::collections::BTreeMap<crate::EntryKey, PathBuf> = Default::default();
+    for (path, rel) in files {
+        let imported = read_cache_bytes(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| triton::import_file(&rel, &bytes).map_err(|e| e.to_string()));
+        let imported = match imported {
+            Ok(i) => i,
+            Err(why) => {
+                out.warnings.push(format!("{}: {why}; skipped", path.display()));
+                out.skipped += 1;
+                continue;
+            }
+        };
+        let keys: Vec<crate::EntryKey> = imported.data.iter().map(|(_, k, _)| k.clone()).collect();
+        if let Some(first) = keys.iter().find_map(|k| read_from.get(k)) {
+            out.warnings.push(format!(
+                "{}: the same kernel and tuning key as {} (another build of the kernel); \
+                 skipped",
+                path.display(),
+                first.display()
+            ));
+            out.skipped += 1;
+            continue;
+        }
+        for k in keys {
+            read_from.insert(k, path.clone());
+        }
+        out.warnings.extend(imported.warnings.iter().map(|w| format!("{}: {w}", path.display())));
+        out.skipped += imported.skipped;
+        out.data.apply(imported.data);
+    }
+    Ok(out)
 }
 
 /// Reads every fused-MoE config file of a folder (sorted by name). Other

@@ -439,12 +439,12 @@ fn parse_iso8601(s: &str) -> Option<u64> {
 /// Milliseconds to microseconds by moving the decimal point of the shortest
 /// decimal form, so `0.0123` ms becomes exactly `12.3` µs (plain `* 1000.0`
 /// gives `12.299999999999999`) and export gives back the same milliseconds.
-fn ms_to_us(ms: f64) -> f64 {
+pub(crate) fn ms_to_us(ms: f64) -> f64 {
     shift_decimal(ms, 3)
 }
 
 /// Microseconds to milliseconds (the inverse of [`ms_to_us`]).
-fn us_to_ms(us: f64) -> f64 {
+pub(crate) fn us_to_ms(us: f64) -> f64 {
     shift_decimal(us, -3)
 }
 

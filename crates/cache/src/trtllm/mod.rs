@@ -25,6 +25,7 @@ pub use convert::{
     export, import, import_bytes, looks_like_trtllm, parse_document, to_json_text, ConvertError,
     Exported, Imported, IMPORTED_CHECKSUM, LIB_VERSION_PREFIX,
 };
+pub(crate) use convert::{ms_to_us, us_to_ms};
 pub use key::{format_key, parse_key, KeyError};
 pub use pyliteral::{parse_literal, repr_float, repr_str, LiteralError, PyValue};
 pub use tactic::{json_to_py, py_to_json, TacticError};

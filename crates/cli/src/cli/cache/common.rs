@@ -21,6 +21,9 @@ pub enum Format {
     VllmMoe,
     /// A FlashInfer autotuner cache file.
     Flashinfer,
+    /// Triton autotune files (`<kernel>.autotune.json`; a file, or a folder such
+    /// as Triton's cache directory).
+    Triton,
 }
 
 impl Format {
@@ -32,6 +35,7 @@ impl Format {
             Format::Trtllm => Some(SourceFormat::Trtllm),
             Format::VllmMoe => Some(SourceFormat::VllmMoe),
             Format::Flashinfer => Some(SourceFormat::Flashinfer),
+            Format::Triton => Some(SourceFormat::Triton),
         }
     }
 }

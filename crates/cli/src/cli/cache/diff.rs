@@ -103,8 +103,13 @@ fn render(d: &CacheDiff, all: bool) -> String {
     for c in &d.changed {
         let (what, new) = match &c.kind {
             ChangeKind::Choice => {
-                // Two config objects (fused-MoE configs): only the keys that differ.
-                if let Some((old, new)) = differing_fields(&c.old, &c.new) {
+                // Two config objects (fused-MoE or Triton configs): only the
+                // keys that differ, and the times when there are any.
+                if let Some((mut old, mut new)) = differing_fields(&c.old, &c.new) {
+                    if c.old.time_us != 0.0 || c.new.time_us != 0.0 {
+                        old.push_str(&format!(" @ {:.3}us", c.old.time_us));
+                        new.push_str(&format!(" @ {:.3}us", c.new.time_us));
+                    }
                     rows.push(row("choice", &c.section.name(), Some(&c.key), old, new));
                     continue;
                 }
@@ -151,7 +156,9 @@ fn choice(e: &Entry) -> String {
 }
 
 /// For two entries of the same runner whose tactics are both JSON objects:
-/// `key=value` for each key whose value differs, old and new.
+/// `key=value` for each key whose value differs, old and new. A Triton
+/// config's `kwargs` count as keys of the config (Triton passes them all
+/// to the kernel alike).
 fn differing_fields(old: &Entry, new: &Entry) -> Option<(String, String)> {
     let (serde_json::Value::Object(a), serde_json::Value::Object(b)) = (&old.tactic, &new.tactic)
     else {
@@ -160,6 +167,17 @@ fn differing_fields(old: &Entry, new: &Entry) -> Option<(String, String)> {
     if old.runner_index != new.runner_index {
         return None;
     }
+    let flat = |m: &serde_json::Map<String, serde_json::Value>| {
+        let mut out = m.clone();
+        if let Some(serde_json::Value::Object(kwargs)) = m.get("kwargs") {
+            out.remove("kwargs");
+            for (k, v) in kwargs {
+                out.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        out
+    };
+    let (a, b) = (&flat(a), &flat(b));
     let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
     keys.sort();
     keys.dedup();

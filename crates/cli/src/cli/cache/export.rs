@@ -1,7 +1,9 @@
-//! `ranktune cache export CACHE -o OUT --format trtllm|vllm-moe`: write a
-//! cache in TensorRT-LLM's format (one file), or its fused-MoE configs as
-//! vLLM/SGLang config files (OUT is a folder, one file per expert count,
-//! N, device, dtype and block shape). The output is published like the cache file
+//! `ranktune cache export CACHE -o OUT --format trtllm|vllm-moe|flashinfer|triton`:
+//! write a cache in TensorRT-LLM's or FlashInfer's format (one file), its
+//! fused-MoE configs as vLLM/SGLang config files (OUT is a folder, one file
+//! per expert count, N, device, dtype and block shape), or its Triton
+//! entries as Triton autotune files (OUT is a folder laid out like Triton's
+//! cache, `<hash>/<kernel>.autotune.json`). The output is published like the cache file
 //! itself, through `ranktune_core::atomic_file` (exclusive temp file in the
 //! same directory, the old file's permissions, fsync, rename, fsync of the
 //! directory; never over a device or FIFO), and an existing OUT is only
@@ -25,6 +27,8 @@ pub enum ExportFormat {
     VllmMoe,
     /// FlashInfer's autotuner cache (one JSON document).
     Flashinfer,
+    /// Triton autotune files, into the folder OUT (`<hash>/<kernel>.autotune.json`).
+    Triton,
 }
 
 #[derive(Debug, clap::Args)]
@@ -37,7 +41,8 @@ pub struct ExportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = ExportFormat::Trtllm)]
     pub format: ExportFormat,
-    /// Replace OUT if it exists (with vllm-moe: files of the same name in OUT).
+    /// Replace OUT if it exists (with vllm-moe and triton: files of the same
+    /// name in OUT).
     #[arg(long)]
     pub force: bool,
 }
@@ -55,7 +60,8 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
             if args.cache == args.output { "" } else { " through a link" }
         );
     }
-    if args.format != ExportFormat::VllmMoe {
+    let to_folder = matches!(args.format, ExportFormat::VllmMoe | ExportFormat::Triton);
+    if !to_folder {
         ranktune_cache::check_parent_dir(&args.output)?;
         if args.output.exists() && !args.force {
             bail!("{} exists; pass --force to replace it", args.output.display());
@@ -66,7 +72,36 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
         warn!("{loc}: {w}");
     }
     if args.format == ExportFormat::VllmMoe {
-        return export_moe(&args, &loaded.data);
+        let e = ranktune_cache::vllm_moe::export(&loaded.data);
+        let folder = Folder {
+            files: e.files,
+            written: e.written,
+            skipped: e.skipped,
+            warnings: e.warnings,
+            format: "vllm-moe",
+            none: format!(
+                "holds no fused-MoE configs (op {}, runner {})",
+                ranktune_cache::vllm_moe::OP,
+                ranktune_cache::vllm_moe::RUNNER
+            ),
+        };
+        return export_folder(&args, folder);
+    }
+    if args.format == ExportFormat::Triton {
+        let e = ranktune_cache::triton::export(&loaded.data);
+        let folder = Folder {
+            files: e.files,
+            written: e.written,
+            skipped: e.skipped,
+            warnings: e.warnings,
+            format: "triton",
+            none: format!(
+                "holds no Triton autotune entries (runner {}, checksum {})",
+                ranktune_cache::triton::RUNNER,
+                ranktune_cache::triton::CHECKSUM
+            ),
+        };
+        return export_folder(&args, folder);
     }
     let (text, written, skipped, warnings) = match args.format {
         ExportFormat::Flashinfer => {
@@ -98,26 +133,40 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes the cache's fused-MoE entries as config files into the folder
-/// `args.output` (created if missing). Existing files of the same names are
-/// only replaced with --force; nothing is written unless every file can be.
-fn export_moe(args: &ExportArgs, data: &ranktune_cache::CacheData) -> Result<ExitCode> {
-    let exported = ranktune_cache::vllm_moe::export(data);
+/// An export that is a folder of files.
+struct Folder {
+    /// (path relative to the folder, content).
+    files: Vec<(String, String)>,
+    written: usize,
+    skipped: usize,
+    warnings: Vec<String>,
+    /// The format's name.
+    format: &'static str,
+    /// What the cache lacks when there is nothing to write, in words.
+    none: String,
+}
+
+/// Writes an export's files into the folder `args.output` (created if
+/// missing, and the folders inside it). Existing files of the same names
+/// are only replaced with --force; nothing is written unless every file
+/// can be.
+fn export_folder(args: &ExportArgs, exported: Folder) -> Result<ExitCode> {
     for w in &exported.warnings {
         warn!("{w}");
     }
     if exported.files.is_empty() {
         bail!(
-            "{} holds no fused-MoE configs (op {}, runner {}); nothing to export as vllm-moe",
+            "{} {}; nothing to export as {}",
             args.cache.display(),
-            ranktune_cache::vllm_moe::OP,
-            ranktune_cache::vllm_moe::RUNNER
+            exported.none,
+            exported.format
         );
     }
     if args.output.exists() && !args.output.is_dir() {
         bail!(
-            "{} is not a folder; vllm-moe writes one file per config into a folder",
-            args.output.display()
+            "{} is not a folder; {} writes its files into a folder",
+            args.output.display(),
+            exported.format
         );
     }
     std::fs::create_dir_all(&args.output)
@@ -132,6 +181,10 @@ fn export_moe(args: &ExportArgs, data: &ranktune_cache::CacheData) -> Result<Exi
         }
     }
     for (path, (_, text)) in paths.iter().zip(&exported.files) {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
         Publish::new(path)
             .durable()
             .keep_permissions()
@@ -141,10 +194,11 @@ fn export_moe(args: &ExportArgs, data: &ranktune_cache::CacheData) -> Result<Exi
             .with_context(|| format!("writing {}", path.display()))?;
     }
     println!(
-        "exported {} entries to {} files in {} (vllm-moe){}",
+        "exported {} entries to {} files in {} ({}){}",
         exported.written,
         exported.files.len(),
         args.output.display(),
+        exported.format,
         if exported.skipped > 0 {
             format!("; {} left out, see warnings", exported.skipped)
         } else {

@@ -1,5 +1,6 @@
-//! `ranktune cache import`: read caches (ranktune or TensorRT-LLM format,
-//! detected by `ranktune_cache::read_source`) and save their entries into a
+//! `ranktune cache import`: read caches (ranktune, TensorRT-LLM, vLLM/SGLang
+//! fused-MoE configs, FlashInfer or Triton autotune files, detected by
+//! `ranktune_cache::read_source`) and save their entries into a
 //! cache through the same locked, merging save the tuner uses, so many
 //! imports into one cache can run at once. Reading a source never modifies
 //! it.
@@ -16,7 +17,8 @@ pub struct ImportArgs {
     /// The cache to import into (created if missing): a file, or
     /// `redis://host[:port][/db][?prefix=NAME]`.
     pub cache: PathBuf,
-    /// Files to import.
+    /// Files to import (vllm-moe and triton: also folders of their files,
+    /// such as Triton's cache directory).
     #[arg(required = true)]
     pub src: Vec<PathBuf>,
     /// Format of the source files.
