@@ -45,9 +45,15 @@ class Cache:
         rank: Optional[int] = None,
         from_rank: Optional[int] = None,
     ) -> Dict[str, Any]:
-        """Import a ranktune or TensorRT-LLM cache file."""
+        """Import a cache file (or folder) of any format ranktune reads:
+        ``"auto"`` (decided from the file, as ``ranktune cache import``),
+        ``"ranktune"``, ``"trtllm"``, ``"vllm-moe"``, ``"flashinfer"`` or
+        ``"triton"``."""
     def export(self, path: _Path, format: str = "trtllm", force: bool = False) -> Dict[str, int]:
-        """Write the cache in TensorRT-LLM's format."""
+        """Write the cache in another tuner's format, as ``ranktune cache
+        export`` does: ``"trtllm"`` or ``"flashinfer"`` (one file),
+        ``"vllm-moe"`` or ``"triton"`` (a folder of files). Returns
+        ``{"written", "skipped", "files"}``."""
 
 class SpanSite:
     def __init__(self, name: str, cat: str = "python") -> None: ...

@@ -62,6 +62,7 @@ mod compare;
 mod document;
 mod entry;
 mod error;
+pub mod export;
 mod file;
 pub mod flashinfer;
 mod identity;
@@ -87,6 +88,7 @@ pub use compare::{diff, CacheDiff, Change, ChangeKind, DiffOptions, OneSided};
 pub use document::{CacheData, Metadata};
 pub use entry::{Candidate, Entry, EntryKey, Identity, Section, Stats};
 pub use error::CacheError;
+pub use export::{ExportError, ExportFormat};
 pub use file::{
     check_parent_dir, lock_timeout_from_env, max_file_bytes, read_cache_bytes, read_cache_file,
     write_cache_file, FileStore, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_FILE_BYTES, LOCK_TIMEOUT_ENV,

@@ -11,12 +11,11 @@ use crate::errors;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use ranktune_cache::trtllm::{export as trtllm_export, to_json_text};
+use ranktune_cache::export::{self, ExportError, ExportFormat};
 use ranktune_cache::{
     place_in_rank, read_cache_bytes, read_source, CacheData, CacheError, CacheLocation, Candidate,
     Entry, EntryKey, Identity, Section, SourceError, SourceFormat, Store,
 };
-use ranktune_core::atomic_file::Publish;
 use ranktune_core::error_chain::Chain;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -271,13 +270,17 @@ impl Cache {
     ) -> PyResult<Bound<'py, PyDict>> {
         let format = match format {
             "auto" => None,
-            "ranktune" => Some(SourceFormat::Ranktune),
-            "trtllm" => Some(SourceFormat::Trtllm),
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "format={other:?}: use \"auto\", \"ranktune\" or \"trtllm\""
-                )))
-            }
+            name => match SourceFormat::ALL.into_iter().find(|f| f.name() == name) {
+                Some(f) => Some(f),
+                None => {
+                    let names: Vec<String> =
+                        SourceFormat::ALL.iter().map(|f| format!("{:?}", f.name())).collect();
+                    return Err(PyValueError::new_err(format!(
+                        "format={name:?}: use \"auto\" or one of {}",
+                        names.join(", ")
+                    )));
+                }
+            },
         };
         if from_rank.is_some() && rank.is_none() {
             return Err(PyValueError::new_err("from_rank needs rank (the section to place it in)"));
@@ -321,8 +324,11 @@ impl Cache {
         Ok(d)
     }
 
-    /// Writes the cache in TensorRT-LLM's format to `path` (atomically; an
-    /// existing file only with `force=True`). Returns `{"written", "skipped"}`.
+    /// Writes the cache in another tuner's format to `path`: `"trtllm"`
+    /// (TensorRT-LLM) or `"flashinfer"` (one file), `"vllm-moe"` or
+    /// `"triton"` (a folder of files), as `ranktune cache export` does —
+    /// atomically, an existing file only with `force=True`. Returns
+    /// `{"written", "skipped", "files"}`.
     #[pyo3(signature = (path, format="trtllm", force=false))]
     fn export<'py>(
         &self,
@@ -331,38 +337,37 @@ impl Cache {
         format: &str,
         force: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
-        if format != "trtllm" {
+        let Some(format) = ExportFormat::parse(format) else {
+            let names: Vec<String> =
+                ExportFormat::ALL.iter().map(|f| format!("{:?}", f.name())).collect();
             return Err(PyValueError::new_err(format!(
-                "format={format:?}: the only export format is \"trtllm\""
+                "format={format:?}: use one of {}",
+                names.join(", ")
             )));
-        }
+        };
         if let Some(p) = self.location.as_path().filter(|p| !p.exists()) {
             return Err(errors::msg(format!("{} does not exist", p.display())));
         }
-        if path.exists() && !force {
-            return Err(errors::msg(format!(
-                "{} exists; pass force=True to replace it",
-                path.display()
-            )));
-        }
         let store = store(&self.location)?;
         let src = self.location.clone();
-        let (warnings, written, skipped) = py
+        let (warnings, exported) = py
             .allow_threads(move || -> Result<_, PyErrText> {
                 let loaded = store.inspect().map_err(PyErrText::Cache)?;
-                let exported = trtllm_export(&loaded.data);
-                Publish::new(&path)
-                    .durable()
-                    .keep_permissions()
-                    .regular_target_only()
-                    .bytes(to_json_text(&exported.doc).as_bytes())
-                    .map_err(CacheError::from)
-                    .map_err(|e| {
-                        PyErrText::Plain(format!("writing {}: {}", path.display(), Chain(&e)))
-                    })?;
+                let exported = export::export(&loaded.data, format);
                 let mut w = loaded.warnings;
-                w.extend(exported.warnings);
-                Ok((w, exported.written, exported.skipped))
+                w.extend(exported.warnings.iter().cloned());
+                let written = export::write(&path, &exported, force).map_err(|e| match e {
+                    ExportError::Exists(paths) => PyErrText::Plain(format!(
+                        "{}; pass force=True to replace {}",
+                        ExportError::Exists(paths.clone()),
+                        if paths.len() == 1 { "it" } else { "them" }
+                    )),
+                    ExportError::Cache(e) => {
+                        PyErrText::Plain(format!("writing {}: {}", path.display(), Chain(&e)))
+                    }
+                    other => PyErrText::Plain(other.to_string()),
+                })?;
+                Ok((w, (exported.written, exported.skipped, written.len())))
             })
             .map_err(|e| match e {
                 PyErrText::Plain(m) => errors::msg(m),
@@ -370,8 +375,9 @@ impl Cache {
             })?;
         warn_all(py, &warnings)?;
         let d = PyDict::new(py);
-        d.set_item("written", written)?;
-        d.set_item("skipped", skipped)?;
+        d.set_item("written", exported.0)?;
+        d.set_item("skipped", exported.1)?;
+        d.set_item("files", exported.2)?;
         Ok(d)
     }
 }
