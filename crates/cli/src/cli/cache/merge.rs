@@ -20,7 +20,7 @@ pub struct MergeArgs {
     /// take part in the merge as if it were the first input.
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
-    /// The caches to combine (ranktune or TensorRT-LLM format).
+    /// The caches to combine (any format `cache import` reads).
     #[arg(required = true, value_name = "IN")]
     pub inputs: Vec<PathBuf>,
     /// Format of the inputs.

@@ -37,12 +37,12 @@ pub enum CacheCommand {
   ranktune cache prune ranktune-cache.json --dry-run   # what would be removed
   ranktune cache prune ranktune-cache.json             # drop entries measured elsewhere")]
     Prune(prune::PruneArgs),
-    /// Import caches (ranktune or TensorRT-LLM format) into a cache.
+    /// Import caches (ranktune, TensorRT-LLM, vLLM/SGLang MoE, FlashInfer, Triton) into a cache.
     #[command(after_help = "Examples:
   ranktune cache import ranktune-cache.json trtllm-cache.json         # format detected
   ranktune cache import ranktune-cache.json other.json --rank 1 --from-rank 0")]
     Import(import::ImportArgs),
-    /// Export a cache to another format (TensorRT-LLM).
+    /// Export a cache to another tuner's format (TensorRT-LLM, vLLM/SGLang MoE, FlashInfer, Triton).
     #[command(after_help = "Examples:
   ranktune cache export ranktune-cache.json -o trtllm-cache.json
   ranktune cache export ranktune-cache.json -o trtllm-cache.json --force   # replace OUT (never the cache itself)")]
