@@ -11,7 +11,9 @@
 //! Part 2 (RANKTUNE_BENCH_SCALE_RANKS, default 64; 0 skips): that many ranks
 //! of RANKTUNE_BENCH_SCALE_MB (default 40) MB each — keep the product under
 //! 3 GB — summarized with the default workers: time, peak RSS, MB/s per
-//! core. The inputs are deleted at the end.
+//! core; then merged to .json and .pftrace with `--jobs 1` and `--jobs 2`:
+//! time and peak RSS (a merge worker holds its share of a group of 16 open
+//! ranks). The inputs and outputs are deleted at the end.
 //!
 //! Run: `cargo bench -p ranktune --bench trace_parallel`
 use ranktune_trace_analyze::{self as analyze, JobSpec, Shape};
@@ -164,6 +166,23 @@ fn main() {
             total / r.cpu_secs.max(0.01),
             r.rss_mib
         );
+        // Merge memory: a worker holds its share of a group of 16 open
+        // ranks, so `--jobs 1` holds all 16 at once.
+        for (name, ext) in [("merge -o .json", "json"), ("merge -o .pftrace", "pftrace")] {
+            let out = scratch.join(format!("scale.{ext}")).display().to_string();
+            for jobs in ["1", "2"] {
+                let r = measure(&["trace", "merge", &d, "-o", &out, "--jobs", jobs], scratch);
+                println!(
+                    "scale: {name} of {ranks} ranks, --jobs {jobs}: {:.1} s, {:.0} MB/s, \
+                     {:.1} CPU s, peak RSS {:.1} MiB",
+                    r.secs,
+                    total / r.secs,
+                    r.cpu_secs,
+                    r.rss_mib
+                );
+                let _ = std::fs::remove_file(&out);
+            }
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
     println!(

@@ -16,8 +16,8 @@
 //! Output order: the ranks are interleaved in chunks of about 1 MiB, cut at
 //! points that depend only on each rank's own events. Ranks go in groups of
 //! [`GROUP`] consecutive ones; within a group, round after round, the next
-//! chunk of every rank still going, in rank order (chunk 0 of ranks 0..31,
-//! chunk 1 of ranks 0..31, …; a rank that ends drops out). Viewers do not
+//! chunk of every rank still going, in rank order (chunk 0 of ranks 0..15,
+//! chunk 1 of ranks 0..15, …; a rank that ends drops out). Viewers do not
 //! care about the order of the event array (Chrome JSON events carry their
 //! own `ts`, and each rank's events keep their order; each rank of a
 //! `.pftrace` is its own packet sequence, whose packets keep their order).
@@ -205,9 +205,12 @@ struct RankDone {
 
 /// Ranks whose chunks are interleaved with each other: fixed runs of this
 /// many consecutive inputs. A constant (not the number of workers), so the
-/// output is the same bytes for any `--jobs`; it also bounds the files a
-/// worker holds open (with `--jobs 1`, all of a group's) and so its memory.
-pub const GROUP: usize = 32;
+/// output is the same bytes for any `--jobs`. It bounds the inputs a worker
+/// holds open (with `--jobs 1`, all of a group's) and so its memory: a
+/// `.pftrace` rank's state is about 2 MiB on Kineto-shaped traces (reorder
+/// windows of its threads), so 16 keep one worker near 45 MiB (32 measured
+/// 71 MiB). It is also the most workers a merge can use.
+pub const GROUP: usize = 16;
 
 /// Initial read window of each open input (it grows for a larger event):
 /// small, because a worker may hold a whole group of inputs open.
@@ -421,15 +424,22 @@ pub fn merge_to(
         let shifts = &shifts;
         std::thread::scope(|scope| -> Result<(), AnalyzeError> {
             let mut rxs = Vec::with_capacity(workers);
+            // Written chunks go back to their worker for reuse.
+            let mut backs = Vec::with_capacity(workers);
             for k in 0..workers {
                 let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(QUEUE);
+                let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
                 rxs.push(rx);
+                backs.push(back_tx);
                 let groups = groups.clone();
                 scope.spawn(move || {
                     for group in groups {
                         let mut rounds = Rounds::new(group.filter(|i| i % workers == k));
                         while let Some(idx) = rounds.due() {
-                            let mut buf = Vec::with_capacity(FLUSH_AT + (64 << 10));
+                            let mut buf = back_rx
+                                .try_recv()
+                                .unwrap_or_else(|_| Vec::with_capacity(FLUSH_AT + (64 << 10)));
+                            buf.clear();
                             let msg = match rounds.produce(inputs, shifts, stride, json, &mut buf) {
                                 Ok(None) => Msg::Chunk(idx, buf),
                                 Ok(Some(d)) => Msg::Last(idx, buf, Box::new(d)),
@@ -458,10 +468,12 @@ pub fn merge_to(
                     match rxs[idx % workers].recv().map_err(|_| lost())? {
                         Msg::Chunk(i, c) if i == idx => {
                             put(w, &c)?;
+                            let _ = backs[idx % workers].send(c);
                             rounds.at += 1;
                         }
                         Msg::Last(i, c, d) if i == idx => {
                             put(w, &c)?;
+                            let _ = backs[idx % workers].send(c);
                             rounds.live.remove(rounds.at);
                             done[idx] = Some(*d);
                         }
