@@ -15,6 +15,9 @@
 //! time and peak RSS (a merge worker holds its share of a group of 16 open
 //! ranks). The inputs and outputs are deleted at the end.
 //!
+//! RANKTUNE_BENCH_OUT: the directory the part-1 merges are written to
+//! (default: the temporary directory; /dev/shm takes the disk out).
+//!
 //! Run: `cargo bench -p ranktune --bench trace_parallel`
 use ranktune_trace_analyze::{self as analyze, JobSpec, Shape};
 use std::path::{Path, PathBuf};
@@ -101,8 +104,12 @@ fn main() {
         t.elapsed().as_secs_f64()
     );
     let input = inputs.display().to_string();
-    let json = scratch.join("m.json").display().to_string();
-    let pf = scratch.join("m.pftrace").display().to_string();
+    // RANKTUNE_BENCH_OUT: where the merges are written (e.g. /dev/shm, to
+    // take the disk out of the JSON merge); default: beside the inputs.
+    let out_dir =
+        std::env::var_os("RANKTUNE_BENCH_OUT").map_or(scratch.to_path_buf(), PathBuf::from);
+    let json = out_dir.join("ranktune-bench-m.json").display().to_string();
+    let pf = out_dir.join("ranktune-bench-m.pftrace").display().to_string();
     let cases: [(&str, Vec<&str>); 3] = [
         ("merge -o .json", vec!["trace", "merge", &input, "-o", &json]),
         ("merge -o .pftrace", vec!["trace", "merge", &input, "-o", &pf]),
