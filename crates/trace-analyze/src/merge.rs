@@ -1,5 +1,5 @@
 //! Streaming merge: writes every rank's events onto one timeline in one
-//! Chrome trace, one rank after the other, copying each event's bytes through
+//! Chrome trace (the ranks interleaved in fixed chunks), copying each event's bytes through
 //! and rewriting only the fields that must change (`pid`, `ts`, `id`,
 //! `bind_id`, and integers beyond 64 bits, which become strings).
 //!
