@@ -65,7 +65,13 @@ def write_rank(path, rank, steps=4):
         ]
         t += 100
     head, rest = ev[:3], ev[3:]
-    random.Random(rank).shuffle(rest)
+    # Shuffled within every 4 steps (44 events): out of order, but within
+    # the converter's reorder window.
+    rng = random.Random(rank)
+    for i in range(0, len(rest), 44):
+        part = rest[i:i + 44]
+        rng.shuffle(part)
+        rest[i:i + 44] = part
     doc = {"distributedInfo": {"rank": rank, "world_size": 3},
            "baseTimeNanoseconds": BASE + rank * 1000, "traceEvents": head + rest}
     with open(path, "w") as f:
@@ -162,13 +168,16 @@ def read_json(path):
     return out, flows, pids
 
 
-def test_pftrace_matches_the_json_merge(cli, protos, tmp_path):
+# 6000 steps: every rank is several chunks of the merge's output, so the
+# ranks' packet sequences interleave in the file.
+@pytest.mark.parametrize("steps", [4, 6000])
+def test_pftrace_matches_the_json_merge(cli, protos, tmp_path, steps):
     inputs = tmp_path / "traces"
     inputs.mkdir()
     for r in range(3):
-        write_rank(inputs / f"trace_{r}.json", r)
-    merge(cli, inputs, tmp_path / "m.json")
-    r = merge(cli, inputs, tmp_path / "m.pftrace")
+        write_rank(inputs / f"trace_{r}.json", r, steps)
+    merge(cli, inputs, tmp_path / "m.json", "--jobs", "2")
+    r = merge(cli, inputs, tmp_path / "m.pftrace", "--jobs", "2")
     assert "merged 3 ranks" in r.stdout
     pf, pf_flows, pf_pids = read_pftrace(tmp_path / "m.pftrace")
     js, js_flows, js_pids = read_json(tmp_path / "m.json")
@@ -178,11 +187,17 @@ def test_pftrace_matches_the_json_merge(cli, protos, tmp_path):
     for pid in js:
         for kind in ("slices", "instants", "process_instants", "counters"):
             assert sorted(pf[pid][kind]) == sorted(js[pid][kind]), (pid, kind)
-    # 4 steps × (X×4 + B/E) per rank; flows: one start and one end per step.
-    assert sum(len(v["slices"]) for v in pf.values()) == 3 * 4 * 5
-    assert sum(len(v["counters"]) for v in pf.values()) == 3 * 4 * 2
-    assert sum(len(v["process_instants"]) for v in pf.values()) == 3 * 4
-    assert pf_flows == js_flows == {"start": 12, "end": 12}
+    # `steps` steps × (X×4 + B/E) per rank; flows: one start and one end per step.
+    assert sum(len(v["slices"]) for v in pf.values()) == 3 * steps * 5
+    assert sum(len(v["counters"]) for v in pf.values()) == 3 * steps * 2
+    assert sum(len(v["process_instants"]) for v in pf.values()) == 3 * steps
+    assert pf_flows == js_flows == {"start": 3 * steps, "end": 3 * steps}
+    if steps > 4:
+        t = protos()
+        t.ParseFromString((tmp_path / "m.pftrace").read_bytes())
+        seqs = [p.trusted_packet_sequence_id for p in t.packet]
+        switches = sum(a != b for a, b in zip(seqs, seqs[1:]))
+        assert switches > 3, f"ranks not interleaved: {switches} sequence changes"
     # Rank 1's clock base is 1 µs later: its first step is 3.5 + 1 µs after rank 0's.
     steps = {pid: min(s[1] for s in v["slices"] if s[0] == "ProfilerStep#0")
              for pid, v in pf.items() if any(s[0] == "ProfilerStep#0" for s in v["slices"])}

@@ -11,7 +11,12 @@
 //! Part 2 (RANKTUNE_BENCH_SCALE_RANKS, default 64; 0 skips): that many ranks
 //! of RANKTUNE_BENCH_SCALE_MB (default 40) MB each — keep the product under
 //! 3 GB — summarized with the default workers: time, peak RSS, MB/s per
-//! core. The inputs are deleted at the end.
+//! core; then merged to .json and .pftrace with `--jobs 1` and `--jobs 2`:
+//! time and peak RSS (a merge worker holds its share of a group of 16 open
+//! ranks). The inputs and outputs are deleted at the end.
+//!
+//! RANKTUNE_BENCH_OUT: the directory the part-1 merges are written to
+//! (default: the temporary directory; /dev/shm takes the disk out).
 //!
 //! Run: `cargo bench -p ranktune --bench trace_parallel`
 use ranktune_trace_analyze::{self as analyze, JobSpec, Shape};
@@ -99,8 +104,12 @@ fn main() {
         t.elapsed().as_secs_f64()
     );
     let input = inputs.display().to_string();
-    let json = scratch.join("m.json").display().to_string();
-    let pf = scratch.join("m.pftrace").display().to_string();
+    // RANKTUNE_BENCH_OUT: where the merges are written (e.g. /dev/shm, to
+    // take the disk out of the JSON merge); default: beside the inputs.
+    let out_dir =
+        std::env::var_os("RANKTUNE_BENCH_OUT").map_or(scratch.to_path_buf(), PathBuf::from);
+    let json = out_dir.join("ranktune-bench-m.json").display().to_string();
+    let pf = out_dir.join("ranktune-bench-m.pftrace").display().to_string();
     let cases: [(&str, Vec<&str>); 3] = [
         ("merge -o .json", vec!["trace", "merge", &input, "-o", &json]),
         ("merge -o .pftrace", vec!["trace", "merge", &input, "-o", &pf]),
@@ -164,6 +173,23 @@ fn main() {
             total / r.cpu_secs.max(0.01),
             r.rss_mib
         );
+        // Merge memory: a worker holds its share of a group of 16 open
+        // ranks, so `--jobs 1` holds all 16 at once.
+        for (name, ext) in [("merge -o .json", "json"), ("merge -o .pftrace", "pftrace")] {
+            let out = scratch.join(format!("scale.{ext}")).display().to_string();
+            for jobs in ["1", "2"] {
+                let r = measure(&["trace", "merge", &d, "-o", &out, "--jobs", jobs], scratch);
+                println!(
+                    "scale: {name} of {ranks} ranks, --jobs {jobs}: {:.1} s, {:.0} MB/s, \
+                     {:.1} CPU s, peak RSS {:.1} MiB",
+                    r.secs,
+                    total / r.secs,
+                    r.cpu_secs,
+                    r.rss_mib
+                );
+                let _ = std::fs::remove_file(&out);
+            }
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
     println!(

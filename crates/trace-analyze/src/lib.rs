@@ -79,7 +79,10 @@ pub use inputs::{
     parse_rank_arg, rank_from_name, resolve, resolve_with, RankSource, RankedInput, ResolveOptions,
     Resolved,
 };
-pub use merge::{merge, merge_to, Align, MergeOptions, MergeReport, OutputFormat, RankMerge};
+pub use merge::{
+    merge, merge_to, Align, MergeOptions, MergeReport, OutputFormat, RankMerge,
+    GROUP as MERGE_GROUP,
+};
 pub use perfetto::decode as decode_pftrace;
 /// Perfetto's protobuf messages as `trace merge -o x.pftrace` writes them
 /// (hand-declared with the official field numbers), and [`decode_pftrace`]

@@ -1,5 +1,5 @@
 //! Streaming merge: writes every rank's events onto one timeline in one
-//! Chrome trace, one rank after the other, copying each event's bytes through
+//! Chrome trace (the ranks interleaved in fixed chunks), copying each event's bytes through
 //! and rewriting only the fields that must change (`pid`, `ts`, `id`,
 //! `bind_id`, and integers beyond 64 bits, which become strings).
 //!
@@ -10,13 +10,26 @@
 //! two ranks. Times stay absolute on a shared base (the smallest
 //! `baseTimeNanoseconds`, written into the output) or, with
 //! [`Align::FirstStep`], each rank is shifted so its first `ProfilerStep#`
-//! starts at the same instant. Memory stays flat: one event, the pid table
-//! and two I/O buffers per worker. It never holds a whole input or output in
-//! memory. Ranks are converted in parallel, one file per worker, and written
-//! whole in rank order (a rank the writer has not reached yet spills to a
-//! temporary file), so the bytes do not depend on the number of workers.
-//! With a `.pftrace` output the per-rank conversion is the `perfetto`
-//! module's.
+//! starts at the same instant. With a `.pftrace` output the per-rank
+//! conversion is the `perfetto` module's.
+//!
+//! Output order: the ranks are interleaved in chunks of about 1 MiB, cut at
+//! points that depend only on each rank's own events. Ranks go in groups of
+//! [`GROUP`] consecutive ones; within a group, round after round, the next
+//! chunk of every rank still going, in rank order (chunk 0 of ranks 0..15,
+//! chunk 1 of ranks 0..15, …; a rank that ends drops out). Viewers do not
+//! care about the order of the event array (Chrome JSON events carry their
+//! own `ts`, and each rank's events keep their order; each rank of a
+//! `.pftrace` is its own packet sequence, whose packets keep their order).
+//! This order lets N workers convert N ranks at once and stream every chunk
+//! straight to the writer in the order it is written: the bytes are the same
+//! for any number of workers, and nothing is parked in memory or on disk.
+//!
+//! Owns: the merge's order, the pid/flow-id rewriting of the JSON output,
+//! the workers and the writer. Memory stays flat: per worker, its share of a
+//! group's open inputs (a small read window, the pid table or Perfetto's
+//! per-rank state each) and a queue of at most 4 chunks. It never holds a
+//! whole input or output in memory and writes no file but the output.
 
 use super::inputs::RankedInput;
 use super::json::{self, Span};
@@ -72,14 +85,13 @@ impl OutputFormat {
 pub struct MergeOptions {
     /// Clock alignment.
     pub align: Align,
-    /// Files read at once, one per worker thread; 0 means one per core.
-    /// The output is the same bytes for any number.
+    /// Threads: 1 does everything on the calling thread; N ≥ 2 converts on
+    /// N worker threads (one input each at a time) while the calling thread
+    /// writes; 0 means one per core. At most [`GROUP`] and the number of
+    /// inputs are used. The output is the same bytes for any number.
     pub jobs: usize,
     /// Output format; [`merge`] sets it from the output's name.
     pub format: OutputFormat,
-    /// Where workers spill ranks the writer has not reached yet; `None`:
-    /// the system's temporary directory ([`merge`] uses the output's).
-    pub spill_dir: Option<PathBuf>,
 }
 
 /// What one rank contributed.
@@ -110,9 +122,6 @@ pub struct MergeReport {
     pub ranks: Vec<RankMerge>,
     /// Warnings naming files and what was skipped.
     pub warnings: Vec<String>,
-    /// Output bytes that went through spill files (ranks finished by a
-    /// worker before the writer reached them).
-    pub spilled_bytes: u64,
 }
 
 struct Pid {
@@ -122,6 +131,7 @@ struct Pid {
     sort: Option<i64>,
 }
 
+/// A JSON chunk ends after the event that brings it to this many bytes.
 const FLUSH_AT: usize = 1 << 20;
 
 /// Merges `inputs` (sorted by rank, unique ranks) into `out`: a Chrome trace
@@ -145,12 +155,7 @@ pub fn merge(
     }
     let gz =
         out.file_name().is_some_and(|n| n.to_string_lossy().to_ascii_lowercase().ends_with(".gz"));
-    let dir = out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let opts = &MergeOptions {
-        format: OutputFormat::from_path(out),
-        spill_dir: opts.spill_dir.clone().or_else(|| Some(dir.to_path_buf())),
-        ..opts.clone()
-    };
+    let opts = &MergeOptions { format: OutputFormat::from_path(out), ..opts.clone() };
     // Atomic, not durable: a merge is rerun from its inputs if it is lost.
     Publish::new(out)
         .write_with(|temp| {
@@ -192,155 +197,151 @@ fn first_step(path: &Path) -> Result<Option<i128>, AnalyzeError> {
     Ok(first)
 }
 
-type RankResult = Result<(RankDone, Option<PathBuf>), AnalyzeError>;
-
-/// Where a rank worker's output goes: chunks (JSON: complete events joined
-/// by `,\n`, no leading separator; Perfetto: complete packets) stream to
-/// the writer while it is writing this rank or has room in the queue;
-/// once the queue of a rank the writer is not at yet is full, the rest goes
-/// to a spill file the writer copies when it gets there. So every rank is
-/// written whole, in rank order (the same bytes for any number of workers),
-/// workers never wait for each other, and memory stays bounded.
-struct RankOutput<'a> {
-    tx: Option<std::sync::mpsc::SyncSender<Vec<u8>>>,
-    idx: usize,
-    head: &'a std::sync::atomic::AtomicUsize,
-    dir: &'a Path,
-    json: bool,
-    spill: Option<(PathBuf, std::io::BufWriter<std::fs::File>, bool)>,
-    error: Option<std::io::Error>,
-}
-
-impl<'a> RankOutput<'a> {
-    fn new(
-        tx: std::sync::mpsc::SyncSender<Vec<u8>>,
-        idx: usize,
-        head: &'a std::sync::atomic::AtomicUsize,
-        dir: &'a Path,
-        json: bool,
-    ) -> Self {
-        RankOutput { tx: Some(tx), idx, head, dir, json, spill: None, error: None }
-    }
-
-    /// Hands one chunk on; false when the writer has gone or spilling failed.
-    fn send(&mut self, chunk: Vec<u8>) -> bool {
-        use std::sync::mpsc::TrySendError;
-        if self.spill.is_none() {
-            let Some(tx) = &self.tx else { return false };
-            let chunk = match tx.try_send(chunk) {
-                Ok(()) => return true,
-                Err(TrySendError::Disconnected(_)) => return false,
-                Err(TrySendError::Full(c)) => c,
-            };
-            if self.head.load(Ordering::Acquire) == self.idx {
-                return tx.send(chunk).is_ok();
-            }
-            match self.open_spill() {
-                Ok(s) => self.spill = Some(s),
-                Err(e) => {
-                    self.error = Some(e);
-                    return false;
-                }
-            }
-            return self.spill_chunk(&chunk);
-        }
-        self.spill_chunk(&chunk)
-    }
-
-    fn open_spill(&self) -> std::io::Result<(PathBuf, std::io::BufWriter<std::fs::File>, bool)> {
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let path = self.dir.join(format!(
-            ".ranktune-merge-{}-{stamp}-{}.part",
-            std::process::id(),
-            self.idx
-        ));
-        let file = std::fs::OpenOptions::new().write(true).create_new(true).open(&path)?;
-        Ok((path, std::io::BufWriter::with_capacity(1 << 16, file), false))
-    }
-
-    fn spill_chunk(&mut self, chunk: &[u8]) -> bool {
-        let Some((_, w, started)) = &mut self.spill else { return false };
-        let r = (|| {
-            if *started && self.json {
-                w.write_all(b",\n")?;
-            }
-            w.write_all(chunk)
-        })();
-        *started = true;
-        match r {
-            Ok(()) => true,
-            Err(e) => {
-                self.error = Some(e);
-                false
-            }
-        }
-    }
-
-    /// Ends the rank: returns the spill file to copy, if any, and the
-    /// channel, whose drop tells the writer the rank is complete.
-    #[allow(clippy::type_complexity)]
-    fn finish(
-        mut self,
-    ) -> (Result<Option<PathBuf>, AnalyzeError>, Option<std::sync::mpsc::SyncSender<Vec<u8>>>) {
-        let tx = self.tx.take();
-        (self.finish_spill(), tx)
-    }
-
-    fn finish_spill(&mut self) -> Result<Option<PathBuf>, AnalyzeError> {
-        let spill = self.spill.take();
-        let io =
-            |path: &Path, source| AnalyzeError::Io { path: path.display().to_string(), source };
-        if let Some(e) = self.error.take() {
-            if let Some((p, _, _)) = &spill {
-                let _ = std::fs::remove_file(p);
-                return Err(io(p, e));
-            }
-            return Err(io(self.dir, e));
-        }
-        match spill {
-            None => Ok(None),
-            Some((p, w, _)) => match w.into_inner().map_err(|e| e.into_error()) {
-                Ok(_) => Ok(Some(p)),
-                Err(e) => {
-                    let _ = std::fs::remove_file(&p);
-                    Err(io(&p, e))
-                }
-            },
-        }
-    }
-}
-
-/// Copies a spill file to the output (after a `,\n` when `sep`); returns
-/// whether it held anything.
-fn copy_spill(path: &Path, sep: bool, w: &mut dyn Write) -> std::io::Result<bool> {
-    let mut f = std::fs::File::open(path)?;
-    if f.metadata()?.len() == 0 {
-        return Ok(false);
-    }
-    if sep {
-        w.write_all(b",\n")?;
-    }
-    std::io::copy(&mut f, w)?;
-    Ok(true)
-}
-
 struct RankDone {
     merge: RankMerge,
     bytes: u64,
     warnings: Vec<String>,
 }
 
+/// Ranks whose chunks are interleaved with each other: fixed runs of this
+/// many consecutive inputs. A constant (not the number of workers), so the
+/// output is the same bytes for any `--jobs`. It bounds the inputs a worker
+/// holds open (with `--jobs 1`, all of a group's) and so its memory: a
+/// `.pftrace` rank's state is about 2 MiB on Kineto-shaped traces (reorder
+/// windows of its threads), so 16 keep one worker near 45 MiB (32 measured
+/// 71 MiB). It is also the most workers a merge can use.
+pub const GROUP: usize = 16;
+
+/// Initial read window of each open input (it grows for a larger event):
+/// small, because a worker may hold a whole group of inputs open.
+const READ_BUF: usize = 256 << 10;
+
 /// Chunks a worker may have queued ahead of the writer.
 const QUEUE: usize = 4;
 
-/// Merges into any writer, in `opts.format`. Ranks are processed by up to
-/// `opts.jobs` worker threads (one file each); the writer writes each rank
-/// whole, in rank order, so the output is the same bytes for any number of
-/// workers. Memory stays bounded: each worker queues at most 4 chunks of
-/// 1 MiB, then spills a rank the writer has not reached yet to a file in
-/// `opts.spill_dir` (removed once copied). See [`merge`].
+/// One rank's conversion, pulled a chunk at a time. The chunk boundaries
+/// depend only on the rank's own events (a chunk ends after the event that
+/// brings it to 1 MiB), never on timing or the number of workers.
+enum RankConv {
+    Json(Box<JsonRank>),
+    Perfetto(Box<perfetto::RankEncoder>),
+}
+
+impl RankConv {
+    fn open(
+        input: &RankedInput,
+        shift: i128,
+        stride: u64,
+        json: bool,
+    ) -> Result<Self, AnalyzeError> {
+        Ok(if json {
+            RankConv::Json(Box::new(JsonRank::open(input, shift, stride)?))
+        } else {
+            RankConv::Perfetto(Box::new(perfetto::RankEncoder::open(
+                input, shift, stride, READ_BUF,
+            )?))
+        })
+    }
+
+    /// Appends the next chunk to `out` (JSON: complete events joined by
+    /// `,\n`, no leading separator; Perfetto: complete packets); false once
+    /// the rank has ended (`out` then holds its last bytes, maybe none).
+    fn next_chunk(&mut self, out: &mut Vec<u8>) -> Result<bool, AnalyzeError> {
+        match self {
+            RankConv::Json(j) => j.next_chunk(out),
+            RankConv::Perfetto(p) => p.next_chunk(out),
+        }
+    }
+
+    fn finish(self, input: &RankedInput, shift: i128) -> RankDone {
+        match self {
+            RankConv::Json(j) => (*j).finish(),
+            RankConv::Perfetto(p) => {
+                let out = p.finish();
+                RankDone {
+                    merge: RankMerge {
+                        rank: input.rank,
+                        path: input.path.clone(),
+                        events: out.events,
+                        shift_ns: shift / UNITS_PER_NS,
+                        pids: out.pids,
+                    },
+                    bytes: out.bytes,
+                    warnings: out.warnings,
+                }
+            }
+        }
+    }
+}
+
+/// The order in which chunks are written: groups of [`GROUP`] consecutive
+/// ranks, one after the other; within a group, round after round, the next
+/// chunk of every rank of the group that has not ended, in rank order.
+/// `Rounds` walks it for any subset of a group's ranks (a worker's own).
+struct Rounds {
+    /// Ranks still going, in order, each with its conversion once opened.
+    live: Vec<(usize, Option<RankConv>)>,
+    at: usize,
+}
+
+impl Rounds {
+    fn new(ranks: impl Iterator<Item = usize>) -> Self {
+        Rounds { live: ranks.map(|i| (i, None)).collect(), at: 0 }
+    }
+
+    /// The next rank due, or `None` when all have ended.
+    fn due(&mut self) -> Option<usize> {
+        if self.at >= self.live.len() {
+            self.at = 0;
+        }
+        self.live.get(self.at).map(|r| r.0)
+    }
+
+    /// Produces the due rank's next chunk into `out` (opening it on its
+    /// first); returns the rank's result when this was its last chunk.
+    fn produce(
+        &mut self,
+        inputs: &[RankedInput],
+        shifts: &[i128],
+        stride: u64,
+        json: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<RankDone>, AnalyzeError> {
+        let Some((idx, slot)) = self.live.get_mut(self.at) else { return Ok(None) };
+        let idx = *idx;
+        let conv = match slot {
+            Some(c) => c,
+            None => slot.insert(RankConv::open(&inputs[idx], shifts[idx], stride, json)?),
+        };
+        if conv.next_chunk(out)? {
+            self.at += 1;
+            return Ok(None);
+        }
+        let (_, conv) = self.live.remove(self.at);
+        Ok(conv.map(|c| c.finish(&inputs[idx], shifts[idx])))
+    }
+}
+
+/// What a worker hands the writer, in exactly the order the writer takes
+/// them from that worker.
+enum Msg {
+    /// A chunk of rank `.0`.
+    Chunk(usize, Vec<u8>),
+    /// The last chunk of rank `.0`, and what the rank contributed.
+    Last(usize, Vec<u8>, Box<RankDone>),
+    /// Rank `.0` failed; the merge stops.
+    Failed(usize, AnalyzeError),
+}
+
+/// Merges into any writer, in `opts.format`. The output interleaves the
+/// ranks in fixed chunks (see [`GROUP`] and `Rounds`), so it is the same
+/// bytes for any `opts.jobs`, and no worker ever waits for a rank that is
+/// not its own: with one job everything runs on the calling thread; with
+/// N ≥ 2, N worker threads convert (rank i of a group on worker i mod N,
+/// each producing its chunks in the order they are written, through a
+/// queue of at most 4) and the calling thread writes. Memory stays bounded:
+/// a worker holds at most a group's share of open inputs (a small read
+/// window and conversion state each) plus its queue. See [`merge`].
 pub fn merge_to(
     inputs: &[RankedInput],
     w: &mut dyn Write,
@@ -351,7 +352,7 @@ pub fn merge_to(
         base_ns: inputs.iter().map(|i| i.base_ns).min().unwrap_or(0),
         ..MergeReport::default()
     };
-    let workers = super::inputs::workers(opts.jobs, inputs.len());
+    let workers = super::inputs::workers(opts.jobs, inputs.len()).min(GROUP);
     let json = opts.format == OutputFormat::Json;
     let mut adjust = vec![0i128; inputs.len()];
     if opts.align == Align::FirstStep {
@@ -387,90 +388,103 @@ pub fn merge_to(
         w.write_all(&head).map_err(wio)?;
     }
     let base_ns = report.base_ns;
+    let shifts: Vec<i128> = inputs
+        .iter()
+        .zip(&adjust)
+        .map(|(i, a)| (i.base_ns - base_ns).saturating_mul(UNITS_PER_NS).saturating_add(*a))
+        .collect();
     let mut done: Vec<Option<RankDone>> = (0..inputs.len()).map(|_| None).collect();
-    let spill_dir = opts.spill_dir.clone().unwrap_or_else(std::env::temp_dir);
-    let slots: std::sync::Mutex<Vec<Option<RankResult>>> =
-        std::sync::Mutex::new((0..inputs.len()).map(|_| None).collect());
-    let mut channels = Vec::with_capacity(inputs.len());
-    let mut receivers = Vec::with_capacity(inputs.len());
-    for _ in inputs {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(QUEUE);
-        channels.push(std::sync::Mutex::new(Some(tx)));
-        receivers.push(rx);
-    }
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let head = std::sync::atomic::AtomicUsize::new(0);
-    let mut spilled = 0u64;
-    let written = std::thread::scope(|scope| -> Result<(), AnalyzeError> {
-        for _ in 0..workers {
-            scope.spawn(|| loop {
-                let idx = next.fetch_add(1, Ordering::Relaxed);
-                let Some(input) = inputs.get(idx) else { break };
-                let Some(tx) = channels[idx].lock().ok().and_then(|mut t| t.take()) else {
-                    break;
-                };
-                let shift = (input.base_ns - base_ns)
-                    .saturating_mul(UNITS_PER_NS)
-                    .saturating_add(adjust[idx]);
-                let mut out = RankOutput::new(tx, idx, &head, &spill_dir, json);
-                let done = if json {
-                    merge_rank(input, shift, stride, &mut |c| out.send(c))
-                } else {
-                    perfetto_rank(input, shift, stride, &mut |c| out.send(c))
-                };
-                let (spill, tx) = out.finish();
-                let result = spill.and_then(|spill| done.map(|d| (d, spill)));
-                if let Ok(mut g) = slots.lock() {
-                    g[idx] = Some(result);
-                }
-                // Only now may the writer see the rank end.
-                drop(tx);
-            });
+    let mut first = true;
+    let mut put = |w: &mut dyn Write, c: &[u8]| -> Result<(), AnalyzeError> {
+        if c.is_empty() {
+            return Ok(());
         }
-        // The writer: ranks in order, each as its worker streams it or from
-        // the file it spilled to while an earlier rank was being written.
-        let mut first = true;
-        for (idx, rx) in receivers.into_iter().enumerate() {
-            head.store(idx, Ordering::Release);
-            while let Ok(c) = rx.recv() {
-                if !first && json {
-                    w.write_all(b",\n").map_err(wio)?;
-                }
-                first = false;
-                w.write_all(&c).map_err(wio)?;
-            }
-            let result = slots.lock().ok().and_then(|mut g| g[idx].take());
-            match result {
-                Some(Ok((d, spill))) => {
-                    if let Some(spill) = spill {
-                        spilled += std::fs::metadata(&spill).map_or(0, |m| m.len());
-                        let copied = copy_spill(&spill, json && !first, w);
-                        let _ = std::fs::remove_file(&spill);
-                        first &= !copied.map_err(wio)?;
-                    }
+        if !first && json {
+            w.write_all(b",\n").map_err(wio)?;
+        }
+        first = false;
+        w.write_all(c).map_err(wio)
+    };
+    let groups = (0..inputs.len()).step_by(GROUP).map(|g| g..(g + GROUP).min(inputs.len()));
+    if workers <= 1 {
+        // One job: one thread converts and writes.
+        let mut buf = Vec::with_capacity(FLUSH_AT + (64 << 10));
+        for group in groups {
+            let mut rounds = Rounds::new(group);
+            while let Some(idx) = rounds.due() {
+                buf.clear();
+                let last = rounds.produce(inputs, &shifts, stride, json, &mut buf)?;
+                put(w, &buf)?;
+                if let Some(d) = last {
                     done[idx] = Some(d);
                 }
-                Some(Err(e)) => return Err(e),
-                None => {
-                    return Err(AnalyzeError::NoTraces(format!(
-                        "the worker merging {} stopped unexpectedly",
-                        inputs[idx].path.display()
-                    )))
+            }
+        }
+    } else {
+        let shifts = &shifts;
+        std::thread::scope(|scope| -> Result<(), AnalyzeError> {
+            let mut rxs = Vec::with_capacity(workers);
+            // Written chunks go back to their worker for reuse.
+            let mut backs = Vec::with_capacity(workers);
+            for k in 0..workers {
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(QUEUE);
+                let (back_tx, back_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+                rxs.push(rx);
+                backs.push(back_tx);
+                let groups = groups.clone();
+                scope.spawn(move || {
+                    for group in groups {
+                        let mut rounds = Rounds::new(group.filter(|i| i % workers == k));
+                        while let Some(idx) = rounds.due() {
+                            let mut buf = back_rx
+                                .try_recv()
+                                .unwrap_or_else(|_| Vec::with_capacity(FLUSH_AT + (64 << 10)));
+                            buf.clear();
+                            let msg = match rounds.produce(inputs, shifts, stride, json, &mut buf) {
+                                Ok(None) => Msg::Chunk(idx, buf),
+                                Ok(Some(d)) => Msg::Last(idx, buf, Box::new(d)),
+                                Err(e) => Msg::Failed(idx, e),
+                            };
+                            let failed = matches!(msg, Msg::Failed(..));
+                            if tx.send(msg).is_err() || failed {
+                                return; // the writer has stopped, or this rank failed
+                            }
+                        }
+                    }
+                });
+            }
+            // The writer: the same order, taking each chunk from the worker
+            // that owns its rank. Returning drops the receivers, which stops
+            // the workers.
+            for group in groups {
+                let mut rounds = Rounds::new(group);
+                while let Some(idx) = rounds.due() {
+                    let lost = || {
+                        AnalyzeError::NoTraces(format!(
+                            "the worker merging {} stopped unexpectedly",
+                            inputs[idx].path.display()
+                        ))
+                    };
+                    match rxs[idx % workers].recv().map_err(|_| lost())? {
+                        Msg::Chunk(i, c) if i == idx => {
+                            put(w, &c)?;
+                            let _ = backs[idx % workers].send(c);
+                            rounds.at += 1;
+                        }
+                        Msg::Last(i, c, d) if i == idx => {
+                            put(w, &c)?;
+                            let _ = backs[idx % workers].send(c);
+                            rounds.live.remove(rounds.at);
+                            done[idx] = Some(*d);
+                        }
+                        Msg::Failed(i, e) if i == idx => return Err(e),
+                        _ => return Err(lost()),
+                    }
                 }
             }
-        }
-        Ok(())
-    });
-    // On failure, later ranks may have left spill files.
-    if let Ok(g) = slots.lock() {
-        for (_, spill) in g.iter().flatten().flatten() {
-            if let Some(p) = spill {
-                let _ = std::fs::remove_file(p);
-            }
-        }
+            Ok(())
+        })?;
     }
-    written?;
-    report.spilled_bytes = spilled;
     for d in done.into_iter().flatten() {
         report.events += d.merge.events;
         report.bytes_in += d.bytes;
@@ -533,173 +547,182 @@ fn parallel_map<T: Sync, R: Send>(
     Ok(out)
 }
 
-/// Converts one rank to Perfetto packets (see the `perfetto` module).
-fn perfetto_rank(
-    input: &RankedInput,
+/// One rank's JSON conversion: each event's bytes copied through with the
+/// fields that must change rewritten; after the last event, the rank's
+/// process names and sort order.
+struct JsonRank {
+    rank: u32,
+    path: PathBuf,
     shift: i128,
     stride: u64,
-    send: &mut dyn FnMut(Vec<u8>) -> bool,
-) -> Result<RankDone, AnalyzeError> {
-    let out = perfetto::encode_rank(input, shift, stride, send)?;
-    Ok(RankDone {
-        merge: RankMerge {
+    reader: TraceReader,
+    pids: Vec<Pid>,
+    last: usize,
+    events: u64,
+    reps: Vec<(Span, Rep)>,
+    ended: bool,
+}
+
+impl JsonRank {
+    fn open(input: &RankedInput, shift: i128, stride: u64) -> Result<Self, AnalyzeError> {
+        Ok(JsonRank {
             rank: input.rank,
             path: input.path.clone(),
-            events: out.events,
-            shift_ns: shift / UNITS_PER_NS,
-            pids: out.pids,
-        },
-        bytes: out.bytes,
-        warnings: out.warnings,
-    })
-}
+            shift,
+            stride,
+            reader: TraceReader::open_with_buffer(&input.path, READ_BUF)?,
+            pids: Vec::new(),
+            last: usize::MAX,
+            events: 0,
+            reps: Vec::with_capacity(16),
+            ended: false,
+        })
+    }
 
-/// Rewrites one rank's events into chunks handed to `send` (which returns
-/// false when the writer has gone away).
-fn merge_rank(
-    input: &RankedInput,
-    shift: i128,
-    stride: u64,
-    send: &mut dyn FnMut(Vec<u8>) -> bool,
-) -> Result<RankDone, AnalyzeError> {
-    let rank = input.rank;
-    let mut reader = TraceReader::open(&input.path)?;
-    let mut pids: Vec<Pid> = Vec::new();
-    let mut last = usize::MAX;
-    let mut events = 0u64;
-    let mut reps: Vec<(Span, Rep)> = Vec::with_capacity(16);
-    let mut out: Vec<u8> = Vec::with_capacity(FLUSH_AT + (64 << 10));
-    while let Some(ev) = reader.next_event()? {
-        let raw = ev.raw;
-        let f = ev.fields;
-        let pid_raw = ev.pid_raw();
-        let pi = if last < pids.len() && pids[last].raw == pid_raw {
-            last
-        } else {
-            match pids.iter().position(|p| p.raw == pid_raw) {
-                Some(p) => p,
-                None => {
-                    let new = naming::merged_pid(rank, pids.len() as u64, stride);
-                    pids.push(Pid { raw: pid_raw.to_vec(), new, name: None, sort: None });
-                    pids.len() - 1
-                }
-            }
-        };
-        last = pi;
-        if ev.ph() == b'M' {
-            match ev.name_raw() {
-                Some(b"\"process_name\"") => {
-                    if let Some(n) = ev.arg_raw(b"name").and_then(json::unescape) {
-                        pids[pi].name = Some(n);
+    /// See [`RankConv::next_chunk`].
+    fn next_chunk(&mut self, out: &mut Vec<u8>) -> Result<bool, AnalyzeError> {
+        if self.ended {
+            return Ok(false);
+        }
+        let (rank, shift, stride) = (self.rank, self.shift, self.stride);
+        let pids = &mut self.pids;
+        let reps = &mut self.reps;
+        while out.len() < FLUSH_AT {
+            let Some(ev) = self.reader.next_event()? else {
+                self.ended = true;
+                self.write_processes(out);
+                return Ok(false);
+            };
+            let raw = ev.raw;
+            let f = ev.fields;
+            let pid_raw = ev.pid_raw();
+            let pi = if self.last < pids.len() && pids[self.last].raw == pid_raw {
+                self.last
+            } else {
+                match pids.iter().position(|p| p.raw == pid_raw) {
+                    Some(p) => p,
+                    None => {
+                        let new = naming::merged_pid(rank, pids.len() as u64, stride);
+                        pids.push(Pid { raw: pid_raw.to_vec(), new, name: None, sort: None });
+                        pids.len() - 1
                     }
-                    continue;
                 }
-                Some(b"\"process_sort_index\"") => {
-                    pids[pi].sort = ev
-                        .arg_raw(b"sort_index")
-                        .and_then(|s| std::str::from_utf8(s).ok()?.parse().ok());
-                    continue;
+            };
+            self.last = pi;
+            if ev.ph() == b'M' {
+                match ev.name_raw() {
+                    Some(b"\"process_name\"") => {
+                        if let Some(n) = ev.arg_raw(b"name").and_then(json::unescape) {
+                            pids[pi].name = Some(n);
+                        }
+                        continue;
+                    }
+                    Some(b"\"process_sort_index\"") => {
+                        pids[pi].sort = ev
+                            .arg_raw(b"sort_index")
+                            .and_then(|s| std::str::from_utf8(s).ok()?.parse().ok());
+                        continue;
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
-        }
-        reps.clear();
-        if let Some(s) = f.pid {
-            reps.push((s, Rep::Pid(pids[pi].new)));
-        }
-        if shift != 0 {
-            if let Some(s) = f.ts {
-                reps.push((s, Rep::Ts));
+            reps.clear();
+            if let Some(s) = f.pid {
+                reps.push((s, Rep::Pid(pids[pi].new)));
             }
-        }
-        if stride > 1 {
-            if let Some(s) = f.id {
-                reps.push((s, Rep::Id));
+            if shift != 0 {
+                if let Some(s) = f.ts {
+                    reps.push((s, Rep::Ts));
+                }
             }
-            if let Some(s) = f.bind_id {
-                reps.push((s, Rep::Id));
+            if stride > 1 {
+                if let Some(s) = f.id {
+                    reps.push((s, Rep::Id));
+                }
+                if let Some(s) = f.bind_id {
+                    reps.push((s, Rep::Id));
+                }
             }
-        }
-        for &(a, b) in ev.big_ints {
-            reps.push((Span { start: a as u32, end: b as u32 }, Rep::Quote));
-        }
-        if !out.is_empty() {
-            out.extend_from_slice(b",\n");
-        }
-        if reps.len() > 1 {
-            reps.sort_unstable_by_key(|r| r.0.start);
-        }
-        let mut at = 0usize;
-        for &(span, rep) in &reps {
-            let (s, e) = (span.start as usize, span.end as usize);
-            if s < at {
-                continue; // nested inside an earlier replacement
+            for &(a, b) in ev.big_ints {
+                reps.push((Span { start: a as u32, end: b as u32 }, Rep::Quote));
             }
-            out.extend_from_slice(&raw[at..s]);
-            let v = &raw[s..e];
-            match rep {
-                Rep::Pid(p) => timefmt::write_u128(u128::from(p), &mut out),
-                Rep::Ts => {
-                    if !timefmt::shift(v, shift, &mut out) {
+            if !out.is_empty() {
+                out.extend_from_slice(b",\n");
+            }
+            if reps.len() > 1 {
+                reps.sort_unstable_by_key(|r| r.0.start);
+            }
+            let mut at = 0usize;
+            for &(span, rep) in reps.iter() {
+                let (s, e) = (span.start as usize, span.end as usize);
+                if s < at {
+                    continue; // nested inside an earlier replacement
+                }
+                out.extend_from_slice(&raw[at..s]);
+                let v = &raw[s..e];
+                match rep {
+                    Rep::Pid(p) => timefmt::write_u128(u128::from(p), out),
+                    Rep::Ts => {
+                        if !timefmt::shift(v, shift, out) {
+                            out.extend_from_slice(v);
+                        }
+                    }
+                    Rep::Id => remap_id(v, rank, stride, out),
+                    Rep::Quote => {
+                        out.push(b'"');
                         out.extend_from_slice(v);
+                        out.push(b'"');
                     }
                 }
-                Rep::Id => remap_id(v, rank, stride, &mut out),
-                Rep::Quote => {
-                    out.push(b'"');
-                    out.extend_from_slice(v);
-                    out.push(b'"');
-                }
+                at = e;
             }
-            at = e;
+            out.extend_from_slice(&raw[at..]);
+            self.events += 1;
         }
-        out.extend_from_slice(&raw[at..]);
-        events += 1;
-        if out.len() >= FLUSH_AT {
-            let full = std::mem::replace(&mut out, Vec::with_capacity(FLUSH_AT + (64 << 10)));
-            if !send(full) {
-                break;
-            }
-        }
+        Ok(true)
     }
-    // Process names and order for this rank.
-    let mut order: Vec<usize> = (0..pids.len()).collect();
-    order.sort_by_key(|&i| (pids[i].sort.unwrap_or(i64::MAX), i));
-    for (pos, &i) in order.iter().enumerate() {
-        let p = &pids[i];
-        let orig =
-            json::unescape(&p.raw).unwrap_or_else(|| String::from_utf8_lossy(&p.raw).into_owned());
-        let name = naming::process_label(rank, &orig, p.name.as_deref());
-        if !out.is_empty() {
-            out.extend_from_slice(b",\n");
-        }
-        let name_json = serde_json::to_string(&name).unwrap_or_else(|_| "\"?\"".into());
-        let sort = i64::from(rank) * 1_000_000 + pos as i64;
-        let _ = write!(
-            out,
-            "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":{name_json}}}}},\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":{sort}}}}}",
-            p.new, p.new
-        );
-    }
-    if !out.is_empty() {
-        send(out);
-    }
-    Ok(RankDone {
-        merge: RankMerge {
-            rank,
-            path: input.path.clone(),
-            events,
-            shift_ns: shift / UNITS_PER_NS,
-            pids: pids
-                .iter()
-                .map(|p| (String::from_utf8_lossy(&p.raw).into_owned(), p.new))
-                .collect(),
-        },
-        bytes: reader.stats().bytes,
-        warnings: reader.warnings(),
-    })
-}
 
+    /// Process names and order for this rank.
+    fn write_processes(&self, out: &mut Vec<u8>) {
+        let (rank, pids) = (self.rank, &self.pids);
+        let mut order: Vec<usize> = (0..pids.len()).collect();
+        order.sort_by_key(|&i| (pids[i].sort.unwrap_or(i64::MAX), i));
+        for (pos, &i) in order.iter().enumerate() {
+            let p = &pids[i];
+            let orig = json::unescape(&p.raw)
+                .unwrap_or_else(|| String::from_utf8_lossy(&p.raw).into_owned());
+            let name = naming::process_label(rank, &orig, p.name.as_deref());
+            if !out.is_empty() {
+                out.extend_from_slice(b",\n");
+            }
+            let name_json = serde_json::to_string(&name).unwrap_or_else(|_| "\"?\"".into());
+            let sort = i64::from(rank) * 1_000_000 + pos as i64;
+            let _ = write!(
+                out,
+                "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":{name_json}}}}},\n{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":{sort}}}}}",
+                p.new, p.new
+            );
+        }
+    }
+
+    fn finish(self) -> RankDone {
+        RankDone {
+            merge: RankMerge {
+                rank: self.rank,
+                path: self.path,
+                events: self.events,
+                shift_ns: self.shift / UNITS_PER_NS,
+                pids: self
+                    .pids
+                    .iter()
+                    .map(|p| (String::from_utf8_lossy(&p.raw).into_owned(), p.new))
+                    .collect(),
+            },
+            bytes: self.reader.stats().bytes,
+            warnings: self.reader.warnings(),
+        }
+    }
+}
 #[derive(Debug, Clone, Copy)]
 enum Rep {
     Pid(u64),

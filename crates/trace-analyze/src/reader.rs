@@ -373,14 +373,22 @@ impl TraceReader {
     /// Opens a trace file (gzip detected by its magic bytes) and reads its
     /// header: everything up to the first event.
     pub fn open(path: &Path) -> Result<Self, AnalyzeError> {
+        Self::open_with_buffer(path, CHUNK)
+    }
+
+    /// [`TraceReader::open`] with a read window of `bytes` to start with
+    /// (at least 4 KiB; it still grows for an event that does not fit, up
+    /// to [`MAX_ITEM`]): for callers that keep many files open at once.
+    pub fn open_with_buffer(path: &Path, bytes: usize) -> Result<Self, AnalyzeError> {
+        let bytes = bytes.max(4 << 10);
         let name = path.display().to_string();
         let io = |source| AnalyzeError::Io { path: name.clone(), source };
         let file = File::open(path).map_err(io)?;
-        let mut br = BufReader::with_capacity(64 << 10, file);
+        let mut br = BufReader::with_capacity((64 << 10).min(bytes), file);
         let gz = br.fill_buf().map_err(io)?.starts_with(&[0x1f, 0x8b]);
         let src: Box<dyn Read + Send> =
             if gz { Box::new(flate2::bufread::MultiGzDecoder::new(br)) } else { Box::new(br) };
-        Self::from_reader(name, src)
+        Self::with_window(name, src, bytes)
     }
 
     /// Reads a trace from any byte source; `name` is used in messages.
@@ -388,9 +396,17 @@ impl TraceReader {
         name: impl Into<String>,
         src: Box<dyn Read + Send>,
     ) -> Result<Self, AnalyzeError> {
+        Self::with_window(name.into(), src, CHUNK)
+    }
+
+    fn with_window(
+        name: String,
+        src: Box<dyn Read + Send>,
+        bytes: usize,
+    ) -> Result<Self, AnalyzeError> {
         let mut r = TraceReader {
-            name: name.into(),
-            win: Window { src, buf: vec![0; CHUNK], pos: 0, end: 0, eof: false, base: 0 },
+            name,
+            win: Window { src, buf: vec![0; bytes], pos: 0, end: 0, eof: false, base: 0 },
             flags: Flags::default(),
             fields: Fields::default(),
             form: Form::Array,

@@ -3,8 +3,8 @@
 //! same bytes for any number of workers, for both formats and the summary.
 use ranktune_trace_analyze::perfetto_proto::{NameField, TracePacket, TYPE_SLICE_BEGIN};
 use ranktune_trace_analyze::{
-    decode_pftrace, merge, resolve, summarize, write_job, JobSpec, MergeOptions, Shape,
-    SummaryOptions,
+    decode_pftrace, merge, resolve, resolve_with, summarize, write_job, write_rank, JobSpec,
+    MergeOptions, ResolveOptions, Shape, SummaryOptions,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -130,33 +130,133 @@ fn pftrace_holds_the_json_merges_slices_pids_and_times() {
     assert!(pf.len() * 2 < json.len(), "pftrace {} B, json {} B", pf.len(), json.len());
 }
 
+/// Five ranks of very different lengths (one without events), written one
+/// by one, resolved by their names.
+fn uneven(dir: &Path) -> Vec<ranktune_trace_analyze::RankedInput> {
+    for (rank, steps) in [(0u32, 300u32), (1, 2), (3, 120), (4, 40)] {
+        let spec = JobSpec {
+            ranks: 5,
+            steps,
+            ops_per_step: 30,
+            collectives: true,
+            shape: Shape::Kineto,
+            base_skew_ns: 1_234,
+            ..JobSpec::default()
+        };
+        let mut f = std::fs::File::create(dir.join(format!("trace_{rank}.json"))).unwrap();
+        write_rank(&spec, rank, &mut f).unwrap();
+    }
+    std::fs::write(dir.join("trace_2.json"), "{\"traceEvents\":[]}").unwrap();
+    // The empty file names no run, so keep every run.
+    let all = ResolveOptions { all_runs: true };
+    let inputs = resolve_with(&[dir.display().to_string()], &[], &all).unwrap().inputs;
+    assert_eq!(inputs.iter().map(|i| i.rank).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+    inputs
+}
+
 #[test]
-fn the_same_bytes_for_one_or_two_workers() {
+fn the_same_bytes_for_any_number_of_workers() {
     let dir = tempfile::tempdir().unwrap();
     let traces = dir.path().join("traces");
     std::fs::create_dir(&traces).unwrap();
-    // Ranks large enough (about 8 MB of JSON each) that a second worker
-    // fills its queue and spills while the writer is on the first rank.
-    let inputs = job(&traces, 3, 400);
+    let inputs = uneven(&traces);
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
     for name in ["m.json", "m.pftrace"] {
-        let (_, one) = merged_report(&inputs, &dir.path().join(format!("1-{name}")), 1);
-        let (r2, two) = merged_report(&inputs, &dir.path().join(format!("2-{name}")), 2);
-        assert!(one.len() > 1_000_000, "{name}: {} bytes", one.len());
-        assert!(one == two, "{name} differs between --jobs 1 and --jobs 2");
-        if name == "m.json" {
-            assert!(r2.spilled_bytes > 0, "no rank spilled: the test does not cover spilling");
+        let (r1, one) = merged_report(&inputs, &out.join(format!("1-{name}")), 1);
+        assert!(one.len() > 5_000_000, "{name}: {} bytes", one.len());
+        for jobs in [2, 3, 8] {
+            let (r, other) = merged_report(&inputs, &out.join(format!("{jobs}-{name}")), jobs);
+            assert!(one == other, "{name} differs between --jobs 1 and --jobs {jobs}");
+            assert_eq!(r.events, r1.events);
+            assert_eq!(r.warnings, r1.warnings);
         }
+        assert_eq!(r1.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), [0, 1, 2, 3, 4]);
+        assert_eq!(r1.ranks[2].events, 0);
     }
-    let left: Vec<_> = std::fs::read_dir(dir.path())
+    // Nothing but the outputs was written beside them.
+    let mut left: Vec<_> = std::fs::read_dir(&out)
         .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".part"))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert!(left.is_empty(), "spill files left behind: {left:?}");
+    left.sort();
+    assert_eq!(left.len(), 8, "{left:?}");
     let s1 = summarize(&inputs, &SummaryOptions { jobs: 1, ..Default::default() }).unwrap();
     let s2 = summarize(&inputs, &SummaryOptions { jobs: 2, ..Default::default() }).unwrap();
     assert_eq!(s1.to_json(), s2.to_json());
-    assert_eq!(s1.straggler.map(|s| s.rank), Some(1));
+}
+
+/// The ranks are interleaved in chunks (so two workers never wait for each
+/// other's rank), each rank's events keep their order, and the JSON and
+/// `.pftrace` of an interleaved merge hold the same slices.
+#[test]
+fn ranks_interleave_in_chunks_and_keep_their_own_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("traces");
+    std::fs::create_dir(&traces).unwrap();
+    let inputs = job(&traces, 3, 400);
+    let json = merged(&inputs, &dir.path().join("m.json"), 2);
+    let doc: serde_json::Value = serde_json::from_slice(&json).unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    // The rank of each event (pid = rank * 1000 + k), in output order.
+    let ranks: Vec<i64> = events.iter().map(|e| e["pid"].as_i64().unwrap() / 1000).collect();
+    let switches = ranks.windows(2).filter(|w| w[0] != w[1]).count();
+    assert!(switches > 6, "{switches} changes of rank: not interleaved");
+    let first_of_2 = ranks.iter().position(|&r| r == 2).unwrap();
+    let last_of_0 = ranks.iter().rposition(|&r| r == 0).unwrap();
+    assert!(first_of_2 < last_of_0, "rank 2 starts after rank 0 ended");
+    // Each rank's events in the order of its input (the generator writes
+    // its step spans in time order).
+    for rank in 0..3 {
+        let steps: Vec<f64> = events
+            .iter()
+            .filter(|e| {
+                e["pid"].as_i64().unwrap() / 1000 == rank
+                    && e["name"].as_str().is_some_and(|n| n.starts_with("ProfilerStep#"))
+            })
+            .map(|e| e["ts"].as_f64().unwrap())
+            .collect();
+        assert_eq!(steps.len(), 400, "rank {rank}");
+        assert!(steps.windows(2).all(|w| w[0] < w[1]), "rank {rank}'s steps out of order");
+    }
+    let pf = merged(&inputs, &dir.path().join("m.pftrace"), 2);
+    let (mut js, jnames) = json_slices(&json);
+    let (mut ps, pnames) = pftrace_slices(&pf);
+    for v in js.values_mut().chain(ps.values_mut()) {
+        v.sort();
+    }
+    assert_eq!(pnames, jnames);
+    assert_eq!(ps, js);
+}
+
+/// More ranks than one group: the groups follow each other, and the bytes
+/// stay the same for any number of workers.
+#[test]
+fn many_ranks_span_several_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("traces");
+    std::fs::create_dir(&traces).unwrap();
+    let n = ranktune_trace_analyze::MERGE_GROUP as u32 + 5;
+    let inputs = job(&traces, n, 2);
+    for name in ["m.json", "m.pftrace"] {
+        let one = merged(&inputs, &dir.path().join(format!("1-{name}")), 1);
+        let three = merged(&inputs, &dir.path().join(format!("3-{name}")), 3);
+        assert!(one == three, "{name} differs between --jobs 1 and --jobs 3");
+    }
+    let doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("1-m.json")).unwrap()).unwrap();
+    let ranks: Vec<i64> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["pid"].as_i64().unwrap() / 1000)
+        .collect();
+    // Small ranks are one chunk each: in rank order, the last group after
+    // the first.
+    let mut seen = ranks.clone();
+    seen.dedup();
+    assert_eq!(seen, (0..i64::from(n)).collect::<Vec<_>>());
+    assert_eq!(doc["ranktuneMerge"]["ranks"].as_array().unwrap().len(), n as usize);
 }
 
 /// Slices that cannot nest (out of order beyond the window, or overlapping

@@ -37,8 +37,9 @@ pub struct InputArgs {
     /// used and the files of other runs are named in a warning.
     #[arg(long)]
     all_runs: bool,
-    /// Files read at once (one per worker thread); default: the cores. The
-    /// output is the same for any number.
+    /// Threads (default: the cores). 1 does everything on one thread; N ≥ 2
+    /// reads N files at once, one per worker thread (merge: while the main
+    /// thread writes). The output is the same for any number.
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     jobs: Option<u32>,
 }

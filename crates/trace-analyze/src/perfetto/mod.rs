@@ -2,7 +2,9 @@
 //! one rank's Chrome events into a stream of `TracePacket`s.
 //!
 //! Layout of the output: each rank is one packet sequence (its own
-//! `trusted_packet_sequence_id`, so interned strings never mix ranks); each
+//! `trusted_packet_sequence_id`, so interned strings never mix ranks, and
+//! the merge may interleave chunks of different ranks as long as each
+//! rank's chunks keep their order: see [`RankEncoder`]); each
 //! of its processes is a process track (the merged pid and the name the JSON
 //! merge gives it), each thread a thread track under it (a synthetic tid
 //! unique in the whole trace, `pid * 1000 + n`; its name says the original
@@ -140,14 +142,12 @@ struct Thread {
 }
 
 /// Per-rank conversion state.
-struct Conv<'a> {
+struct Conv {
     rank: u32,
     seq: u32,
     shift: i128,
     stride: u64,
     out: Vec<u8>,
-    send: &'a mut dyn FnMut(Vec<u8>) -> bool,
-    stopped: bool,
     first: bool,
     interned: InternedData,
     names: HashMap<Vec<u8>, u64>,
@@ -167,106 +167,145 @@ struct Conv<'a> {
     flags: Flags,
 }
 
+/// A chunk ends after the event that brings it to at least this many bytes.
 const FLUSH_AT: usize = 1 << 20;
 
-/// Converts one rank: reads `input`, shifts its times by `shift` (fixed
-/// point, onto the merged timeline) and hands packets to `send` in chunks
-/// of about 1 MiB (`send` returns false when the writer has gone).
-pub fn encode_rank(
-    input: &RankedInput,
-    shift: i128,
-    stride: u64,
-    send: &mut dyn FnMut(Vec<u8>) -> bool,
-) -> Result<RankOut, AnalyzeError> {
-    let mut reader = TraceReader::open(&input.path)?;
-    let mut c = Conv {
-        rank: input.rank,
-        seq: input.rank.saturating_add(1),
-        shift,
-        stride,
-        out: Vec::with_capacity(FLUSH_AT + (64 << 10)),
-        send,
-        stopped: false,
-        first: true,
-        interned: InternedData::default(),
-        names: HashMap::new(),
-        cats: HashMap::new(),
-        keys: HashMap::new(),
-        procs: Vec::new(),
-        threads: Vec::new(),
-        thread_ix: HashMap::new(),
-        extra: HashMap::new(),
-        seqno: 0,
-        events: 0,
-        late: 0,
-        overlapping: 0,
-        before_zero: 0,
-        unmatched_ends: 0,
-        dropped: HashMap::new(),
-        flags: Flags::default(),
-    };
-    let mut last_proc = usize::MAX;
-    while let Some(ev) = reader.next_event()? {
-        let pid_raw = ev.pid_raw();
-        let pi = if last_proc < c.procs.len() && c.procs[last_proc].raw == pid_raw {
-            last_proc
-        } else {
-            match c.procs.iter().position(|p| p.raw == pid_raw) {
-                Some(p) => p,
-                None => c.add_process(pid_raw),
-            }
-        };
-        last_proc = pi;
-        c.event(pi, &ev);
-        if c.stopped {
-            break;
-        }
-    }
-    for t in 0..c.threads.len() {
-        c.drain_thread(t, 0);
-    }
-    c.flush();
-    let mut warnings = reader.warnings();
-    let file = input.path.display();
-    let mut note = |n: u64, what: &str| {
-        if n > 0 {
-            warnings.push(format!("{file}: {n} {what}"));
-        }
-    };
-    note(
-        c.late,
-        "slices arrived too far out of start order to nest; they are on the thread's \"overlapping\" track in the .pftrace",
-    );
-    note(
-        c.overlapping,
-        "slices overlap their parent without nesting; they are on the thread's \"overlapping\" track in the .pftrace",
-    );
-    note(
-        c.before_zero,
-        "events start before the merged trace's base time and were left out of the .pftrace",
-    );
-    note(c.unmatched_ends, "\"E\" events without a matching \"B\" were left out of the .pftrace");
-    let mut dropped: Vec<_> = c.dropped.iter().collect();
-    dropped.sort();
-    for (ph, n) in dropped {
-        warnings.push(format!(
-            "{file}: {n} events of phase {:?} are not written to the .pftrace (the .json merge keeps them)",
-            char::from(*ph)
-        ));
-    }
-    Ok(RankOut {
-        events: c.events,
-        pids: c
-            .procs
-            .iter()
-            .map(|p| (String::from_utf8_lossy(&p.raw).into_owned(), p.pid))
-            .collect(),
-        bytes: reader.stats().bytes,
-        warnings,
-    })
+/// One rank's conversion, pulled a chunk at a time: [`RankEncoder::open`],
+/// then [`RankEncoder::next_chunk`] until it returns false, then
+/// [`RankEncoder::finish`]. The chunk boundaries depend only on this rank's
+/// own events, and every chunk holds whole packets of this rank's one
+/// sequence, so chunks of different ranks may be interleaved in the output.
+pub struct RankEncoder {
+    reader: TraceReader,
+    c: Conv,
+    last_proc: usize,
+    ended: bool,
+    path: std::path::PathBuf,
 }
 
-impl Conv<'_> {
+impl RankEncoder {
+    /// Opens `input` (reading with a `read_buf`-byte window), shifting its
+    /// times by `shift` (fixed point, onto the merged timeline).
+    pub fn open(
+        input: &RankedInput,
+        shift: i128,
+        stride: u64,
+        read_buf: usize,
+    ) -> Result<Self, AnalyzeError> {
+        let reader = TraceReader::open_with_buffer(&input.path, read_buf)?;
+        let c = Conv {
+            rank: input.rank,
+            seq: input.rank.saturating_add(1),
+            shift,
+            stride,
+            out: Vec::new(),
+            first: true,
+            interned: InternedData::default(),
+            names: HashMap::new(),
+            cats: HashMap::new(),
+            keys: HashMap::new(),
+            procs: Vec::new(),
+            threads: Vec::new(),
+            thread_ix: HashMap::new(),
+            extra: HashMap::new(),
+            seqno: 0,
+            events: 0,
+            late: 0,
+            overlapping: 0,
+            before_zero: 0,
+            unmatched_ends: 0,
+            dropped: HashMap::new(),
+            flags: Flags::default(),
+        };
+        Ok(RankEncoder { reader, c, last_proc: usize::MAX, ended: false, path: input.path.clone() })
+    }
+
+    /// Appends the rank's next chunk of packets to `out` (about 1 MiB: it
+    /// ends after the event that reaches [`FLUSH_AT`]); returns false once
+    /// the rank has ended (then `out` holds its last packets, maybe none).
+    pub fn next_chunk(&mut self, out: &mut Vec<u8>) -> Result<bool, AnalyzeError> {
+        if self.ended {
+            return Ok(false);
+        }
+        std::mem::swap(&mut self.c.out, out);
+        let r = self.fill();
+        std::mem::swap(&mut self.c.out, out);
+        r
+    }
+
+    fn fill(&mut self) -> Result<bool, AnalyzeError> {
+        let c = &mut self.c;
+        while c.out.len() < FLUSH_AT {
+            let Some(ev) = self.reader.next_event()? else {
+                for t in 0..c.threads.len() {
+                    c.drain_thread(t, 0);
+                }
+                self.ended = true;
+                return Ok(false);
+            };
+            let pid_raw = ev.pid_raw();
+            let pi = if self.last_proc < c.procs.len() && c.procs[self.last_proc].raw == pid_raw {
+                self.last_proc
+            } else {
+                match c.procs.iter().position(|p| p.raw == pid_raw) {
+                    Some(p) => p,
+                    None => c.add_process(pid_raw),
+                }
+            };
+            self.last_proc = pi;
+            c.event(pi, &ev);
+        }
+        Ok(true)
+    }
+
+    /// What the rank contributed (call after the last chunk).
+    pub fn finish(self) -> RankOut {
+        let (c, reader) = (self.c, self.reader);
+        let mut warnings = reader.warnings();
+        let file = self.path.display();
+        let mut note = |n: u64, what: &str| {
+            if n > 0 {
+                warnings.push(format!("{file}: {n} {what}"));
+            }
+        };
+        note(
+            c.late,
+            "slices arrived too far out of start order to nest; they are on the thread's \"overlapping\" track in the .pftrace",
+        );
+        note(
+            c.overlapping,
+            "slices overlap their parent without nesting; they are on the thread's \"overlapping\" track in the .pftrace",
+        );
+        note(
+            c.before_zero,
+            "events start before the merged trace's base time and were left out of the .pftrace",
+        );
+        note(
+            c.unmatched_ends,
+            "\"E\" events without a matching \"B\" were left out of the .pftrace",
+        );
+        let mut dropped: Vec<_> = c.dropped.iter().collect();
+        dropped.sort();
+        for (ph, n) in dropped {
+            warnings.push(format!(
+                "{file}: {n} events of phase {:?} are not written to the .pftrace (the .json merge keeps them)",
+                char::from(*ph)
+            ));
+        }
+        RankOut {
+            events: c.events,
+            pids: c
+                .procs
+                .iter()
+                .map(|p| (String::from_utf8_lossy(&p.raw).into_owned(), p.pid))
+                .collect(),
+            bytes: reader.stats().bytes,
+            warnings,
+        }
+    }
+}
+
+impl Conv {
     fn add_process(&mut self, raw: &[u8]) -> usize {
         let k = self.procs.len() as u64;
         let pid = naming::merged_pid(self.rank, k, self.stride);
@@ -779,9 +818,6 @@ impl Conv<'_> {
     /// Appends one packet (framed as `Trace.packet`, field 1) to the output,
     /// with any strings interned since the last packet.
     fn packet(&mut self, ts: Option<u64>, ev: Option<TrackEvent>, desc: Option<TrackDescriptor>) {
-        if self.stopped {
-            return;
-        }
         let interned = (!self.interned.event_names.is_empty()
             || !self.interned.event_categories.is_empty()
             || !self.interned.debug_annotation_names.is_empty())
@@ -803,19 +839,6 @@ impl Conv<'_> {
         self.out.push(0x0A);
         // Encoding into a Vec cannot run out of room.
         let _ = pkt.encode_length_delimited(&mut self.out);
-        if self.out.len() >= FLUSH_AT {
-            self.flush();
-        }
-    }
-
-    fn flush(&mut self) {
-        if self.out.is_empty() || self.stopped {
-            return;
-        }
-        let full = std::mem::replace(&mut self.out, Vec::with_capacity(FLUSH_AT + (64 << 10)));
-        if !(self.send)(full) {
-            self.stopped = true;
-        }
     }
 }
 
