@@ -669,3 +669,32 @@ fn a_streamed_superseding_save_matches_the_memory_store() {
     };
     assert_eq!(list(&file), list(&mem));
 }
+
+/// A section rebuilt as it is written resolves a key it holds twice by the
+/// rule every rewrite follows (newest wins) and says so, naming the key.
+#[test]
+fn a_rebuilt_section_warns_about_a_key_it_held_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.json");
+    let store = FileStore::new(&path);
+    let rank0 = [(key("gemm", 1), entry(1, 5.0, "e")), (key("gemm", 2), entry(2, 5.0, "e"))];
+    store.save(&update(Section::Rank(0), &rank0)).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let twice = text.replacen("\"bucket\":[[2,64]]", "\"bucket\":[[1,64]]", 1);
+    let twice = twice.replacen(
+        "\"bucket\":[[1,64]],\"runner_index\":0,\"tactic\":2",
+        "\"bucket\":[[3,64]],\"runner_index\":0,\"tactic\":2",
+        0,
+    );
+    assert_ne!(twice, text);
+    std::fs::write(&path, &twice).unwrap();
+    // rank 0 now holds gemm 1 twice (tactics 1 and 2); a shared gemm 1
+    // supersedes both, and the section is rebuilt.
+    let mut newer = entry(9, 1.0, "e");
+    newer.created_unix += 10;
+    let report =
+        store.save_superseding(&update(Section::Shared, &[(key("gemm", 1), newer)])).unwrap();
+    assert!(report.warnings.iter().any(|w| w.contains("duplicate entry rank_0")), "{report:?}");
+    let d = FileStore::new(&path).inspect().unwrap().data;
+    assert_eq!(d.len(), 1, "only the shared entry is left");
+}

@@ -87,17 +87,24 @@ impl FileStore {
         }
     }
 
-    /// One section of the scanned main file, alone: its entries by key and
-    /// those kept verbatim; `None` when it does not parse.
+    /// One section of the scanned main file, alone: its entries by key,
+    /// those kept verbatim, and the warnings about its entries (keys it
+    /// holds twice; the document's own warnings come with the main read);
+    /// `None` when it does not parse.
     fn read_section(
         &self,
         s: &Scanned,
         section: Section,
-    ) -> Result<Option<SectionEntries<EntryText>>, CacheError> {
+    ) -> Result<Option<(SectionEntries<EntryText>, Vec<String>)>, CacheError> {
+        let about = format!("duplicate entry {} ", section.name());
         Ok(self.read_scanned::<EntryText>(s, &|x| x == section)?.map(|mut one| {
+            let warnings = one.warnings.into_iter().filter(|w| w.starts_with(&about)).collect();
             (
-                one.data.sections.remove(&section).unwrap_or_default(),
-                one.data.extras.unkeyed.remove(&section).unwrap_or_default(),
+                (
+                    one.data.sections.remove(&section).unwrap_or_default(),
+                    one.data.extras.unkeyed.remove(&section).unwrap_or_default(),
+                ),
+                warnings,
             )
         }))
     }
@@ -163,7 +170,7 @@ impl FileStore {
             touched.extend(e.builds.iter().copied());
             // One section in memory at a time: read it, ask, drop it.
             for c in copies(&scanned.index, &touched) {
-                let Some((mut one, _)) = self.read_section(&scanned, c.section)? else {
+                let Some(((mut one, _), _)) = self.read_section(&scanned, c.section)? else {
                     return Ok(None);
                 };
                 if (e.remove)(c.section, &mut one) > 0 {
@@ -196,6 +203,7 @@ impl FileStore {
         changed |= edited > 0 || !lazy.is_empty();
         doc.drop_empty_sections();
         let mut lazy_kept = 0usize;
+        let mut lazy_warnings = Vec::new();
         if changed {
             super::stamp(&mut doc.metadata);
             let file = &scanned.opened.file;
@@ -208,7 +216,7 @@ impl FileStore {
                     sink,
                     &mut |a, b, out| read::copy_range(file, a, b, out),
                     &mut |section| {
-                        let (mut one, verbatim) = self
+                        let ((mut one, verbatim), warnings) = self
                             .read_section(&scanned, section)
                             .map_err(std::io::Error::other)?
                             .ok_or_else(|| {
@@ -221,11 +229,13 @@ impl FileStore {
                             removed.set(removed.get() + remove(section, &mut one));
                         }
                         lazy_kept += one.len() + verbatim.len();
+                        lazy_warnings.extend(warnings);
                         Ok((one, verbatim))
                     },
                 )
             })?;
         }
+        all.extend(lazy_warnings.into_iter().map(|w| self.named(w)));
         if locked {
             super::mark_folded(&folded, &spool_dir)?;
         }
