@@ -43,6 +43,9 @@ pub(super) struct Probed<'e, 'f> {
     pub removed: &'e std::cell::Cell<usize>,
 }
 
+/// One section read alone: its entries, and the warnings about them.
+type SectionRead = (SectionEntries<EntryText>, Vec<String>);
+
 /// The scanned main file.
 struct Scanned {
     opened: read::Opened,
@@ -95,7 +98,7 @@ impl FileStore {
         &self,
         s: &Scanned,
         section: Section,
-    ) -> Result<Option<(SectionEntries<EntryText>, Vec<String>)>, CacheError> {
+    ) -> Result<Option<SectionRead>, CacheError> {
         let about = format!("duplicate entry {} ", section.name());
         Ok(self.read_scanned::<EntryText>(s, &|x| x == section)?.map(|mut one| {
             let warnings = one.warnings.into_iter().filter(|w| w.starts_with(&about)).collect();
