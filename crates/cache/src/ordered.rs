@@ -44,9 +44,12 @@ impl OValue {
         }
     }
 
-    /// The member `name` of an object.
+    /// The member `name` of an object; of an object that holds it more
+    /// than once, the last, as Python's `json.load` and
+    /// [`to_value`](Self::to_value) read it (so a check made on this value
+    /// holds for the value an export writes and a tool reads back).
     pub fn get(&self, name: &str) -> Option<&OValue> {
-        self.members()?.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+        self.members()?.iter().rev().find(|(k, _)| k == name).map(|(_, v)| v)
     }
 
     /// This value as a [`serde_json::Value`] (members sorted, numbers

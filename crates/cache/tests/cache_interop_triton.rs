@@ -322,3 +322,28 @@ fn odd_recorded_paths_keep_the_bytes() {
         assert!(e.files[0].1.as_bytes() == &text[..], "{path}: {:?}", e.warnings);
     }
 }
+
+/// A config that holds a member twice is judged by the last one, the one
+/// Python's `json.load` (and so Triton) reads and an export writes: here
+/// `"kwargs"` is an object, then `1`, so the config is not one Triton can
+/// use (found by fuzzing: it was checked by its first `kwargs` and stored
+/// with its last, so an export written from the cache did not import).
+#[test]
+fn a_member_given_twice_counts_as_its_last() {
+    let text = br#"{"key": ["8192", "torch.float16"], "configs_timings": [[{"kwargs": {"BLOCK_SIZE": 1024}, "num_warps": 4, "kwargs": 1}, 0.05858833084]]}"#;
+    let err = import_file("k.autotune.json", text).unwrap_err().to_string();
+    assert!(err.contains("did not parse"), "{err}");
+    // The other way round it is a config, with the object as its kwargs.
+    let text = br#"{"key": ["8192", "torch.float16"], "configs_timings": [[{"kwargs": 1, "num_warps": 4, "kwargs": {"BLOCK_SIZE": 1024}}, 0.05858833084]]}"#;
+    let imported = import_file("k.autotune.json", text).unwrap();
+    let bare: CacheData = {
+        let mut d = CacheData::default();
+        for (s, k, e) in imported.data.iter() {
+            d.insert(s, k.clone(), e.clone());
+        }
+        d
+    };
+    for (p, t) in export(&bare).files {
+        assert!(import_file(&p, t.as_bytes()).is_ok(), "{p}\n{t}");
+    }
+}
