@@ -53,11 +53,21 @@ impl OValue {
     }
 
     /// This value as a [`serde_json::Value`] (members sorted, numbers
-    /// parsed): for code that reads values rather than layout.
+    /// parsed): for code that reads values rather than layout. A value JSON
+    /// cannot carry (Python's `NaN`, `Infinity`, a number out of range)
+    /// becomes `null`; see [`try_to_value`](Self::try_to_value).
     pub fn to_value(&self) -> serde_json::Value {
+        self.try_to_value().unwrap_or(serde_json::Value::Null)
+    }
+
+    /// This value as a [`serde_json::Value`], or `None` when it holds
+    /// something JSON cannot carry (Python's `NaN`, `Infinity`, a number out
+    /// of range): for values that must survive as they are, such as a
+    /// tactic.
+    pub fn try_to_value(&self) -> Option<serde_json::Value> {
         let mut text = String::new();
         write_compact(self, &mut text);
-        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+        serde_json::from_str(&text).ok()
     }
 
     /// The value built from a [`serde_json::Value`] (members in that

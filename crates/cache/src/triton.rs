@@ -369,6 +369,9 @@ fn candidate(pair: &OValue) -> Result<(Candidate, Option<Vec<f64>>), String> {
     if config.get("kwargs").is_none_or(|k| k.members().is_none()) {
         return Err("the config is not an object with a \"kwargs\" object".into());
     }
+    let tactic = config.try_to_value().ok_or(
+        "the config holds a value JSON cannot carry (NaN, Infinity or a number out of range)",
+    )?;
     let values: Vec<&OValue> = match timing {
         OValue::Array(items) if !items.is_empty() => items.iter().collect(),
         OValue::Scalar(_) => vec![timing],
@@ -380,13 +383,8 @@ fn candidate(pair: &OValue) -> Result<(Candidate, Option<Vec<f64>>), String> {
         .collect::<Option<Vec<f64>>>()
         .ok_or("the timing is not a number or a list of numbers")?;
     let shown = || ordered::write(timing, Layout { indent: None, final_newline: false });
-    let mut c = Candidate {
-        runner: RUNNER.into(),
-        runner_index: 0,
-        tactic: config.to_value(),
-        stats: None,
-        error: None,
-    };
+    let mut c =
+        Candidate { runner: RUNNER.into(), runner_index: 0, tactic, stats: None, error: None };
     if ms.iter().any(|t| !t.is_finite()) {
         c.error = Some(format!(
             "no time ({}): the config failed to compile or ran out of resources",

@@ -175,10 +175,13 @@ pub fn import_file(name: &str, bytes: &[u8]) -> Result<Imported, MoeError> {
         order.push(OValue::string(member));
         let batch =
             member.parse::<u64>().ok().filter(|_| member.bytes().all(|b| b.is_ascii_digit()));
-        let config =
-            value.members().filter(|m| m.iter().all(|(_, v)| matches!(v, OValue::Scalar(_))));
+        // A config holds scalars JSON can carry (not Python's NaN).
+        let config = value
+            .members()
+            .filter(|m| m.iter().all(|(_, v)| matches!(v, OValue::Scalar(_))))
+            .and_then(|m| Some((m, value.try_to_value()?)));
         match (batch, config) {
-            (Some(m), Some(config)) => {
+            (Some(m), Some((config, tactic))) => {
                 let key = EntryKey {
                     op: OP.into(),
                     runner: RUNNER.into(),
@@ -187,7 +190,7 @@ pub fn import_file(name: &str, bytes: &[u8]) -> Result<Imported, MoeError> {
                 };
                 let entry = Entry {
                     runner_index: 0,
-                    tactic: value.to_value(),
+                    tactic,
                     time_us: 0.0,
                     candidates: Vec::new(),
                     checksum: CHECKSUM.into(),

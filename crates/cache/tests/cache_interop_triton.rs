@@ -347,3 +347,28 @@ fn a_member_given_twice_counts_as_its_last() {
         assert!(import_file(&p, t.as_bytes()).is_ok(), "{p}\n{t}");
     }
 }
+
+/// A config holding something JSON cannot carry (Python's `NaN` in its
+/// kwargs) is named and skipped, never stored as `null` (found by fuzzing:
+/// an export written from the cache then held a `null` config that did not
+/// import).
+#[test]
+fn a_config_json_cannot_carry_is_skipped() {
+    let text = br#"{"key": ["8192", "torch.float16"], "configs_timings": [[{"kwargs": {"BLOCK_SIZE": NaN}, "num_warps": 4}, 0.5], [{"kwargs": {"BLOCK_SIZE": 1024}, "num_warps": 4}, 0.75]]}"#;
+    let imported = import_file("k.autotune.json", text).unwrap();
+    assert!(
+        imported.warnings.iter().any(|w| w.contains("JSON cannot carry")),
+        "{:?}",
+        imported.warnings
+    );
+    let (_, _, e) = imported.data.iter().next().unwrap();
+    assert_eq!(e.tactic["kwargs"]["BLOCK_SIZE"], 1024, "the config that parsed is the choice");
+    let mut bare = CacheData::default();
+    for (s, k, e) in imported.data.iter() {
+        bare.insert(s, k.clone(), e.clone());
+    }
+    for (p, t) in export(&bare).files {
+        assert!(import_file(&p, t.as_bytes()).is_ok(), "{p}\n{t}");
+        assert!(!t.contains("null, "), "no config written as null: {t}");
+    }
+}
