@@ -296,7 +296,7 @@ class Tuned:
                 f"ranktune: no tuned choice for {self.op} bucket {list(b)}; running the first "
                 f"candidate ({self._cands[0][0]}). Run once inside `with ranktune.tuning():` to tune it",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=4,  # the caller of the tuned function
             )
         return self._cands[0][3](*args, **kwargs)
 

@@ -190,3 +190,13 @@ def test_fixed_parameters_get_their_own_entry_and_every_call_form_works(tmp_path
         assert h(4, scale=3) == 12
     assert h(4, scale=3) == 12
     assert h(4) == 4
+
+
+def test_the_miss_warning_points_at_the_callers_line(tmp_path):
+    f = ranktune.autotune("where", {"a": lambda n: n}, key=lambda n: n, cache=ranktune.Cache(tmp_path / "t.json"))
+    g = ranktune.autotune("where2", {"a": lambda n, **kw: n}, key=lambda n, **kw: n,
+                          cache=ranktune.Cache(tmp_path / "t.json"))
+    for fn in (f, g):  # the generated entry and the general one
+        with pytest.warns(RuntimeWarning, match="no tuned choice") as rec:
+            fn(3)
+        assert rec[0].filename == __file__, rec[0].filename
