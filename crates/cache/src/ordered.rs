@@ -300,6 +300,39 @@ pub fn python_str(s: &str) -> String {
     out
 }
 
+/// Python's `json.dumps` writes non-finite floats as the bare tokens
+/// `NaN`, `Infinity` and `-Infinity`, which JSON does not have. This
+/// replaces each of them outside strings by `with(token)`; `None` when the
+/// text holds none. (The one scanner of those tokens for every importer of
+/// Python-written JSON.)
+pub(crate) fn replace_bare_non_finite(text: &str, with: &dyn Fn(&str) -> String) -> Option<String> {
+    const TOKENS: [&str; 3] = ["-Infinity", "Infinity", "NaN"];
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped, mut changed) = (false, false, false);
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if let Some(t) = TOKENS.iter().find(|t| rest.starts_with(**t)) {
+            out.push_str(&with(t));
+            rest = &rest[t.len()..];
+            changed = true;
+            continue;
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    changed.then_some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -192,37 +192,8 @@ fn identity() -> Identity {
 /// with each of them (outside strings) as a scalar of that text.
 fn parse_python_json(text: &str) -> Result<OValue, String> {
     const TOKENS: [&str; 3] = ["-Infinity", "Infinity", "NaN"];
-    const MARK: &str = "\\u0000";
-    let mut fixed = String::with_capacity(text.len());
-    let (mut in_string, mut escaped, mut changed) = (false, false, false);
-    let mut rest = text;
-    while let Some(c) = rest.chars().next() {
-        if !in_string {
-            if let Some(t) = TOKENS.iter().find(|t| rest.starts_with(**t)) {
-                fixed.push('"');
-                fixed.push_str(MARK);
-                fixed.push_str(t);
-                fixed.push('"');
-                rest = &rest[t.len()..];
-                changed = true;
-                continue;
-            }
-        }
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if c == '"' {
-            in_string = true;
-        }
-        fixed.push(c);
-        rest = &rest[c.len_utf8()..];
-    }
-    let v = ordered::parse(if changed { &fixed } else { text }).map_err(|e| e.to_string())?;
+    let fixed = ordered::replace_bare_non_finite(text, &|t| format!("\"\\u0000{t}\""));
+    let v = ordered::parse(fixed.as_deref().unwrap_or(text)).map_err(|e| e.to_string())?;
     fn unmark(v: OValue) -> OValue {
         match v {
             OValue::Scalar(t) => {
@@ -237,7 +208,7 @@ fn parse_python_json(text: &str) -> Result<OValue, String> {
             }
         }
     }
-    Ok(if changed { unmark(v) } else { v })
+    Ok(if fixed.is_some() { unmark(v) } else { v })
 }
 
 /// A number scalar's value (Python's non-finite tokens included).

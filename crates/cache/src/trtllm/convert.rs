@@ -95,35 +95,7 @@ pub fn parse_document(bytes: &[u8]) -> Result<Value, ConvertError> {
 /// Replaces the bare tokens `NaN`, `Infinity`, `-Infinity` outside strings
 /// by `null`; `None` when there are none.
 fn replace_non_finite(text: &str) -> Option<String> {
-    let mut out = String::with_capacity(text.len());
-    let mut changed = false;
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut rest = text;
-    while let Some(c) = rest.chars().next() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if c == '"' {
-            in_string = true;
-        } else {
-            let token = ["-Infinity", "Infinity", "NaN"].into_iter().find(|t| rest.starts_with(t));
-            if let Some(t) = token {
-                out.push_str("null");
-                rest = &rest[t.len()..];
-                changed = true;
-                continue;
-            }
-        }
-        out.push(c);
-        rest = &rest[c.len_utf8()..];
-    }
-    changed.then_some(out)
+    crate::ordered::replace_bare_non_finite(text, &|_| "null".into())
 }
 
 /// True when a JSON document has the reference's shape: no ranktune
