@@ -99,52 +99,43 @@ pub struct Export {
     pub warnings: Vec<String>,
 }
 
+/// What a converter produces: files (for a one-file format, one whose path
+/// is empty) and what it wrote and left out. The vLLM-MoE and Triton
+/// converters return it as it is.
+#[derive(Clone, Debug, Default)]
+pub struct Converted {
+    /// (path relative to the output folder, content), sorted by path.
+    pub files: Vec<(String, String)>,
+    /// One line per entry left out.
+    pub warnings: Vec<String>,
+    /// Entries written.
+    pub written: usize,
+    /// Entries left out.
+    pub skipped: usize,
+}
+
 /// Converts `data` to `format` (each format's own converter, which keeps
 /// an imported file's exact text where the entries are unchanged).
 pub fn export(data: &CacheData, format: ExportFormat) -> Export {
-    let one = |text: String| vec![(String::new(), text)];
-    match format {
+    let one = |text: String, written, skipped, warnings| Converted {
+        files: vec![(String::new(), text)],
+        warnings,
+        written,
+        skipped,
+    };
+    let Converted { files, warnings, written, skipped } = match format {
         ExportFormat::Trtllm => {
             let e = trtllm::export(data);
-            Export {
-                format,
-                files: one(e.text),
-                written: e.written,
-                skipped: e.skipped,
-                warnings: e.warnings,
-            }
+            one(e.text, e.written, e.skipped, e.warnings)
         }
         ExportFormat::Flashinfer => {
             let e = flashinfer::export(data);
-            Export {
-                format,
-                files: one(e.text),
-                written: e.written,
-                skipped: e.skipped,
-                warnings: e.warnings,
-            }
+            one(e.text, e.written, e.skipped, e.warnings)
         }
-        ExportFormat::VllmMoe => {
-            let e = vllm_moe::export(data);
-            Export {
-                format,
-                files: e.files,
-                written: e.written,
-                skipped: e.skipped,
-                warnings: e.warnings,
-            }
-        }
-        ExportFormat::Triton => {
-            let e = triton::export(data);
-            Export {
-                format,
-                files: e.files,
-                written: e.written,
-                skipped: e.skipped,
-                warnings: e.warnings,
-            }
-        }
-    }
+        ExportFormat::VllmMoe => vllm_moe::export(data),
+        ExportFormat::Triton => triton::export(data),
+    };
+    Export { format, files, written, skipped, warnings }
 }
 
 /// Why an export was not written. The front end adds how to replace

@@ -404,18 +404,9 @@ fn safe_path(path: &str) -> bool {
             .all(|p| !p.is_empty() && p != "." && p != ".." && !p.contains(['\\', '\0']))
 }
 
-/// A cache's Triton entries as autotune files.
-#[derive(Clone, Debug, Default)]
-pub struct Exported {
-    /// (path relative to the output folder, content), sorted by path.
-    pub files: Vec<(String, String)>,
-    /// One line per entry left out.
-    pub warnings: Vec<String>,
-    /// Entries written.
-    pub written: usize,
-    /// Entries left out.
-    pub skipped: usize,
-}
+/// A cache's Triton entries as autotune files: (path relative to the
+/// output folder, content), sorted by path.
+pub type Exported = crate::export::Converted;
 
 /// Writes every Triton entry of `data` (runner [`RUNNER`], checksum
 /// [`CHECKSUM`]) as an autotune file. An entry imported from a file, and

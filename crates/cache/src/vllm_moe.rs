@@ -279,18 +279,10 @@ fn read_origin(data: &CacheData, file_name: &str) -> Origin {
 const KEY_ORDER: &[&str] =
     &["BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages"];
 
-/// A cache's fused-MoE entries as config files.
-#[derive(Clone, Debug, Default)]
-pub struct Exported {
-    /// (file name, content), sorted by name.
-    pub files: Vec<(String, String)>,
-    /// One line per entry left out.
-    pub warnings: Vec<String>,
-    /// Entries written.
-    pub written: usize,
-    /// Entries left out (not fused-MoE configs, or two sections disagree).
-    pub skipped: usize,
-}
+/// A cache's fused-MoE entries as config files: (file name, content),
+/// sorted by name; entries left out are those that are not fused-MoE
+/// configs, or that two sections disagree on.
+pub type Exported = crate::export::Converted;
 
 /// Writes every fused-MoE entry of `data` (op [`OP`], runner [`RUNNER`])
 /// into one file per expert count, N, device, dtype and block shape,
