@@ -167,6 +167,21 @@ pub enum ExportError {
     Cache(#[from] CacheError),
 }
 
+impl ExportError {
+    /// The message with the way to replace existing files added where that
+    /// is the problem: `how` is the front end's switch (`--force`,
+    /// `force=True`).
+    pub fn with_force_hint(&self, how: &str) -> String {
+        match self {
+            ExportError::Exists(paths) => format!(
+                "{self}; pass {how} to replace {}",
+                if paths.len() == 1 { "it" } else { "them" }
+            ),
+            _ => self.to_string(),
+        }
+    }
+}
+
 /// Writes `e` to `out` (a file, or a folder for a folder format: created
 /// if missing, as are the folders inside it). Existing files are replaced
 /// only with `force`; nothing is written unless every file may be.

@@ -357,11 +357,7 @@ impl Cache {
                 let mut w = loaded.warnings;
                 w.extend(exported.warnings.iter().cloned());
                 let written = export::write(&path, &exported, force).map_err(|e| match e {
-                    ExportError::Exists(paths) => PyErrText::Plain(format!(
-                        "{}; pass force=True to replace {}",
-                        ExportError::Exists(paths.clone()),
-                        if paths.len() == 1 { "it" } else { "them" }
-                    )),
+                    e @ ExportError::Exists(_) => PyErrText::Plain(e.with_force_hint("force=True")),
                     ExportError::Cache(e) => {
                         PyErrText::Plain(format!("writing {}: {}", path.display(), Chain(&e)))
                     }

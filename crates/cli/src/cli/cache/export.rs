@@ -69,11 +69,7 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
     }
     match export::write(&args.output, &exported, args.force) {
         Ok(_) => {}
-        Err(ExportError::Exists(paths)) => bail!(
-            "{}; pass --force to replace {}",
-            ExportError::Exists(paths.clone()),
-            if paths.len() == 1 { "it" } else { "them" }
-        ),
+        Err(e @ ExportError::Exists(_)) => bail!("{}", e.with_force_hint("--force")),
         Err(ExportError::Nothing { lacks, format }) => {
             bail!("{} {lacks}; nothing to export as {format}", args.cache.display())
         }
