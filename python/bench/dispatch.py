@@ -2,8 +2,9 @@
 plus the call (issue target: at most 2x). Run: python python/bench/dispatch.py
 
 Prints nanoseconds per call for: the bare call, a dict look-up plus the call,
-a hand-written dispatcher (key() + look-up + call), and ranktune.autotune
-hits: through the entry generated for a fixed list of positional
+a hand-written dispatcher (key() + look-up + call), the smallest possible
+Python entry (a def holding only that dispatcher: no miss handling at all,
+the floor for any entry written in Python), and ranktune.autotune hits: through the entry generated for a fixed list of positional
 parameters, with an int key and a tuple key, and through the general
 ``*args, **kwargs`` entry (a key that takes ``**kwargs``). Ratios are
 against the dict baseline. Each case is a statement timed by timeit (no
@@ -23,6 +24,9 @@ def main():
     table = {64: impl}
     key = lambda n: 64  # noqa: E731 - a hand-written dispatcher's key
 
+    def floor(n):
+        return table[key(n)](n)
+
     def hit(op, key):
         f = ranktune.autotune(op, {"a": impl, "b": impl}, key=key)
         k = key(100)
@@ -34,6 +38,7 @@ def main():
         "impl": impl,
         "table": table,
         "key": key,
+        "floor": floor,
         "f_int": hit("bench", lambda n: 64),
         "f_tup": hit("bench2", lambda n: (64, 8)),
         "f_any": hit("bench3", lambda n, **kw: 64),
@@ -44,6 +49,7 @@ def main():
         "call only": "impl(100)",
         "dict look-up + call": "table[64](100)",
         "key() + dict look-up + call": "table[key(100)](100)",
+        "floor: def of the line above": "floor(100)",
         "autotune hit, int key": "f_int(100)",
         "autotune hit, (int, int) key": "f_tup(100)",
         "autotune hit, general entry": "f_any(100)",

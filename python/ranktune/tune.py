@@ -113,21 +113,60 @@ def _fixed_entry(
     """The hit path for a fixed list of positional parameters, generated
     with exactly those parameters (as ``dataclasses`` and ``namedtuple``
     generate their methods): a call passes its arguments with no tuple or
-    dict built, which makes a hit about half as costly as the general
-    entry's. A call by keyword with ``key``'s parameter names works too."""
+    dict built. A call by keyword with ``key``'s parameter names works too.
+
+    A hit is one expression, ``hot[key(...)](...)``, with nothing stored
+    between its steps: it costs what the smallest possible Python entry
+    costs (``python python/bench/dispatch.py`` times both). A miss or an
+    unhashable key surfaces as the look-up's KeyError or TypeError, and
+    ``_missed_key`` tells those apart from the same errors raised by ``key``
+    or by the chosen candidate, which propagate untouched. The miss is
+    handled after the ``except`` block, so nothing it raises is chained to
+    the look-up's error."""
     params = ", ".join(names)
     code = (
         f"def tuned({params}):\n"
-        f"    _rt_k = _rt_key({params})\n"
         f"    try:\n"
-        f"        _rt_fn = _rt_hot[_rt_k]\n"
-        f"    except (KeyError, TypeError):  # not a hit yet, or an unhashable key\n"
-        f"        return _rt_slow(_rt_k, ({params},), {{}})\n"
-        f"    return _rt_fn({params})\n"
+        f"        return _rt_hot[_rt_key({params})]({params})\n"
+        f"    except (KeyError, TypeError):\n"
+        f"        _rt_k = _rt_missed(_rt_key, _rt_hot, ({params},))\n"
+        f"        if _rt_k is _rt_theirs:\n"
+        f"            raise  # raised by key or by the candidate\n"
+        f"    return _rt_slow(_rt_k, ({params},), {{}})\n"
     )
-    scope: Dict[str, Any] = {"_rt_key": key, "_rt_hot": hot, "_rt_slow": slow}
+    scope: Dict[str, Any] = {
+        "_rt_key": key,
+        "_rt_hot": hot,
+        "_rt_slow": slow,
+        "_rt_missed": _missed_key,
+        "_rt_theirs": _THEIRS,
+    }
     exec(compile(code, "<ranktune.autotune entry>", "exec"), scope)  # generated above
     return scope["tuned"]
+
+
+# What ``_missed_key`` returns when the error was not the look-up's.
+_THEIRS = object()
+
+
+def _missed_key(key: Callable[..., Any], hot: Dict[Any, Callable[..., Any]], args: Tuple[Any, ...]) -> Any:
+    """The key, when a KeyError or TypeError out of the entry's one
+    expression came from its look-up (the key is not in ``hot``, or is
+    unhashable); ``_THEIRS`` when it came from ``key`` or the candidate.
+    ``key`` is pure (it is called on every hit), so calling it again gives
+    the same key, or raises again when it was ``key`` that raised. ``hot``
+    only gains keys between two clears (entering ``tuning()``, or the
+    65,536-key cap), so a key the look-up found is still there unless one
+    of those ran on another thread in between; the candidate is then called
+    once more, by the slow path."""
+    try:
+        k = key(*args)
+    except BaseException:
+        return _THEIRS  # key raised: the error was its own
+    try:
+        return _THEIRS if k in hot else k
+    except TypeError:
+        return k  # unhashable: the slow path runs it, unmemoized
 
 
 def _any_entry(

@@ -200,3 +200,64 @@ def test_the_miss_warning_points_at_the_callers_line(tmp_path):
         with pytest.warns(RuntimeWarning, match="no tuned choice") as rec:
             fn(3)
         assert rec[0].filename == __file__, rec[0].filename
+
+
+def test_errors_of_key_and_candidate_propagate_once_and_unchained(tmp_path):
+    """The generated entry is one expression in a ``try`` whose KeyError and
+    TypeError mean a miss only when they come from its look-up: the same
+    errors raised by ``key`` or by the chosen candidate reach the caller as
+    they were, the candidate runs once, and a real miss after hits still
+    takes the slow path."""
+    cache = ranktune.Cache(tmp_path / "t.json")
+    calls = []
+    fail = []
+
+    def lookup(n):
+        calls.append(n)
+        if fail:
+            raise KeyError("the candidate's own")
+        return n
+
+    f = ranktune.autotune("errs", {"a": lookup}, key=lambda n: n, cache=cache)
+    assert f.__code__.co_argcount == 1, "the generated entry"
+    with ranktune.tuning():
+        assert f(1) == 1
+    assert f(1) == 1 and f(1) == 1  # hits through the hot table
+    fail.append(True)
+    calls.clear()
+    with pytest.raises(KeyError, match="the candidate's own") as hit_err:
+        f(1)  # a hit whose candidate raises KeyError
+    assert calls == [1], "the candidate ran once, not again through the slow path"
+    assert hit_err.value.__context__ is None
+    calls.clear()
+    with pytest.warns(RuntimeWarning, match="no tuned choice"):
+        with pytest.raises(KeyError, match="the candidate's own") as miss_err:
+            f(2)  # a miss: the fallback runs once and raises its own KeyError
+    assert calls == [2]
+    assert miss_err.value.__context__ is None, "not chained to the look-up's KeyError"
+
+    def bad_key(n):
+        if n < 0:
+            raise TypeError("negative size")
+        return n
+
+    g = ranktune.autotune("errs2", {"a": lambda n: n}, key=bad_key, cache=cache)
+    with ranktune.tuning():
+        g(4)
+    with pytest.raises(TypeError, match="negative size") as key_err:
+        g(-1)
+    assert key_err.value.__context__ is None
+
+    def typed(n):
+        calls.append(n)
+        if n == 5:
+            raise TypeError("candidate says no")
+        return n
+
+    h = ranktune.autotune("errs3", {"a": typed}, key=lambda n: n, cache=cache)
+    with ranktune.tuning():
+        h(4)
+    calls.clear()
+    with pytest.raises(TypeError, match="candidate says no"):
+        h(5)  # bucket 4: a hit whose candidate raises TypeError
+    assert calls == [5]
