@@ -3,8 +3,8 @@
 //! same bytes for any number of workers, for both formats and the summary.
 use ranktune_trace_analyze::perfetto_proto::{NameField, TracePacket, TYPE_SLICE_BEGIN};
 use ranktune_trace_analyze::{
-    decode_pftrace, merge, resolve, resolve_with, summarize, write_job, write_rank, JobSpec,
-    MergeOptions, ResolveOptions, Shape, SummaryOptions,
+    decode_pftrace, merge, merge_to, resolve, resolve_with, summarize, write_job, write_rank,
+    JobSpec, MergeOptions, OutputFormat, ResolveOptions, Shape, SummaryOptions,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -311,4 +311,51 @@ fn slices_that_cannot_nest_go_to_an_overlapping_track() {
     assert_eq!(begins, 3002);
     assert!(balance.values().all(|b| *b == 0), "{balance:?}");
     assert!(overlapping.is_some_and(|u| balance.contains_key(&u)));
+}
+
+/// A writer that fails once `left` bytes have been written.
+struct FailingAfter {
+    left: usize,
+}
+
+impl std::io::Write for FailingAfter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if b.len() > self.left {
+            return Err(std::io::Error::other("disk full (test)"));
+        }
+        self.left -= b.len();
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_failing_rank_or_output_stops_every_worker_with_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = dir.path().join("traces");
+    std::fs::create_dir(&traces).unwrap();
+    let inputs = uneven(&traces);
+    // The output fails part way: every worker count returns the write error.
+    for jobs in [1, 2, 3] {
+        for format in [OutputFormat::Json, OutputFormat::Perfetto] {
+            let opts = MergeOptions { jobs, format, ..Default::default() };
+            let err = merge_to(&inputs, &mut FailingAfter { left: 3 << 20 }, &opts).unwrap_err();
+            let cause = std::error::Error::source(&err).map(|s| s.to_string()).unwrap_or_default();
+            assert_eq!(cause, "disk full (test)", "jobs {jobs}: {err}");
+        }
+    }
+    // A rank that cannot be read (its file replaced by a folder after the
+    // inputs were resolved): the merge names it, every worker stops, and
+    // the output that existed before is left as it was.
+    std::fs::remove_file(&inputs[3].path).unwrap();
+    std::fs::create_dir(&inputs[3].path).unwrap();
+    let out = dir.path().join("m.json");
+    std::fs::write(&out, "before").unwrap();
+    for jobs in [1, 2, 3] {
+        let err = merge(&inputs, &out, &MergeOptions { jobs, ..Default::default() }).unwrap_err();
+        assert!(err.to_string().contains("trace_3.json"), "jobs {jobs}: {err}");
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "before");
+    }
 }
