@@ -4,8 +4,9 @@ plus the call (issue target: at most 2x). Run: python python/bench/dispatch.py
 Prints nanoseconds per call for: the bare call, a dict look-up plus the call,
 a hand-written dispatcher (key() + look-up + call), the smallest possible
 Python entry (a def holding only that dispatcher: no miss handling at all,
-the floor for any entry written in Python), and ranktune.autotune hits: through the entry generated for a fixed list of positional
-parameters, with an int key and a tuple key, and through the general
+the floor for any entry written in Python), and ranktune.autotune hits:
+through the entry generated for a fixed list of positional parameters,
+with an int key and a tuple key, and through the general
 ``*args, **kwargs`` entry (a key that takes ``**kwargs``). Ratios are
 against the dict baseline. Each case is a statement timed by timeit (no
 wrapper call around it), all in this one process, interleaved, best of 15

@@ -149,7 +149,9 @@ def _fixed_entry(
 _THEIRS = object()
 
 
-def _missed_key(key: Callable[..., Any], hot: Dict[Any, Callable[..., Any]], args: Tuple[Any, ...]) -> Any:
+def _missed_key(
+    key: Callable[..., Any], hot: Dict[Any, Callable[..., Any]], args: Tuple[Any, ...]
+) -> Any:
     """The key, when a KeyError or TypeError out of the entry's one
     expression came from its look-up (the key is not in ``hot``, or is
     unhashable); ``_THEIRS`` when it came from ``key`` or the candidate.
