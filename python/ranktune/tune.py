@@ -150,7 +150,10 @@ _THEIRS = object()
 
 
 def _missed_key(
-    key: Callable[..., Any], hot: Dict[Any, Callable[..., Any]], args: Tuple[Any, ...]
+    key: Callable[..., Any],
+    hot: Dict[Any, Callable[..., Any]],
+    args: Tuple[Any, ...],
+    kwargs: Optional[Dict[str, Any]] = None,
 ) -> Any:
     """The key, when a KeyError or TypeError out of the entry's one
     expression came from its look-up (the key is not in ``hot``, or is
@@ -162,7 +165,7 @@ def _missed_key(
     of those ran on another thread in between; the candidate is then called
     once more, by the slow path."""
     try:
-        k = key(*args)
+        k = key(*args, **kwargs) if kwargs else key(*args)
     except BaseException:
         return _THEIRS  # key raised: the error was its own
     try:
@@ -175,23 +178,26 @@ def _any_entry(
     key: Callable[..., Any], hot: Dict[Any, Callable[..., Any]], slow: Callable[..., Any]
 ) -> Callable[..., Any]:
     """The hit path for any signature: the arguments as ``*args`` and
-    ``**kwargs``."""
+    ``**kwargs``; a hit is one expression in a ``try``, as in
+    ``_fixed_entry``."""
 
     def tuned(*args: Any, **kwargs: Any) -> Any:
         if kwargs:
-            k = key(*args, **kwargs)
             try:
-                fn = hot[k]
-            except (KeyError, TypeError):  # not a hit yet, or an unhashable key
-                return slow(k, args, kwargs)
-            return fn(*args, **kwargs)
-        # Positional calls: no keyword dict is passed on (about 30% less).
-        k = key(*args)
-        try:
-            fn = hot[k]
-        except (KeyError, TypeError):
+                return hot[key(*args, **kwargs)](*args, **kwargs)
+            except (KeyError, TypeError):
+                k = _missed_key(key, hot, args, kwargs)
+                if k is _THEIRS:
+                    raise  # raised by key or by the candidate
             return slow(k, args, kwargs)
-        return fn(*args)
+        # Positional calls: no keyword dict is passed on (about 30% less).
+        try:
+            return hot[key(*args)](*args)
+        except (KeyError, TypeError):
+            k = _missed_key(key, hot, args)
+            if k is _THEIRS:
+                raise
+        return slow(k, args, kwargs)
 
     return tuned
 

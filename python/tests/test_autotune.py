@@ -202,12 +202,19 @@ def test_the_miss_warning_points_at_the_callers_line(tmp_path):
         assert rec[0].filename == __file__, rec[0].filename
 
 
-def test_errors_of_key_and_candidate_propagate_once_and_unchained(tmp_path):
+@pytest.mark.parametrize("entry", ["fixed", "general"])
+def test_errors_of_key_and_candidate_propagate_once_and_unchained(tmp_path, entry):
     """The generated entry is one expression in a ``try`` whose KeyError and
     TypeError mean a miss only when they come from its look-up: the same
     errors raised by ``key`` or by the chosen candidate reach the caller as
     they were, the candidate runs once, and a real miss after hits still
-    takes the slow path."""
+    takes the slow path. Both entries: the one generated for fixed
+    parameters, and the general one (a key taking ``**kwargs``)."""
+    general = entry == "general"
+
+    def keyed(fn):
+        return (lambda n, **kw: fn(n)) if general else fn
+
     cache = ranktune.Cache(tmp_path / "t.json")
     calls = []
     fail = []
@@ -218,8 +225,8 @@ def test_errors_of_key_and_candidate_propagate_once_and_unchained(tmp_path):
             raise KeyError("the candidate's own")
         return n
 
-    f = ranktune.autotune("errs", {"a": lookup}, key=lambda n: n, cache=cache)
-    assert f.__code__.co_argcount == 1, "the generated entry"
+    f = ranktune.autotune("errs", {"a": lookup}, key=keyed(lambda n: n), cache=cache)
+    assert f.__code__.co_argcount == (0 if general else 1)
     with ranktune.tuning():
         assert f(1) == 1
     assert f(1) == 1 and f(1) == 1  # hits through the hot table
@@ -241,7 +248,7 @@ def test_errors_of_key_and_candidate_propagate_once_and_unchained(tmp_path):
             raise TypeError("negative size")
         return n
 
-    g = ranktune.autotune("errs2", {"a": lambda n: n}, key=bad_key, cache=cache)
+    g = ranktune.autotune("errs2", {"a": lambda n: n}, key=keyed(bad_key), cache=cache)
     with ranktune.tuning():
         g(4)
     with pytest.raises(TypeError, match="negative size") as key_err:
@@ -254,7 +261,7 @@ def test_errors_of_key_and_candidate_propagate_once_and_unchained(tmp_path):
             raise TypeError("candidate says no")
         return n
 
-    h = ranktune.autotune("errs3", {"a": typed}, key=lambda n: n, cache=cache)
+    h = ranktune.autotune("errs3", {"a": typed}, key=keyed(lambda n: n), cache=cache)
     with ranktune.tuning():
         h(4)
     for _ in range(2):  # bucket 4's choice, memoized for key 5, then a hot hit
