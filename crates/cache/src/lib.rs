@@ -66,6 +66,7 @@ pub mod export;
 mod file;
 pub mod flashinfer;
 mod identity;
+mod json_text;
 mod label;
 mod listing;
 mod location;

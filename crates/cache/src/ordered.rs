@@ -300,32 +300,26 @@ pub fn python_str(s: &str) -> String {
     out
 }
 
+/// The bare tokens Python's `json.dumps` writes for non-finite floats.
+pub(crate) const NON_FINITE_TOKENS: [&str; 3] = ["-Infinity", "Infinity", "NaN"];
+
 /// Python's `json.dumps` writes non-finite floats as the bare tokens
 /// `NaN`, `Infinity` and `-Infinity`, which JSON does not have. This
 /// replaces each of them outside strings by `with(token)`; `None` when the
 /// text holds none. (The one scanner of those tokens for every importer of
 /// Python-written JSON.)
 pub(crate) fn replace_bare_non_finite(text: &str, with: &dyn Fn(&str) -> String) -> Option<String> {
-    const TOKENS: [&str; 3] = ["-Infinity", "Infinity", "NaN"];
     let mut out = String::with_capacity(text.len());
-    let (mut in_string, mut escaped, mut changed) = (false, false, false);
+    let (mut strings, mut changed) = (crate::json_text::Strings::default(), false);
     let mut rest = text;
     while let Some(c) = rest.chars().next() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
+        if strings.outside(c) {
+            if let Some(t) = NON_FINITE_TOKENS.iter().find(|t| rest.starts_with(**t)) {
+                out.push_str(&with(t));
+                rest = &rest[t.len()..];
+                changed = true;
+                continue;
             }
-        } else if c == '"' {
-            in_string = true;
-        } else if let Some(t) = TOKENS.iter().find(|t| rest.starts_with(**t)) {
-            out.push_str(&with(t));
-            rest = &rest[t.len()..];
-            changed = true;
-            continue;
         }
         out.push(c);
         rest = &rest[c.len_utf8()..];

@@ -191,14 +191,15 @@ fn identity() -> Identity {
 /// `-Infinity` and `NaN`; JSON has no such tokens. This parses the text
 /// with each of them (outside strings) as a scalar of that text.
 fn parse_python_json(text: &str) -> Result<OValue, String> {
-    const TOKENS: [&str; 3] = ["-Infinity", "Infinity", "NaN"];
     let fixed = ordered::replace_bare_non_finite(text, &|t| format!("\"\\u0000{t}\""));
     let v = ordered::parse(fixed.as_deref().unwrap_or(text)).map_err(|e| e.to_string())?;
     fn unmark(v: OValue) -> OValue {
         match v {
             OValue::Scalar(t) => {
                 match t.strip_prefix("\"\\u0000").and_then(|s| s.strip_suffix('"')) {
-                    Some(token) if TOKENS.contains(&token) => OValue::scalar(token),
+                    Some(token) if ordered::NON_FINITE_TOKENS.contains(&token) => {
+                        OValue::scalar(token)
+                    }
                     _ => OValue::Scalar(t),
                 }
             }

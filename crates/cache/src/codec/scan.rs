@@ -7,6 +7,7 @@
 //! This module never builds an [`Entry`](crate::Entry).
 
 use crate::entry::EntryKey;
+use crate::json_text::Strings;
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -102,47 +103,13 @@ pub(super) fn compact(raw: &str) -> Box<str> {
     if !bytes.iter().any(|&b| matches!(b, b' ' | b'\n' | b'\t' | b'\r')) {
         return raw.into();
     }
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut needs = false;
-    for &b in bytes {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_string = false;
-            }
-        } else if b == b'"' {
-            in_string = true;
-        } else if b.is_ascii_whitespace() {
-            needs = true;
-            break;
-        }
-    }
-    if !needs {
+    let mut strings = Strings::default();
+    if !bytes.iter().any(|&b| strings.outside(char::from(b)) && b.is_ascii_whitespace()) {
         return raw.into();
     }
+    let mut strings = Strings::default();
     let mut out = String::with_capacity(raw.len());
-    let (mut in_string, mut escaped) = (false, false);
-    for c in raw.chars() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-            out.push(c);
-        } else if c == '"' {
-            in_string = true;
-            out.push(c);
-        } else if !c.is_ascii_whitespace() {
-            out.push(c);
-        }
-    }
+    out.extend(raw.chars().filter(|&c| !(strings.outside(c) && c.is_ascii_whitespace())));
     out.into_boxed_str()
 }
 
