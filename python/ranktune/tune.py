@@ -129,7 +129,7 @@ def _fixed_entry(
         f"    try:\n"
         f"        return _rt_hot[_rt_key({params})]({params})\n"
         f"    except (KeyError, TypeError):\n"
-        f"        _rt_k = _rt_missed(_rt_key, _rt_hot, ({params},))\n"
+        f"        _rt_k = _rt_missed(_rt_key, _rt_hot, ({params},), {{}})\n"
         f"        if _rt_k is _rt_theirs:\n"
         f"            raise  # raised by key or by the candidate\n"
         f"    return _rt_slow(_rt_k, ({params},), {{}})\n"
@@ -153,7 +153,7 @@ def _missed_key(
     key: Callable[..., Any],
     hot: Dict[Any, Callable[..., Any]],
     args: Tuple[Any, ...],
-    kwargs: Optional[Dict[str, Any]] = None,
+    kwargs: Dict[str, Any],
 ) -> Any:
     """The key, when a KeyError or TypeError out of the entry's one
     expression came from its look-up (the key is not in ``hot``, or is
@@ -165,7 +165,7 @@ def _missed_key(
     of those ran on another thread in between; the candidate is then called
     once more, by the slow path."""
     try:
-        k = key(*args, **kwargs) if kwargs else key(*args)
+        k = key(*args, **kwargs)
     except BaseException:
         return _THEIRS  # key raised: the error was its own
     try:
@@ -182,21 +182,15 @@ def _any_entry(
     ``_fixed_entry``."""
 
     def tuned(*args: Any, **kwargs: Any) -> Any:
-        if kwargs:
-            try:
-                return hot[key(*args, **kwargs)](*args, **kwargs)
-            except (KeyError, TypeError):
-                k = _missed_key(key, hot, args, kwargs)
-                if k is _THEIRS:
-                    raise  # raised by key or by the candidate
-            return slow(k, args, kwargs)
-        # Positional calls: no keyword dict is passed on (about 30% less).
         try:
+            if kwargs:
+                return hot[key(*args, **kwargs)](*args, **kwargs)
+            # Positional calls: no keyword dict is passed on (about 30% less).
             return hot[key(*args)](*args)
         except (KeyError, TypeError):
-            k = _missed_key(key, hot, args)
+            k = _missed_key(key, hot, args, kwargs)
             if k is _THEIRS:
-                raise
+                raise  # raised by key or by the candidate
         return slow(k, args, kwargs)
 
     return tuned
