@@ -516,21 +516,29 @@ fn recorded_timings(text: Option<&str>) -> Vec<(Candidate, OValue)> {
 }
 
 /// Milliseconds for `us` microseconds that import as exactly `us` again:
-/// the decimal shift of its shortest form, or, where that reads back one
-/// ulp off (some 17-digit values), the shortest shift of `us` rounded to
-/// fewer or more digits that does.
+/// the decimal shift of its shortest form, or, where that reads back off
+/// (some 17-digit values), the shortest shift of `us` rounded to fewer or
+/// more digits that does, else the double within a few ulps of the shift
+/// that does; where none does, the one that reads back closest.
 fn ms_of(us: f64) -> f64 {
     let ms = us_to_ms(us);
     if !us.is_finite() || ms_to_us(ms) == us {
         return ms;
     }
-    (1..=17)
-        .filter_map(|digits| {
-            let sci = format!("{us:.*e}", digits - 1);
-            let (m, e) = sci.split_once('e')?;
-            format!("{m}e{}", e.parse::<i32>().ok()? - 3).parse::<f64>().ok()
-        })
-        .find(|ms| ms_to_us(*ms) == us)
+    let rounded = (1..=17).filter_map(|digits| {
+        let sci = format!("{us:.*e}", digits - 1);
+        let (m, e) = sci.split_once('e')?;
+        format!("{m}e{}", e.parse::<i32>().ok()? - 3).parse::<f64>().ok()
+    });
+    let near = (1..=4u64)
+        .flat_map(|k| [ms.to_bits().wrapping_add(k), ms.to_bits().wrapping_sub(k)])
+        .map(f64::from_bits)
+        .filter(|m| m.is_finite());
+    // The first of the closest: the shortest when several read back exactly.
+    rounded
+        .chain(std::iter::once(ms))
+        .chain(near)
+        .min_by_key(|m| ms_to_us(*m).to_bits().abs_diff(us.to_bits()))
         .unwrap_or(ms)
 }
 
