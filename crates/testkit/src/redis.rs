@@ -3,9 +3,16 @@
 //! the handle drops.
 //!
 //! Owns: finding the program, choosing the port, waiting until the server
-//! accepts connections, and the CI rule for skipping. Never: speaks the
-//! Redis protocol beyond `PING` (tests use the client crate the code under
-//! test uses), or shares one server between tests.
+//! accepts connections (and checking that the server answering is the one
+//! it started), and the CI rule for skipping. Never: speaks the Redis
+//! protocol beyond `PING`, `AUTH` and `INFO server` (tests use the client
+//! crate the code under test uses), or shares one server between tests.
+//!
+//! Why the identity check: a port found free can be taken by someone else
+//! before the server binds it (another test's server, in the same run); the
+//! new server then exits, and for a moment the other one answers `PING` on
+//! the port. Ports are never handed out twice in one process, and a start
+//! is accepted only when `INFO server` names the process this handle owns.
 //!
 //! The skip rule: outside CI (`CI` unset or not `true`/`1`), a machine
 //! without `redis-server` skips the test loudly (a line on stderr) and
@@ -13,10 +20,12 @@
 //! because `.ci/run` installs the server and a skipped test would hide a
 //! missing install step.
 
+use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::wait::kill;
@@ -51,10 +60,22 @@ fn program() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// A port nobody listens on right now (bind port 0, read it, let it go).
+/// Ports this process has handed out already: a test's server keeps its
+/// port across [`RedisServer::restart`], so no other test may get it.
+static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
+
+/// A port nobody listens on right now (bind port 0, read it, let it go),
+/// and never one this process handed out before.
 fn free_port() -> u16 {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind 127.0.0.1:0: {e}"));
-    l.local_addr().unwrap_or_else(|e| panic!("local_addr: {e}")).port()
+    loop {
+        let l =
+            TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind 127.0.0.1:0: {e}"));
+        let port = l.local_addr().unwrap_or_else(|e| panic!("local_addr: {e}")).port();
+        let mut handed = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
+        if handed.get_or_insert_with(HashSet::new).insert(port) {
+            return port;
+        }
+    }
 }
 
 /// Whether a server on `port` answers `PING`: with `+PONG`, or with
@@ -71,6 +92,41 @@ fn pings(port: u16) -> bool {
     }
     let mut buf = [0u8; 16];
     matches!(s.read(&mut buf), Ok(n) if buf[..n].starts_with(b"+PONG") || buf[..n].starts_with(b"-NOAUTH"))
+}
+
+/// Whether the server on `port` is process `pid`: `INFO server` (after
+/// `AUTH password` when one is given) reports `process_id:<pid>`.
+fn is_process(port: u16, pid: u32, password: Option<&str>) -> bool {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut ask = Vec::new();
+    if let Some(p) = password {
+        // One RESP array, so a password with spaces stays one argument.
+        ask.extend_from_slice(format!("*2\r\n$4\r\nAUTH\r\n${}\r\n{p}\r\n", p.len()).as_bytes());
+    }
+    ask.extend_from_slice(b"INFO server\r\n");
+    if s.write_all(&ask).is_err() {
+        return false;
+    }
+    let want = format!("\nprocess_id:{pid}\r\n");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while got.len() < 64 * 1024 {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+        if got.windows(want.len()).any(|w| w == want.as_bytes()) {
+            return true;
+        }
+        if got.windows(11).any(|w| w == b"process_id:") && got.ends_with(b"\r\n\r\n") {
+            return false; // the whole reply came, naming another process
+        }
+    }
+    false
 }
 
 impl RedisServer {
@@ -157,11 +213,18 @@ impl RedisServer {
                 }
             }
             if pings(self.port) {
-                return true;
+                let Some(pid) = self.pid() else { return false };
+                return is_process(self.port, pid, self.password());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         false
+    }
+
+    /// The value given after `--requirepass` when the server was started.
+    fn password(&self) -> Option<&str> {
+        let at = self.args.iter().position(|a| a == "--requirepass")?;
+        self.args.get(at + 1).map(String::as_str)
     }
 
     /// The port it listens on (127.0.0.1).
@@ -220,11 +283,27 @@ mod tests {
         assert!(!pings(port));
         server.restart();
         assert!(pings(port));
+        assert!(is_process(port, server.pid().unwrap(), None));
+    }
+
+    #[test]
+    fn another_process_on_the_port_is_not_taken_for_ours() {
+        let Some(server) = RedisServer::start() else { return };
+        assert!(is_process(server.port(), server.pid().unwrap(), None));
+        assert!(!is_process(server.port(), std::process::id(), None));
+    }
+
+    #[test]
+    fn ports_are_not_handed_out_twice() {
+        let ports: HashSet<u16> = (0..200).map(|_| free_port()).collect();
+        assert_eq!(ports.len(), 200);
     }
 
     #[test]
     fn a_server_with_a_password_starts_too() {
         let Some(server) = RedisServer::start_with(&["--requirepass", "secret"]) else { return };
         assert!(pings(server.port()));
+        assert!(is_process(server.port(), server.pid().unwrap(), Some("secret")));
+        assert!(!is_process(server.port(), server.pid().unwrap(), Some("wrong")));
     }
 }
