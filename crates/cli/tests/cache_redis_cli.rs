@@ -26,6 +26,12 @@ fn ranktune(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
         .run()
 }
 
+fn send(pid: u32, sig: i32) {
+    // SAFETY: kill has no memory-safety preconditions; the pid is our own
+    // unreaped child.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, sig) }, 0);
+}
+
 fn raw(server: &RedisServer) -> redis::Connection {
     redis::Client::open(server.url(0)).unwrap().get_connection().unwrap()
 }
@@ -155,25 +161,24 @@ fn a_tune_whose_server_died_keeps_what_it_measured_for_cache_import() {
     let port = server.port();
     let dir = tempfile::tempdir().unwrap();
     let url = format!("redis://127.0.0.1:{port}/0?prefix=f");
-    let mut conn = raw(&server);
     let running = Cli::new(env!("CARGO_BIN_EXE_ranktune"))
-        .env_remove(["RANKTUNE_LOG", "RANKTUNE_CACHE", "RANKTUNE_STRATEGY"])
+        .env_remove(["RANKTUNE_CACHE", "RANKTUNE_STRATEGY"])
+        .env("RANKTUNE_LOG", "debug")
         .env("RANKTUNE_REDIS_CONNECT_TIMEOUT", "1")
         .current_dir(dir.path())
         .args(["tune", "--ops", "gemm", "--max-tokens", "256", "--cache", &url])
         .spawn();
-    // Wait until the rank has loaded (its connection is open), then kill
-    // the server while it measures.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut conn).unwrap();
-        if clients.lines().count() > 1 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the rank never connected");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    // Once the rank reports its first measured bucket it has loaded the
+    // cache (an open connection alone is not enough: the load may still be
+    // under way). Stop it there, kill the server, and let it go on: the
+    // server is gone at save time, whatever the machine's speed.
+    running
+        .stderr()
+        .wait_for(|l| l.contains(" done ("), Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("the rank never finished a bucket: {e:?}"));
+    send(running.id(), libc::SIGSTOP);
     server.stop();
+    send(running.id(), libc::SIGCONT);
     let out = running.wait();
     let err = out.stderr_text();
     assert_eq!(out.status.code(), Some(2), "{err}");
