@@ -13,7 +13,7 @@ from conftest import run_py, wait_ok
 def make(cache, calls):
     def slow(n):
         calls.append("slow")
-        time.sleep(0.002)
+        time.sleep(0.02)
         return n * 2
 
     def fast(n):
@@ -82,7 +82,7 @@ def test_failing_candidate_is_isolated_and_tactics_are_tuned(tmp_path):
         raise ValueError("no kernel for this shape")
 
     def tiled(n, tactic):
-        time.sleep(0.001 * tactic)
+        time.sleep(0.01 * tactic)
         return n + tactic
 
     p = tmp_path / "t.json"
@@ -159,7 +159,7 @@ def test_fixed_parameters_get_their_own_entry_and_every_call_form_works(tmp_path
     cache = ranktune.Cache(tmp_path / "t.json")
 
     def slow(k, fn):
-        time.sleep(0.002)
+        time.sleep(0.02)
         return ("slow", k, fn)
 
     def fast(k, fn):

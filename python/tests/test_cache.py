@@ -1,7 +1,9 @@
 import fcntl
 import json
 import os
+import random
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -56,7 +58,6 @@ def _redis_server(tmp_path):
     """A redis-server on a free loopback port (skipped locally when none is
     installed; in CI it must be there)."""
     import shutil
-    import socket
 
     from conftest import IN_CI
 
@@ -66,23 +67,55 @@ def _redis_server(tmp_path):
         if IN_CI:
             pytest.fail("redis-server is not installed, but CI is set: .ci/run must install it")
         pytest.skip("redis-server is not installed (apt-get install -y redis-server)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 20
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+    # Ports below the kernel's range for outgoing connections, so no client
+    # is given ours meanwhile; a start counts only when the server answering
+    # is the process started (INFO server names its pid), else another port.
+    for _ in range(5):
+        port = _free_port_below_ephemeral()
+        proc = subprocess.Popen(
+            [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(tmp_path)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 20
+        while proc.poll() is None and time.time() < deadline:
+            if _answers_as(port, proc.pid):
                 return proc, port
-        except OSError:
-            if time.time() > deadline:
-                proc.kill()
-                pytest.fail("redis-server did not start")
             time.sleep(0.02)
+        proc.kill()
+        proc.wait()
+    pytest.fail("redis-server did not start on any of five ports")
+
+
+def _free_port_below_ephemeral():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            floor = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        floor = 32768
+    while True:
+        port = random.randrange(10000, floor) if floor > 11000 else 0
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+
+
+def _answers_as(port, pid):
+    """Whether the server on `port` is process `pid` (`INFO server`)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.sendall(b"INFO server\r\n")
+            got = b""
+            while b"process_id:" not in got or not got.endswith(b"\r\n\r\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                got += chunk
+            return f"\nprocess_id:{pid}\r\n".encode() in got
+    except OSError:
+        return False
 
 
 def test_a_redis_cache_saves_lists_and_checks(tmp_path):

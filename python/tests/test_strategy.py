@@ -23,7 +23,7 @@ def cand(name, delay):
     return f
 f = ranktune.autotune(
     "double",
-    {"slow": cand("slow", 0.004), "fast": cand("fast", 0.0), "medium": cand("medium", 0.002)},
+    {"slow": cand("slow", 0.02), "fast": cand("fast", 0.0), "medium": cand("medium", 0.01)},
     key=lambda n: n, cache=sys.argv[1], strategy=sys.argv[2],
 )
 with warnings.catch_warnings(record=True) as w:

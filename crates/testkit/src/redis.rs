@@ -25,6 +25,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -64,18 +65,53 @@ fn program() -> Option<PathBuf> {
 /// port across [`RedisServer::restart`], so no other test may get it.
 static HANDED_OUT: Mutex<Option<HashSet<u16>>> = Mutex::new(None);
 
-/// A port nobody listens on right now (bind port 0, read it, let it go),
-/// and never one this process handed out before.
+/// The lowest port the kernel gives to outgoing connections
+/// (`/proc/sys/net/ipv4/ip_local_port_range`; Linux's default 32768).
+fn ephemeral_floor() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768)
+}
+
+/// A port nobody listens on right now, never one this process handed out
+/// before, and below the range the kernel draws outgoing connections' ports
+/// from: a server stopped and restarted on its port must find it free, and
+/// any client connecting anywhere could otherwise be given it meanwhile.
 fn free_port() -> u16 {
-    loop {
-        let l =
-            TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("bind 127.0.0.1:0: {e}"));
-        let port = l.local_addr().unwrap_or_else(|e| panic!("local_addr: {e}")).port();
-        let mut handed = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
-        if handed.get_or_insert_with(HashSet::new).insert(port) {
+    let floor = ephemeral_floor();
+    let low: u16 = 10_000;
+    let mut handed = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
+    let handed = handed.get_or_insert_with(HashSet::new);
+    for attempt in 0u64..10_000 {
+        let port = if floor > low + 1_000 {
+            low + (random(attempt) % u64::from(floor - low)) as u16
+        } else {
+            // No room below the kernel's range: let it choose.
+            let l = TcpListener::bind("127.0.0.1:0")
+                .unwrap_or_else(|e| panic!("bind 127.0.0.1:0: {e}"));
+            l.local_addr().unwrap_or_else(|e| panic!("local_addr: {e}")).port()
+        };
+        if !handed.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            handed.insert(port);
             return port;
         }
     }
+    panic!("no free loopback port found in 10,000 tries")
+}
+
+/// A fresh pseudo-random number (std's randomly keyed hasher; no crate for
+/// a port number).
+fn random(salt: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(salt);
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
 }
 
 /// Whether a server on `port` answers `PING`: with `+PONG`, or with
@@ -86,7 +122,7 @@ fn pings(port: u16) -> bool {
     let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
         return false;
     };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
     if s.write_all(b"PING\r\n").is_err() {
         return false;
     }
@@ -101,7 +137,7 @@ fn is_process(port: u16, pid: u32, password: Option<&str>) -> bool {
     let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
         return false;
     };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
     let mut ask = Vec::new();
     if let Some(p) = password {
         // One RESP array, so a password with spaces stays one argument.
@@ -146,10 +182,11 @@ impl RedisServer {
             eprintln!("SKIPPED: redis-server is not installed (apt-get install -y redis-server); this test runs in CI");
             return None;
         };
+        static SERVERS: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "ranktune-test-redis-{}-{}",
             std::process::id(),
-            free_port()
+            SERVERS.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
         let mut server = RedisServer {
@@ -212,9 +249,12 @@ impl RedisServer {
                     return false; // exited: port taken or bad arguments
                 }
             }
-            if pings(self.port) {
-                let Some(pid) = self.pid() else { return false };
-                return is_process(self.port, pid, self.password());
+            // Another server answering (ours failing to bind) is no answer:
+            // ours exits, seen above, or answers later.
+            if let Some(pid) = self.pid() {
+                if pings(self.port) && is_process(self.port, pid, self.password()) {
+                    return true;
+                }
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -297,6 +337,7 @@ mod tests {
     fn ports_are_not_handed_out_twice() {
         let ports: HashSet<u16> = (0..200).map(|_| free_port()).collect();
         assert_eq!(ports.len(), 200);
+        assert!(ports.iter().all(|&p| p < ephemeral_floor()));
     }
 
     #[test]
