@@ -306,11 +306,13 @@ fn credentials_come_from_the_url_or_the_environment_and_are_never_printed() {
 #[test]
 fn an_unreachable_server_fails_within_the_connect_timeout() {
     let Some(mut server) = RedisServer::start() else { return };
-    let s = quick(&server, "t", Duration::from_secs(2));
+    let timeout = Duration::from_secs(2);
+    let s = quick(&server, "t", timeout);
     server.stop();
     let t = Instant::now();
     let e = s.load().unwrap_err().to_string();
-    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    // The timeout, plus what a loaded machine needs on top; never a hang.
+    assert!(t.elapsed() < timeout + Duration::from_secs(5), "{:?}", t.elapsed());
     assert!(e.contains("cannot connect") && e.contains("redis://127.0.0.1:"), "{e}");
 }
 
@@ -332,7 +334,8 @@ fn a_stopped_server_fails_the_save_within_the_timeout_and_it_resumes_whole() {
     // A fresh connection is refused within the connect timeout too.
     let e2 = quick(&server, "t", Duration::from_secs(1)).load().unwrap_err().to_string();
     send(libc::SIGCONT);
-    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    // The 1 s timeout, plus what a loaded machine needs on top; never a hang.
+    assert!(waited < Duration::from_secs(1 + 5), "{waited:?}");
     assert!(e.contains("no answer within 1.0s (RANKTUNE_REDIS_TIMEOUT)"), "{e}");
     assert!(e2.contains("no connection within 1.0s"), "{e2}");
     // The save that timed out is there whole or not at all, never in part.

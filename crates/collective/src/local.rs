@@ -150,6 +150,7 @@ impl Engine<LocalTransport> {
 mod tests {
     use super::*;
     use crate::Collective;
+    use std::sync::Barrier;
     use std::thread;
     use std::time::Duration;
 
@@ -206,13 +207,20 @@ mod tests {
         assert!(left.len() <= 2 && left.contains(&9), "{left:?}");
     }
 
+    /// Where a timeout is the expected outcome: the ranks that do come are
+    /// released together by a `std` barrier just before the call, and this
+    /// covers one of them stalling on a loaded machine after it.
+    const SHORT: Duration = Duration::from_secs(2);
+
     #[test]
     fn a_missing_rank_times_out_naming_it() {
-        let results = run(3, |c| {
+        let present = Arc::new(Barrier::new(2));
+        let results = run(3, move |c| {
             if c.rank() == 2 {
                 return None; // never calls
             }
-            Some(c.barrier("step 1", Duration::from_millis(300)).unwrap_err())
+            present.wait();
+            Some(c.barrier("step 1", SHORT).unwrap_err())
         });
         for err in results.into_iter().flatten() {
             match &err {
@@ -262,12 +270,21 @@ mod tests {
 
     #[test]
     fn a_late_rank_sees_abandoned_and_the_next_call_works() {
-        let results = run(3, |c| {
-            let short = Duration::from_millis(200);
-            if c.rank() == 1 {
-                thread::sleep(Duration::from_millis(2000));
-            }
-            let first = c.barrier("slow", short);
+        // Ranks 0 and 2 start the call together (`present`); rank 1 comes
+        // only once both have given up on it (`gave_up`): late for sure,
+        // however the threads are scheduled.
+        let present = Arc::new(Barrier::new(2));
+        let gave_up = Arc::new(Barrier::new(3));
+        let results = run(3, move |c| {
+            let first = if c.rank() == 1 {
+                gave_up.wait();
+                c.barrier("slow", SHORT)
+            } else {
+                present.wait();
+                let timed_out = c.barrier("slow", SHORT);
+                gave_up.wait();
+                timed_out
+            };
             let second = c.all_gather("after", &[c.rank() as u8], LONG);
             (first, second)
         });

@@ -10,7 +10,8 @@
 //! blocking the suite.
 #![cfg(feature = "mpi")]
 
-use std::time::Duration;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use ranktune_collective as collective;
 use ranktune_collective::CollectiveError;
@@ -19,21 +20,27 @@ use ranktune_testkit::{child_test_args, test_binary, Cli};
 
 /// Success paths on a loaded 2-core machine: generous.
 const LONG: Duration = Duration::from_secs(60);
-/// Where a timeout is the expected outcome.
-const SHORT: Duration = Duration::from_secs(1);
-/// How long the late rank sleeps: well past SHORT, even with scheduling skew.
-const LATE_BY: Duration = Duration::from_secs(5);
+/// Where a timeout is the expected outcome. Ranks 0 to 2 leave the call
+/// before it together and start this one at once; it covers one of them
+/// stalling for seconds (4 oversubscribed ranks on a loaded 2-core machine).
+const SHORT: Duration = Duration::from_secs(8);
+/// How long the late rank waits after ranks 0 to 2 have said they gave up on
+/// it, for their abandon notices (sent as they gave up) to be delivered.
+const AFTER_GIVE_UP: Duration = Duration::from_millis(500);
 /// The whole mpirun job must end within this, or it is a hang.
 const JOB_LIMIT: Duration = Duration::from_secs(180);
 const RANKS: u32 = 4;
 
 #[test]
 fn four_ranks_under_mpirun() {
+    // Where ranks 0 to 2 tell the late rank that they gave up on it.
+    let marks = tempfile::tempdir().unwrap();
     let out = Cli::new("mpirun")
         .args(["--allow-run-as-root", "--oversubscribe", "-n", &RANKS.to_string()])
         .arg(test_binary())
         .args(child_test_args("mpi_rank_child", true))
         .env("RANKTUNE_MPI_TEST_CHILD", "1")
+        .env("RANKTUNE_MPI_TEST_MARKS", marks.path())
         .env_remove(["RANKTUNE_COLLECTIVE"])
         // Containers often forbid the cross-process memory copy (ptrace) Open
         // MPI's shared-memory transport uses for large messages; copy through
@@ -99,14 +106,25 @@ fn mpi_rank_child() {
     let after = c.all_gather("after mismatch", &[r as u8], LONG).unwrap();
     assert_eq!(after, (0..w).map(|p| vec![p as u8]).collect::<Vec<_>>());
 
-    // A late rank: the others time out naming it, it gets Abandoned, then all recover.
+    // A late rank: the others time out naming it, it gets Abandoned, then all
+    // recover. Rank 3 comes only once each of the others has given up on it
+    // (a file each in a directory the parent shares with the ranks): late for
+    // sure, however the processes are scheduled.
+    let marks = PathBuf::from(std::env::var_os("RANKTUNE_MPI_TEST_MARKS").unwrap());
+    let gave_up = |p: u32| marks.join(format!("rank{p}-gave-up"));
     if r == 3 {
-        std::thread::sleep(LATE_BY);
+        let deadline = Instant::now() + LONG;
+        while !(0..3).all(|p| gave_up(p).exists()) {
+            assert!(Instant::now() < deadline, "ranks 0 to 2 never gave up on rank 3");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(AFTER_GIVE_UP);
         let err = c.barrier("late", LONG).unwrap_err();
         assert!(matches!(err, CollectiveError::Abandoned { .. }), "rank {r}: {err}");
         assert_eq!(err.ranks(), vec![0, 1, 2], "{err}");
     } else {
         let err = c.barrier("late", SHORT).unwrap_err();
+        std::fs::write(gave_up(r), b"").unwrap();
         assert!(matches!(err, CollectiveError::Timeout { .. }), "rank {r}: {err}");
         assert_eq!(err.ranks(), vec![3], "{err}");
         assert!(err.to_string().contains("rank(s) [3] did not arrive"), "{err}");

@@ -7,6 +7,9 @@
 //! buckets through a `Coordinator` over `collective::from_env`, with a
 //! deterministic, rank-dependent timing model that alone would make the ranks
 //! choose differently, and writes what it got to `<out>/rank<r>.json`.
+//! With `RANKTUNE_TEST_WARM_UP=1` the ranks first meet in a barrier with a
+//! long timeout, for tests whose short strategy timeout must not also cover
+//! the processes' start.
 //! A job that outlives its limit is killed and fails the test as a hang.
 //!
 //! Every test runs twice: with the ranks meeting in a shared directory (the
@@ -53,7 +56,13 @@ fn strategy_child() {
     let info = RankInfo::detect(&RankOverrides::default()).unwrap();
     let dir = PathBuf::from(child_var("RANKTUNE_TEST_DIR"));
     let strategy = Strategy::from_env().unwrap().unwrap_or_default();
-    let coll = collective::from_env(&info, &dir).unwrap();
+    let mut coll = collective::from_env(&info, &dir).unwrap();
+    if child_var("RANKTUNE_TEST_WARM_UP") == "1" {
+        // Freshly started debug processes on a loaded machine can start
+        // seconds apart; meet once with a long timeout so that the short
+        // strategy timeout only has to cover the tuning itself.
+        coll.barrier("warm up", JOB_LIMIT).unwrap();
+    }
     let mut coord = Coordinator::new(coll).with_timeout(timeout_from_env().unwrap());
     let rank = info.rank;
     let salt = child_var("RANKTUNE_TEST_SALT");
@@ -241,10 +250,18 @@ fn a_rank_killed_mid_tuning_does_not_hang_the_survivors_over_redis() {
     over_redis(a_rank_killed_mid_tuning_does_not_hang_the_survivors);
 }
 
+/// Rank 2 is killed while measuring bucket 32; the survivors must give up
+/// on it after the strategy timeout, blame exactly rank 2, and tune the rest
+/// alone. The ranks first meet in a warm-up barrier with a long timeout
+/// (`RANKTUNE_TEST_WARM_UP`), so a slow start of one process cannot make
+/// bucket 16 fall back or put a survivor among the blamed; the strategy
+/// timeout (8 s, which every survivor waits once) then only has to cover a
+/// survivor stalling between two calls, while rank 2 never arrives at all.
 fn a_rank_killed_mid_tuning_does_not_hang_the_survivors(meet: Meet, tmp: &Path) {
     let vars = [
         ("RANKTUNE_STRATEGY", "merge"),
-        ("RANKTUNE_STRATEGY_TIMEOUT", "3"),
+        ("RANKTUNE_STRATEGY_TIMEOUT", "8"),
+        ("RANKTUNE_TEST_WARM_UP", "1"),
         ("RANKTUNE_TEST_KILL", "2:32"),
     ];
     let mut job = spawn_job(meet, 4, tmp, "job-kill", &tmp.join("out"), &vars);

@@ -10,7 +10,7 @@ use ranktune_collective::LocalCollective;
 use ranktune_tune::strategy::{Coordinator, Strategy};
 use ranktune_tune::*;
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 use tune_support::*;
@@ -31,7 +31,9 @@ fn op_for(rank: u32, strategy: Option<Strategy>, c: &Arc<AtomicU64>) -> Op<Rows>
 }
 
 /// Runs `f(rank, tuner, op)` on every rank with a coordinator over an
-/// in-process group; ranks in `absent` never start.
+/// in-process group; ranks in `absent` never start. The ranks that do start
+/// call `f` together (a `std` barrier once their tuners are set up), so a
+/// short `timeout` only has to cover what `f` does, not thread start-up.
 fn on_ranks<R: Send + 'static>(
     world: u32,
     strategy: Option<Strategy>,
@@ -40,12 +42,15 @@ fn on_ranks<R: Send + 'static>(
     f: impl Fn(u32, &Tuner, &Op<Rows>) -> R + Send + Sync + 'static,
 ) -> Vec<Option<R>> {
     let f = Arc::new(f);
+    let present = (0..world).filter(|r| !absent.contains(r)).count();
+    let started = Arc::new(Barrier::new(present));
     let threads: Vec<_> = LocalCollective::group(world)
         .unwrap()
         .into_iter()
         .enumerate()
         .map(|(r, coll)| {
             let f = Arc::clone(&f);
+            let started = Arc::clone(&started);
             let skip = absent.contains(&(r as u32));
             thread::spawn(move || {
                 if skip {
@@ -56,6 +61,7 @@ fn on_ranks<R: Send + 'static>(
                 let tuner = tuner_for(rank, "1", "cpu-a", &c);
                 tuner.set_coordinator(Coordinator::new(Box::new(coll)).with_timeout(timeout));
                 let op = op_for(rank, strategy, &c);
+                started.wait();
                 Some(f(rank, &tuner, &op))
             })
         })
@@ -237,11 +243,13 @@ fn shared_entries_win_for_collective_ops_and_rank_entries_for_independent_ones()
 
 #[test]
 fn a_rank_that_never_comes_makes_the_others_tune_alone_and_say_why() {
-    let out =
-        on_ranks(4, Some(Strategy::Merge), Duration::from_millis(300), &[3], |_, tuner, op| {
-            let (choices, data) = tune_all(tuner, op);
-            (choices, entries(&data), tuner.records(), tuner.coordinator_stats().unwrap())
-        });
+    // Ranks 0 to 2 start together (see `on_ranks`); the timeout, which they
+    // wait once, covers one of them stalling on a loaded machine after that.
+    let short = Duration::from_secs(2);
+    let out = on_ranks(4, Some(Strategy::Merge), short, &[3], |_, tuner, op| {
+        let (choices, data) = tune_all(tuner, op);
+        (choices, entries(&data), tuner.records(), tuner.coordinator_stats().unwrap())
+    });
     for (rank, o) in out.into_iter().enumerate().take(3) {
         let (choices, entries, records, (stats, broken)) = o.unwrap();
         assert!(choices.iter().all(|c| c.source == Source::Tuned));

@@ -502,18 +502,28 @@ mod tests {
     #[test]
     fn a_stop_forwards_the_signal_waits_and_kills_only_after_the_grace() {
         // Rank 0 stops cleanly on SIGTERM (exit 143); rank 1 ignores it and
-        // is killed when the grace period ends.
+        // is killed when the grace period ends. Rank 0 idles in `wait`, which
+        // a trapped signal interrupts at once (a shell runs a trap only after
+        // its foreground command ends); its `sleep` holds no pipe of the
+        // launcher's and is stopped by the trap. The grace covers rank 0's
+        // shell being scheduled late on a loaded machine; rank 1 always takes
+        // all of it.
         let rank = r#"
-            if [ "$RANKTUNE_RANK" = 1 ]; then trap '' TERM; else trap 'echo saved >&2; exit 143' TERM; fi
+            if [ "$RANKTUNE_RANK" = 1 ]; then
+                trap '' TERM
+                echo "ranktune-progress 0 1" >&2
+                while :; do sleep 0.02; done
+            fi
+            trap 'kill $pause 2>/dev/null; echo saved >&2; exit 143' TERM
             echo "ranktune-progress 0 1" >&2
-            while :; do sleep 0.02; done
+            while :; do sleep 5 </dev/null >/dev/null 2>&1 & pause=$!; wait $pause; done
         "#;
         let flag = Arc::new(AtomicUsize::new(0));
         let started = Instant::now();
         let err = Launcher::new("sh")
             .args(["-c", rank])
             .stop_on(Arc::clone(&flag))
-            .stop_grace(Duration::from_millis(500))
+            .stop_grace(Duration::from_secs(3))
             .run::<serde_json::Value>(2, &mut StopWhenAllStarted(Arc::clone(&flag), 2))
             .unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());

@@ -3,12 +3,16 @@
 use super::*;
 use ranktune_cache::Stats;
 use ranktune_collective::LocalCollective;
-use std::sync::Arc;
+use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::Duration;
 
 const LONG: Duration = Duration::from_secs(60);
-const SHORT: Duration = Duration::from_millis(300);
+/// Where a timeout is the expected outcome. The ranks that do come are
+/// released together by a `std` barrier just before their first call; this
+/// covers one of them stalling on a loaded machine after it, and a late rank
+/// comes only once the others have given up.
+const SHORT: Duration = Duration::from_secs(2);
 const CANDS: [(u32, u32); 7] = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0), (2, 1)];
 /// Base times: candidates 1, 3 and 4 are within 3% of each other.
 const BASE: [f64; 7] = [140.0, 100.0, 120.0, 101.0, 102.5, 180.0, 300.0];
@@ -230,10 +234,12 @@ fn equal_hits_are_hits_and_different_hits_are_retuned() {
 
 #[test]
 fn a_rank_that_never_arrives_times_out_and_the_others_fall_back() {
-    let out = on_ranks(4, SHORT, |rank, coord| {
+    let present = Arc::new(Barrier::new(3));
+    let out = on_ranks(4, SHORT, move |rank, coord| {
         if rank == 3 {
             return None; // dies before its first collective
         }
+        present.wait();
         let mut log = Vec::new();
         let b1 = vec![vec![32, 512]];
         let first = coord.resolve(Strategy::Merge, &ctx(&b1, None), &mut measurer(rank, &mut log));
@@ -270,16 +276,27 @@ fn a_rank_that_never_arrives_times_out_and_the_others_fall_back() {
 
 #[test]
 fn a_rank_slower_than_the_timeout_makes_every_rank_fall_back_reusing_its_measurements() {
-    let out = on_ranks(4, SHORT, |rank, coord| {
+    // Every rank starts together (`present`); rank 3 measures its share only
+    // once the others have given up waiting for its results and tuned alone
+    // (`gave_up`): slower than the timeout for sure, however the threads
+    // are scheduled.
+    let present = Arc::new(Barrier::new(4));
+    let gave_up = Arc::new(Barrier::new(4));
+    let out = on_ranks(4, SHORT, move |rank, coord| {
         let bucket = vec![vec![512, 512]];
         let mut log = Vec::new();
+        let mut first = true;
         let mut slow = |pos: &[usize]| {
-            if rank == 3 {
-                thread::sleep(Duration::from_millis(1500));
+            if rank == 3 && std::mem::take(&mut first) {
+                gave_up.wait();
             }
             measurer(rank, &mut log)(pos)
         };
+        present.wait();
         let r = coord.resolve(Strategy::Parallel, &ctx(&bucket, None), &mut slow);
+        if rank != 3 {
+            gave_up.wait();
+        }
         (r, log)
     });
     for (rank, (r, log)) in out.into_iter().enumerate() {
