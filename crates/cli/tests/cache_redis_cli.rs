@@ -26,12 +26,6 @@ fn ranktune(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
         .run()
 }
 
-fn send(pid: u32, sig: i32) {
-    // SAFETY: kill has no memory-safety preconditions; the pid is our own
-    // unreaped child.
-    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, sig) }, 0);
-}
-
 fn raw(server: &RedisServer) -> redis::Connection {
     redis::Client::open(server.url(0)).unwrap().get_connection().unwrap()
 }
@@ -176,9 +170,9 @@ fn a_tune_whose_server_died_keeps_what_it_measured_for_cache_import() {
         .stderr()
         .wait_for(|l| l.contains(" done ("), Duration::from_secs(60))
         .unwrap_or_else(|e| panic!("the rank never finished a bucket: {e:?}"));
-    send(running.id(), libc::SIGSTOP);
+    running.signal(libc::SIGSTOP).unwrap();
     server.stop();
-    send(running.id(), libc::SIGCONT);
+    running.signal(libc::SIGCONT).unwrap();
     let out = running.wait();
     let err = out.stderr_text();
     assert_eq!(out.status.code(), Some(2), "{err}");

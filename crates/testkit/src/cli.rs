@@ -182,6 +182,15 @@ impl Running {
         self.child.id()
     }
 
+    /// Sends signal `sig` (e.g. `libc::SIGSTOP`) to the program, which has
+    /// not been reaped while this value lives.
+    ///
+    /// # Errors
+    /// What the OS says when the signal cannot be sent.
+    pub fn signal(&self, sig: libc::c_int) -> std::io::Result<()> {
+        crate::wait::signal(&self.child, sig)
+    }
+
     /// The program's stdout, line by line as it prints.
     pub fn stdout(&self) -> &LineReader {
         self.stdout.as_ref().unwrap_or_else(|| unreachable!("taken only by wait"))
