@@ -29,7 +29,7 @@ pub trait Format: Sync {
     fn about(&self) -> &'static str;
 
     /// What a file read in this format must be, for the error when it is
-    /// not: "<path> is not a TensorRT-LLM cache".
+    /// not: "`<path>` is not a TensorRT-LLM cache".
     fn noun(&self) -> &'static str;
 
     /// What detection looks for, in words (the error listing what was

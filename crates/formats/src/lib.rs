@@ -27,7 +27,7 @@
 //! - what every format gives back: [`Imported`], [`Exported`], and
 //!   [`FormatError`] when a document does not import at all;
 //! - [`read_source`]: a cache file or folder of any format, detected when
-//!   not given; [`export`] and [`write`]: a cache in a format, published;
+//!   not given; [`export`] and [`write()`]: a cache in a format, published;
 //! - the formats: [`ranktune`] (its own file), [`triton`], [`vllm_moe`],
 //!   [`trtllm`], [`flashinfer`].
 //!
