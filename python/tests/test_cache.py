@@ -310,7 +310,7 @@ def test_threads_save_and_dispatch_at_once(tmp_path):
     assert results == [True] * 8
 
 
-FIXTURES = Path(__file__).resolve().parents[2] / "crates" / "cache" / "tests" / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "crates" / "formats" / "tests" / "fixtures"
 
 
 def _files(root):

@@ -124,14 +124,15 @@ impl<E> Default for CacheData<E> {
 pub(crate) const ORIGIN_PREFIX: &str = "origin.";
 
 impl<E> CacheData<E> {
-    /// The compact JSON text recorded under origin `name` (see
-    /// [`ORIGIN_PREFIX`]), if any.
-    pub(crate) fn origin(&self, name: &str) -> Option<&str> {
+    /// The compact JSON text recorded under origin `name` (a metadata
+    /// field `origin.<name>`: what an imported file looked like, written by
+    /// a format's importer and read back by its exporter), if any.
+    pub fn origin(&self, name: &str) -> Option<&str> {
         self.extras.metadata.get(&format!("{ORIGIN_PREFIX}{name}")).map(|t| &**t)
     }
 
     /// Records origin `name` (compact JSON text), replacing an older one.
-    pub(crate) fn set_origin(&mut self, name: &str, text: String) {
+    pub fn set_origin(&mut self, name: &str, text: String) {
         self.extras.metadata.insert(format!("{ORIGIN_PREFIX}{name}"), text.into());
     }
 
@@ -189,7 +190,7 @@ impl<E: PartialEq> CacheData<E> {
     /// recorded, its extras kept; nothing of ours is dropped. The metadata's
     /// other fields stay ours (the writer stamps them). True when anything
     /// changed.
-    pub(crate) fn apply(&mut self, src: CacheData<E>) -> bool {
+    pub fn apply(&mut self, src: CacheData<E>) -> bool {
         let mut changed = false;
         for (digest, id) in src.metadata.environments {
             if self.metadata.environments.get(&digest) != Some(&id) {

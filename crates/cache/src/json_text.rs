@@ -1,13 +1,13 @@
 //! Where a character of JSON text stands: inside a string literal or not.
 //! Owns only that (the two rewrites of raw JSON text, whitespace removal
-//! in the codec and Python's bare `NaN`/`Infinity` in the importers, walk
-//! text with it); it never parses or validates.
+//! in the codec and Python's bare `NaN`/`Infinity` in the importers of
+//! `ranktune-formats`, walk text with it); it never parses or validates.
 
 /// Walks JSON text one character at a time, tracking string literals and
 /// their escapes. Works on bytes as well: the characters it looks for,
 /// `"` and `\`, never occur inside a multi-byte UTF-8 sequence.
 #[derive(Default)]
-pub(crate) struct Strings {
+pub struct Strings {
     in_string: bool,
     escaped: bool,
 }
@@ -15,7 +15,7 @@ pub(crate) struct Strings {
 impl Strings {
     /// Takes the next character; true when it stands outside every string
     /// literal (a string's quotes count as inside).
-    pub(crate) fn outside(&mut self, c: char) -> bool {
+    pub fn outside(&mut self, c: char) -> bool {
         if self.in_string {
             if self.escaped {
                 self.escaped = false;

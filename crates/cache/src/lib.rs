@@ -43,17 +43,16 @@
 //!   byte form), [`read_cache_file`], [`write_cache_file`];
 //! - tools over caches: [`merge()`] (the documented conflict rule),
 //!   [`place_in_rank`], [`diff`], [`check`] (stale entries and ranks that
-//!   would run different code), and [`read_source`], which reads a cache
-//!   of any known format, detecting which;
+//!   would run different code);
 //! - labels for people: [`bucket_label`] and [`tactic_label`], the one way
 //!   every table and message writes a bucket and a tactic;
-//! - [`trtllm`]: TensorRT-LLM's autotuner cache files, both ways;
-//! - [`vllm_moe`]: vLLM's and SGLang's tuned fused-MoE config files, both
-//!   ways;
-//! - [`flashinfer`]: FlashInfer's autotuner cache, both ways;
-//! - [`triton`]: Triton's autotune cache (`*.autotune.json`), both ways.
+//! - [`json_text`]: where a character of JSON text stands (inside a
+//!   string or not), for the codec and the format importers alike.
 //!
-//! The tuner never touches files itself; everything that reads or writes a
+//! Other tuners' files (TensorRT-LLM, FlashInfer, Triton, vLLM/SGLang
+//! MoE configs), and reading a cache of any format, are the
+//! `ranktune-formats` crate's; this crate never depends on it. The tuner
+//! never touches files itself; everything that reads or writes a ranktune
 //! cache file goes through this crate.
 
 mod check;
@@ -62,24 +61,17 @@ mod compare;
 mod document;
 mod entry;
 mod error;
-pub mod export;
 mod file;
-pub mod flashinfer;
 mod identity;
-mod json_text;
+pub mod json_text;
 mod label;
 mod listing;
 mod location;
 mod memory;
 mod merge;
-mod ordered;
 mod redis_store;
-mod source;
 mod store;
 mod time;
-pub mod triton;
-pub mod trtllm;
-pub mod vllm_moe;
 
 pub use check::{check, supersedes, Problem, RankChoice};
 pub use codec::{
@@ -89,7 +81,6 @@ pub use compare::{diff, CacheDiff, Change, ChangeKind, DiffOptions, OneSided};
 pub use document::{CacheData, Metadata};
 pub use entry::{Candidate, Entry, EntryKey, Identity, Section, Stats};
 pub use error::CacheError;
-pub use export::{ExportError, ExportFormat};
 pub use file::{
     check_parent_dir, lock_timeout_from_env, max_file_bytes, read_cache_bytes, read_cache_file,
     write_cache_file, FileStore, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_FILE_BYTES, LOCK_TIMEOUT_ENV,
@@ -107,5 +98,4 @@ pub use redis_store::{
     RedisConfig, RedisStore, DEFAULT_REDIS_CONNECT_TIMEOUT, DEFAULT_REDIS_TIMEOUT, MAX_ENTRY_BYTES,
     REDIS_CONNECT_TIMEOUT_ENV, REDIS_TIMEOUT_ENV,
 };
-pub use source::{read_source, Source, SourceError, SourceFormat};
 pub use store::{Loaded, RemovePredicate, Resolver, SaveReport, Store};

@@ -10,7 +10,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 fn moe(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cache/tests/fixtures/vllm_moe").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../formats/tests/fixtures/vllm_moe").join(name)
 }
 
 fn ranktune(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
@@ -134,7 +134,7 @@ fn flashinfer_import_export_gives_the_file_back() {
     let tmp = tempfile::tempdir().unwrap();
     let cache = tmp.path().join("cache.json");
     let src = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../cache/tests/fixtures/flashinfer/mixed_env_damaged.json");
+        .join("../formats/tests/fixtures/flashinfer/mixed_env_damaged.json");
     let out = ranktune(&[&"cache", &"import", &cache, &src]);
     assert!(out.status.success(), "{out}");
     assert!(out.stdout_text().contains("read 6 entries"), "{out}");
@@ -147,7 +147,7 @@ fn flashinfer_import_export_gives_the_file_back() {
 }
 
 fn triton(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cache/tests/fixtures/triton").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../formats/tests/fixtures/triton").join(name)
 }
 
 /// Every file under `dir` whose name ends with `suffix`: relative path ->

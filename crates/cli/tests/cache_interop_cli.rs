@@ -1,14 +1,14 @@
 //! End-to-end tests of `ranktune cache import|export|merge|diff`, running the
 //! real binary, including many concurrent imports into one cache.
 
-use ranktune_cache::trtllm::{format_key, import_bytes};
 use ranktune_cache::{CacheData, EntryKey, FileStore, Section, Store};
+use ranktune_formats::trtllm::{format_key, import_bytes};
 use ranktune_testkit::{Cli, Output};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../cache/tests/fixtures/trtllm").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../formats/tests/fixtures/trtllm").join(name)
 }
 
 fn ranktune(args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {

@@ -10,7 +10,7 @@
 //!   export, trace merge, collective messages.
 //! - [`hash`]: the one stable hash (FNV-1a, 64 bit) and hasher, for
 //!   fingerprints, checksums and names — never Rust's randomized `Hash`.
-//! - [`clock`]: the one "now in unix seconds" helper.
+//! - [`clock`]: the one "now in unix seconds" helper, and calendar dates.
 //! - [`error_chain`]: rendering an error with its sources on one line.
 //!
 //! This crate never reads a cache or a trace and never talks to other ranks.

@@ -2,21 +2,22 @@
 //! and export runs with the GIL released; entries are converted to and from
 //! Python before and after, never while the store's lock is held.
 //!
-//! Owns only argument and result conversion. The saving, merging, checking
-//! and format conversion are ranktune-cache's; this module must never write
-//! a cache file itself.
+//! Owns only argument and result conversion. The saving, merging and
+//! checking are ranktune-cache's, format conversion ranktune-formats' (whose
+//! registry names the formats `format=` takes); this module must never
+//! write a cache file itself.
 
 use crate::convert;
 use crate::errors;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use ranktune_cache::export::{self, ExportError, ExportFormat};
 use ranktune_cache::{
-    place_in_rank, read_cache_bytes, read_source, CacheData, CacheError, CacheLocation, Candidate,
-    Entry, EntryKey, Identity, Section, SourceError, SourceFormat, Store,
+    place_in_rank, read_cache_bytes, CacheData, CacheError, CacheLocation, Candidate, Entry,
+    EntryKey, Identity, Section, Store,
 };
 use ranktune_core::error_chain::Chain;
+use ranktune_formats::{read_source, ExportError, Format, Source, SourceError, FORMATS};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -107,13 +108,9 @@ fn parse_entry(d: &Value, i: usize, current: &str) -> PyResult<(Section, EntryKe
     Ok((section, key, entry))
 }
 
-/// Reads a ranktune or TensorRT-LLM cache file with the cache crate's
-/// format detection (the same as `ranktune cache import`). Runs without
+/// Reads a cache file of any format with ranktune-formats' detection (the same as `ranktune cache import`). Runs without
 /// the GIL.
-fn load_source(
-    path: &Path,
-    format: Option<SourceFormat>,
-) -> Result<ranktune_cache::Source, String> {
+fn load_source(path: &Path, format: Option<&'static dyn Format>) -> Result<Source, String> {
     read_source(path, format).map_err(|e| match e {
         SourceError::Undetected { path } => format!(
             "cannot tell the format of {}: it has no \"format\" field (ranktune) and does not \
@@ -270,11 +267,11 @@ impl Cache {
     ) -> PyResult<Bound<'py, PyDict>> {
         let format = match format {
             "auto" => None,
-            name => match SourceFormat::ALL.into_iter().find(|f| f.name() == name) {
+            name => match ranktune_formats::by_name(name) {
                 Some(f) => Some(f),
                 None => {
                     let names: Vec<String> =
-                        SourceFormat::ALL.iter().map(|f| format!("{:?}", f.name())).collect();
+                        FORMATS.iter().map(|f| format!("{:?}", f.name())).collect();
                     return Err(PyValueError::new_err(format!(
                         "format={name:?}: use \"auto\" or one of {}",
                         names.join(", ")
@@ -337,9 +334,10 @@ impl Cache {
         format: &str,
         force: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let Some(format) = ExportFormat::parse(format) else {
+        let Some(format) = ranktune_formats::by_name(format).filter(|f| f.writer().is_some())
+        else {
             let names: Vec<String> =
-                ExportFormat::ALL.iter().map(|f| format!("{:?}", f.name())).collect();
+                ranktune_formats::writable().map(|f| format!("{:?}", f.name())).collect();
             return Err(PyValueError::new_err(format!(
                 "format={format:?}: use one of {}",
                 names.join(", ")
@@ -353,16 +351,21 @@ impl Cache {
         let (warnings, exported) = py
             .allow_threads(move || -> Result<_, PyErrText> {
                 let loaded = store.inspect().map_err(PyErrText::Cache)?;
-                let exported = export::export(&loaded.data, format);
+                let exported = ranktune_formats::export(&loaded.data, format)
+                    .map_err(|e| PyErrText::Plain(e.to_string()))?;
                 let mut w = loaded.warnings;
                 w.extend(exported.warnings.iter().cloned());
-                let written = export::write(&path, &exported, force).map_err(|e| match e {
-                    e @ ExportError::Exists(_) => PyErrText::Plain(e.with_force_hint("force=True")),
-                    ExportError::Cache(e) => {
-                        PyErrText::Plain(format!("writing {}: {}", path.display(), Chain(&e)))
-                    }
-                    other => PyErrText::Plain(other.to_string()),
-                })?;
+                let written = ranktune_formats::write(&path, format, &exported, force).map_err(
+                    |e| match e {
+                        e @ ExportError::Exists(_) => {
+                            PyErrText::Plain(e.with_force_hint("force=True"))
+                        }
+                        ExportError::Cache(e) => {
+                            PyErrText::Plain(format!("writing {}: {}", path.display(), Chain(&e)))
+                        }
+                        other => PyErrText::Plain(other.to_string()),
+                    },
+                )?;
                 Ok((w, (exported.written, exported.skipped, written.len())))
             })
             .map_err(|e| match e {

@@ -1,18 +1,18 @@
 //! TensorRT-LLM's autotuner cache persistence through ranktune's store (the
 //! Rust half of `ranktune.trtllm`). Python hands over sections in the
 //! reference's own JSON shape (`str()` keys, `repr` tactics, milliseconds);
-//! ranktune-cache's converter turns them into entries, and the file store
+//! ranktune-formats' converter turns them into entries, and the file store
 //! saves them with its locked, merging, crash-safe save. Loading is the
 //! reverse, with the store's `load` (a corrupt file is set aside).
 //!
-//! Owns only the bridging; the key and tactic formats are ranktune-cache's
+//! Owns only the bridging; the key and tactic formats are ranktune-formats'
 //! `trtllm` module's. Never writes a file itself.
 
 use crate::{convert, errors};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use ranktune_cache::trtllm as tconv;
 use ranktune_cache::{CacheLocation, Identity, Section, Store};
+use ranktune_formats::trtllm as tconv;
 use serde_json::Value;
 use std::path::PathBuf;
 
@@ -82,10 +82,10 @@ fn trtllm_load(py: Python<'_>, path: PathBuf, rank: u32) -> PyResult<PyObject> {
                 .map_err(PyErrText::Cache)?;
             let mut data = loaded.data;
             data.sections.retain(|s, _| *s == Section::Shared || *s == Section::Rank(rank));
-            let exported = tconv::export(&data);
+            let (exported, exported_doc) = tconv::export_document(&data);
             let mut warnings = loaded.warnings;
             warnings.extend(exported.warnings);
-            let section = |name: &str| exported.doc.get(name).cloned().unwrap_or(Value::Null);
+            let section = |name: &str| exported_doc.get(name).cloned().unwrap_or(Value::Null);
             let doc = serde_json::json!({
                 "shared": section("shared"),
                 "rank": section(&Section::Rank(rank).name()),

@@ -5,20 +5,20 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ranktune_cache::flashinfer::{export, import_bytes};
+use ranktune_formats::flashinfer::{export, import_bytes};
 
 fuzz_target!(|bytes: &[u8]| {
     let Ok(imported) = import_bytes(bytes) else { return };
     let exported = export(&imported.data);
-    let again = match import_bytes(exported.text.as_bytes()) {
+    let again = match import_bytes(exported.text().as_bytes()) {
         Ok(i) => i,
-        Err(e) => panic!("an export of an import does not import: {e}\n{}", exported.text),
+        Err(e) => panic!("an export of an import does not import: {e}\n{}", exported.text()),
     };
     assert_eq!(
         again.data.iter().count(),
         exported.written,
         "entries lost on re-import: {:?}\n{}",
         again.warnings,
-        exported.text
+        exported.text()
     );
 });

@@ -9,7 +9,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ranktune_cache::triton::{export, import_file};
+use ranktune_formats::triton::{export, import_file};
 use ranktune_cache::{CacheData, Section};
 
 fuzz_target!(|bytes: &[u8]| {

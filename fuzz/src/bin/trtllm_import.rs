@@ -5,17 +5,16 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ranktune_cache::trtllm::{
-    export, import_bytes, looks_like_trtllm, parse_document, to_json_text,
-};
+use ranktune_formats::parse_document;
+use ranktune_formats::trtllm::{export_document, import_bytes, looks_like_trtllm, to_json_text};
 
 fuzz_target!(|bytes: &[u8]| {
     if let Ok(doc) = parse_document(bytes) {
         let _ = looks_like_trtllm(&doc);
     }
     let Ok(imported) = import_bytes(bytes) else { return };
-    let exported = export(&imported.data);
-    let text = to_json_text(&exported.doc);
+    let (_, doc) = export_document(&imported.data);
+    let text = to_json_text(&doc);
     let again = match import_bytes(text.as_bytes()) {
         Ok(i) => i,
         Err(e) => panic!("an export of an import does not import: {e}\n{text}"),

@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ranktune_cache::trtllm::{json_to_py, parse_literal, py_to_json};
+use ranktune_formats::trtllm::{json_to_py, parse_literal, py_to_json};
 
 fuzz_target!(|bytes: &[u8]| {
     let Ok(text) = std::str::from_utf8(bytes) else { return };

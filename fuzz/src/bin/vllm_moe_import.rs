@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use ranktune_cache::vllm_moe::{export, import_file, FileName};
+use ranktune_formats::vllm_moe::{export, import_file, FileName};
 
 /// The name used when the input has no newline.
 const NAME: &str = "E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json";

@@ -1,43 +1,40 @@
-//! What several `cache` subcommands share: the `--format` flag, reading a
+//! What several `cache` subcommands share: the `--format` flag (its values
+//! from the formats' registry, `ranktune_formats::FORMATS`), reading a
 //! source cache with its warnings logged, opening a store the same way
 //! everywhere, and a few ways of printing cache values. Subcommand modules
 //! use this one and never each other.
 
 use anyhow::Context;
-use ranktune_cache::{read_source, CacheLocation, Source, SourceFormat, Store, WonBy};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use ranktune_cache::{CacheLocation, Store, WonBy};
+use ranktune_formats::{read_source, Source, FORMATS};
 use std::path::Path;
 use tracing::warn;
 
-/// Source file formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// Decide from the file's name and shape (the import says which).
-    Auto,
-    /// A ranktune cache file.
-    Ranktune,
-    /// A TensorRT-LLM autotuner cache file.
-    Trtllm,
-    /// vLLM/SGLang fused-MoE config files (a file or a folder of them).
-    VllmMoe,
-    /// A FlashInfer autotuner cache file.
-    Flashinfer,
-    /// Triton autotune files (`<kernel>.autotune.json`; a file, or a folder such
-    /// as Triton's cache directory).
-    Triton,
+/// A `--format` value of the subcommands that read caches: `auto` (decide
+/// from the file) or one of the registry's formats
+/// (`ranktune_formats::FORMATS`).
+#[derive(Clone, Copy, Debug)]
+pub struct Format(Option<&'static dyn ranktune_formats::Format>);
+
+/// The `--format` values of the subcommands that read caches: `auto`, then
+/// every format of the registry, each with its help line.
+pub(super) fn source_formats() -> impl TypedValueParser<Value = Format> {
+    let auto = PossibleValue::new("auto")
+        .help("Decide from the file's name and shape (the import says which)");
+    let values = std::iter::once(auto)
+        .chain(FORMATS.iter().map(|f| PossibleValue::new(f.name()).help(f.about())));
+    PossibleValuesParser::new(values).map(|name| Format(ranktune_formats::by_name(&name)))
 }
 
-impl Format {
-    /// The format to read as; `None` to detect it.
-    fn source_format(self) -> Option<SourceFormat> {
-        match self {
-            Format::Auto => None,
-            Format::Ranktune => Some(SourceFormat::Ranktune),
-            Format::Trtllm => Some(SourceFormat::Trtllm),
-            Format::VllmMoe => Some(SourceFormat::VllmMoe),
-            Format::Flashinfer => Some(SourceFormat::Flashinfer),
-            Format::Triton => Some(SourceFormat::Triton),
-        }
-    }
+/// The `--format` values of `cache export`: the formats ranktune writes.
+pub(super) fn export_formats(
+) -> impl TypedValueParser<Value = &'static dyn ranktune_formats::Format> {
+    let values = ranktune_formats::writable()
+        .filter_map(|f| f.writer().map(|w| PossibleValue::new(f.name()).help(w.about)));
+    PossibleValuesParser::new(values).try_map(|name| {
+        ranktune_formats::by_name(&name).ok_or_else(|| format!("no format {name:?}"))
+    })
 }
 
 /// The cache location an argument names: a file path, or a Redis URL
@@ -61,9 +58,9 @@ pub(super) fn shown(arg: &Path) -> String {
 /// ranktune cache, without side effects.
 pub(super) fn load_source(path: &Path, format: Format) -> anyhow::Result<Source> {
     let source = match location(path)? {
-        CacheLocation::File(_) => read_source(path, format.source_format())?,
+        CacheLocation::File(_) => read_source(path, format.0)?,
         loc @ CacheLocation::Redis(_) => {
-            if format == Format::Trtllm {
+            if format.0.is_some_and(|f| f.name() == "trtllm") {
                 anyhow::bail!(
                     "{loc} is a ranktune cache on Redis; --format trtllm reads files only"
                 );
@@ -71,7 +68,7 @@ pub(super) fn load_source(path: &Path, format: Format) -> anyhow::Result<Source>
             let loaded = open_store(&loc)?.inspect().with_context(|| format!("reading {loc}"))?;
             Source {
                 data: loaded.data,
-                format: Some(SourceFormat::Ranktune),
+                format: ranktune_formats::by_name("ranktune"),
                 skipped: loaded.bad_entries,
                 empty: false,
                 warnings: loaded.warnings,

@@ -4,7 +4,7 @@
 //! differences reported, 2 trouble (a file missing or unreadable, a bad
 //! flag).
 
-use super::common::{load_source, Format};
+use super::common::{load_source, source_formats, Format};
 use anyhow::Result;
 use ranktune_cache::{diff, CacheDiff, ChangeKind, DiffOptions, Entry, EntryKey};
 use std::path::PathBuf;
@@ -32,7 +32,7 @@ pub struct DiffArgs {
     /// The new cache.
     pub b: PathBuf,
     /// Format of both files.
-    #[arg(long, value_enum, default_value_t = Format::Auto)]
+    #[arg(long, value_parser = source_formats(), default_value = "auto")]
     pub format: Format,
     /// Report time changes only above this many percent. The default, 10,
     /// is the tuner's widest near-tie band: smaller changes are run-to-run
@@ -58,7 +58,8 @@ pub fn run(args: DiffArgs) -> Result<ExitCode> {
     let mut a = load_source(&args.a, args.format)?;
     let mut b = load_source(&args.b, args.format)?;
     // Fused-MoE configs of two GPUs: compare batch size by batch size.
-    if let Some((da, db, dev_a, dev_b)) = ranktune_cache::vllm_moe::align_devices(&a.data, &b.data)
+    if let Some((da, db, dev_a, dev_b)) =
+        ranktune_formats::vllm_moe::align_devices(&a.data, &b.data)
     {
         if !args.json {
             println!("comparing the configs of {dev_a} (old) and {dev_b} (new) by batch size");

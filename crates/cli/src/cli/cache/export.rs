@@ -9,25 +9,12 @@
 //! directory; never over a device or FIFO), and an existing OUT is only
 //! replaced with --force. The cache itself is only read.
 
-use super::common::{exists, location, open_store, same_file};
+use super::common::{exists, export_formats, location, open_store, same_file};
 use anyhow::{bail, Context, Result};
-use ranktune_cache::export::{self, ExportError};
+use ranktune_formats::{ExportError, Format, Layout};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tracing::warn;
-
-/// Export formats.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum ExportFormat {
-    /// TensorRT-LLM's autotuner cache (one JSON document).
-    Trtllm,
-    /// vLLM/SGLang fused-MoE config files, into the folder OUT.
-    VllmMoe,
-    /// FlashInfer's autotuner cache (one JSON document).
-    Flashinfer,
-    /// Triton autotune files, into the folder OUT (`<hash>/<kernel>.autotune.json`).
-    Triton,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
@@ -37,8 +24,8 @@ pub struct ExportArgs {
     #[arg(short, long, value_name = "OUT")]
     pub output: PathBuf,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = ExportFormat::Trtllm)]
-    pub format: ExportFormat,
+    #[arg(long, value_parser = export_formats(), default_value = "trtllm")]
+    pub format: &'static dyn Format,
     /// Replace OUT if it exists (with vllm-moe and triton: files of the same
     /// name in OUT).
     #[arg(long)]
@@ -58,16 +45,16 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
             if args.cache == args.output { "" } else { " through a link" }
         );
     }
-    let format = args.format.into();
+    let format = args.format;
     let loaded = open_store(&loc)?.inspect().with_context(|| format!("reading {loc}"))?;
     for w in &loaded.warnings {
         warn!("{loc}: {w}");
     }
-    let exported = export::export(&loaded.data, format);
+    let exported = ranktune_formats::export(&loaded.data, format)?;
     for w in &exported.warnings {
         warn!("{w}");
     }
-    match export::write(&args.output, &exported, args.force) {
+    match ranktune_formats::write(&args.output, format, &exported, args.force) {
         Ok(_) => {}
         Err(e @ ExportError::Exists(_)) => bail!("{}", e.with_force_hint("--force")),
         Err(ExportError::Nothing { lacks, format }) => {
@@ -80,7 +67,7 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
     } else {
         String::new()
     };
-    if format.is_folder() {
+    if let Layout::Folder { .. } = format.layout() {
         println!(
             "exported {} entries to {} files in {} ({}){left_out}",
             exported.written,
@@ -97,15 +84,4 @@ pub fn run(args: ExportArgs) -> Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
-}
-
-impl From<ExportFormat> for export::ExportFormat {
-    fn from(f: ExportFormat) -> Self {
-        match f {
-            ExportFormat::Trtllm => export::ExportFormat::Trtllm,
-            ExportFormat::VllmMoe => export::ExportFormat::VllmMoe,
-            ExportFormat::Flashinfer => export::ExportFormat::Flashinfer,
-            ExportFormat::Triton => export::ExportFormat::Triton,
-        }
-    }
 }

@@ -1,11 +1,13 @@
 //! `ranktune cache import`: read caches (ranktune, TensorRT-LLM, vLLM/SGLang
 //! fused-MoE configs, FlashInfer or Triton autotune files, detected by
-//! `ranktune_cache::read_source`) and save their entries into a
+//! `ranktune_formats::read_source`) and save their entries into a
 //! cache through the same locked, merging save the tuner uses, so many
 //! imports into one cache can run at once. Reading a source never modifies
 //! it.
 
-use super::common::{load_source, location, open_store, shown, won_by_text, Format};
+use super::common::{
+    load_source, location, open_store, shown, source_formats, won_by_text, Format,
+};
 use anyhow::{Context, Result};
 use ranktune_cache::{merge, place_in_rank, CacheData};
 use std::path::PathBuf;
@@ -22,7 +24,7 @@ pub struct ImportArgs {
     #[arg(required = true)]
     pub src: Vec<PathBuf>,
     /// Format of the source files.
-    #[arg(long, value_enum, default_value_t = Format::Auto)]
+    #[arg(long, value_parser = source_formats(), default_value = "auto")]
     pub format: Format,
     /// Place the sources' rank section into `rank_<R>` (a source with
     /// several rank sections also needs --from-rank). `shared` stays shared.

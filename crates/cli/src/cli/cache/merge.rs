@@ -4,7 +4,9 @@
 //! which applies the same rule again, under the lock, against OUT as stored
 //! at that moment (see `FileStore::save_resolving`).
 
-use super::common::{load_source, location, open_store, same_file, shown, won_by_text, Format};
+use super::common::{
+    load_source, location, open_store, same_file, shown, source_formats, won_by_text, Format,
+};
 use anyhow::{Context, Result};
 use ranktune_cache::CacheLocation;
 use ranktune_cache::{merge, new_wins};
@@ -24,7 +26,7 @@ pub struct MergeArgs {
     #[arg(required = true, value_name = "IN")]
     pub inputs: Vec<PathBuf>,
     /// Format of the inputs.
-    #[arg(long, value_enum, default_value_t = Format::Auto)]
+    #[arg(long, value_parser = source_formats(), default_value = "auto")]
     pub format: Format,
     /// Print the conflicts as JSON instead of lines.
     #[arg(long)]

@@ -32,9 +32,14 @@
 
 use crate::ordered::{self, Layout, OValue};
 use crate::trtllm::{ms_to_us, repr_float, us_to_ms};
-use crate::{bucket_label, CacheData, Candidate, Entry, EntryKey, Identity, Section, Stats};
+use crate::{Exported, Format, FormatError, Imported, Input, SourceError, Writer};
+use ranktune_cache::{
+    bucket_label, read_cache_bytes, CacheData, CacheError, Candidate, Entry, EntryKey, Identity,
+    Section, Stats,
+};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// The runner of imported entries.
 pub const RUNNER: &str = "triton";
@@ -70,45 +75,13 @@ pub fn looks_like_triton(doc: &Value) -> bool {
         && doc.get("configs_timings").is_some_and(Value::is_array)
 }
 
-/// Why a file cannot be imported at all.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum TritonError {
-    /// The name is not `<kernel>.autotune.json`.
-    #[error("the file name {0:?} is not <kernel>.autotune.json")]
-    Name(String),
-    /// Not UTF-8 JSON (Python's `Infinity` and `NaN` allowed).
-    #[error("not valid JSON: {0}")]
-    NotJson(String),
-    /// JSON, but not an object.
-    #[error("the document is not a JSON object with \"key\" and \"configs_timings\"")]
-    NotAnObject,
-    /// A member Triton always writes is missing or of the wrong kind.
-    #[error("{0}")]
-    Shape(String),
-    /// No config has a time (all failed, or none parsed).
-    #[error("no config has a time ({0}); there is no choice to import")]
-    NoTime(String),
-}
-
-/// One imported file.
-#[derive(Clone, Debug, Default)]
-pub struct Imported {
-    /// Its entry (one at most).
-    pub data: CacheData,
-    /// One line per thing skipped, each naming it.
-    pub warnings: Vec<String>,
-    /// Configs and members skipped (kept for the export all the same).
-    pub skipped: usize,
-}
-
 /// The fingerprint of a tuning key and the bucket's dims: each value that
 /// is a plain non-negative integer is a dim and written `#`; every other
 /// value is written as it is, with `%`, `,` (and a lone `#`) escaped as
 /// `%25`, `%2C`, `%23`; values joined by `,`.
 ///
 /// ```
-/// use ranktune_cache::triton::{fingerprint_of, key_of};
+/// use ranktune_formats::triton::{fingerprint_of, key_of};
 /// let key: Vec<String> =
 ///     ["1024", "512", "torch.float16", "True"].iter().map(|s| s.to_string()).collect();
 /// let (fp, dims) = fingerprint_of(&key);
@@ -227,13 +200,19 @@ fn number(v: &OValue) -> Option<f64> {
 /// the last part is the file name, which names the kernel), `bytes` its
 /// content. Configs whose pair or timing does not parse are named in a
 /// warning, skipped, and kept for [`export`] (the whole file is).
-pub fn import_file(path: &str, bytes: &[u8]) -> Result<Imported, TritonError> {
+pub fn import_file(path: &str, bytes: &[u8]) -> Result<Imported, FormatError> {
     let file_name = path.rsplit('/').next().unwrap_or(path);
-    let kernel = kernel_name(file_name).ok_or_else(|| TritonError::Name(file_name.into()))?;
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| TritonError::NotJson(format!("not UTF-8 (byte {})", e.valid_up_to())))?;
-    let doc = parse_python_json(text).map_err(TritonError::NotJson)?;
-    let members = doc.members().ok_or(TritonError::NotAnObject)?;
+    let kernel = kernel_name(file_name).ok_or_else(|| FormatError::Name {
+        name: file_name.into(),
+        convention: "<kernel>.autotune.json",
+    })?;
+    let text = std::str::from_utf8(bytes).map_err(FormatError::not_utf8_text)?;
+    let doc =
+        parse_python_json(text).map_err(|message| FormatError::NotJson { at: None, message })?;
+    let members = doc.members().ok_or(FormatError::NotAnObject {
+        found: None,
+        expected: "with \"key\" and \"configs_timings\"",
+    })?;
     let mut out = Imported::default();
     for (name, _) in members {
         if name != "key" && name != "configs_timings" {
@@ -251,16 +230,16 @@ pub fn import_file(path: &str, bytes: &[u8]) -> Result<Imported, TritonError> {
             })
             .collect::<Option<Vec<String>>>()
             .ok_or_else(|| {
-                TritonError::Shape("\"key\" holds a value that is not a string".into())
+                FormatError::Shape("\"key\" holds a value that is not a string".into())
             })?,
-        Some(OValue::Array(_)) => return Err(TritonError::Shape("\"key\" is empty".into())),
-        Some(_) => return Err(TritonError::Shape("\"key\" is not a list".into())),
-        None => return Err(TritonError::Shape("no \"key\"".into())),
+        Some(OValue::Array(_)) => return Err(FormatError::Shape("\"key\" is empty".into())),
+        Some(_) => return Err(FormatError::Shape("\"key\" is not a list".into())),
+        None => return Err(FormatError::Shape("no \"key\"".into())),
     };
     let pairs = match doc.get("configs_timings") {
         Some(OValue::Array(pairs)) => pairs,
-        Some(_) => return Err(TritonError::Shape("\"configs_timings\" is not a list".into())),
-        None => return Err(TritonError::Shape("no \"configs_timings\"".into())),
+        Some(_) => return Err(FormatError::Shape("\"configs_timings\" is not a list".into())),
+        None => return Err(FormatError::Shape("no \"configs_timings\"".into())),
     };
     // (candidate, the timing values in ms) for each config that parsed.
     let mut candidates: Vec<(Candidate, Option<Vec<f64>>)> = Vec::new();
@@ -284,8 +263,9 @@ pub fn import_file(path: &str, bytes: &[u8]) -> Result<Imported, TritonError> {
         }
     }
     let Some((best, _)) = best else {
-        return Err(TritonError::NoTime(format!(
-            "{} configs: {} failed to compile or run, {} did not parse",
+        return Err(FormatError::Shape(format!(
+            "no config has a time ({} configs: {} failed to compile or run, {} did not parse); \
+             there is no choice to import",
             pairs.len(),
             candidates.len(),
             pairs.len() - candidates.len()
@@ -405,12 +385,9 @@ fn safe_path(path: &str) -> bool {
             .all(|p| !p.is_empty() && p != "." && p != ".." && !p.contains(['\\', '\0']))
 }
 
-/// A cache's Triton entries as autotune files: (path relative to the
-/// output folder, content), sorted by path.
-pub type Exported = crate::export::Converted;
-
 /// Writes every Triton entry of `data` (runner [`RUNNER`], checksum
-/// [`CHECKSUM`]) as an autotune file. An entry imported from a file, and
+/// [`CHECKSUM`]) as an autotune file: (path relative to the output folder,
+/// content), sorted by path. An entry imported from a file, and
 /// unchanged since, is that file, byte for byte, at the path it was
 /// imported from (when that is a plain relative path; otherwise in the
 /// digest folder below); any other is written the way Triton writes it (one line,
@@ -591,6 +568,174 @@ fn write_file(tuning_key: &[String], entry: &Entry, recorded: Option<&str>) -> S
     ordered::write(&doc, Layout { indent: None, final_newline: false })
 }
 
+/// How deep [`read_source`](crate::read_source) looks for autotune files in a folder: Triton's
+/// cache directory holds them one level down (`<hash>/<kernel>.autotune.json`);
+/// a folder of such caches (one per GPU) two.
+pub const MAX_FOLDER_DEPTH: usize = 4;
+
+/// The path a single autotune file is recorded under: its folder's name
+/// too when that looks like one of Triton's cache folders (a hash: 16 or
+/// more letters and digits), so an export puts it back there.
+fn triton_path(path: &Path) -> String {
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let parent = path.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str());
+    match parent {
+        Some(dir) if dir.len() >= 16 && dir.bytes().all(|b| b.is_ascii_alphanumeric()) => {
+            format!("{dir}/{name}")
+        }
+        _ => name.to_string(),
+    }
+}
+
+/// The `*.autotune.json` files under `dir`, as (path, path relative to
+/// `dir` with `/` between parts), sorted; at most [`MAX_FOLDER_DEPTH`]
+/// folders deep, never following links to folders. Unreadable folders
+/// are passed over.
+fn autotune_files(dir: &Path) -> Vec<(PathBuf, String)> {
+    fn walk(dir: &Path, rel: &str, depth: usize, out: &mut Vec<(PathBuf, String)>) {
+        let Ok(listing) = std::fs::read_dir(dir) else { return };
+        for e in listing.flatten() {
+            let Some(name) = e.file_name().to_str().map(str::to_string) else { continue };
+            let Ok(kind) = e.file_type() else { continue };
+            let rel = if rel.is_empty() { name.clone() } else { format!("{rel}/{name}") };
+            if kind.is_dir() {
+                if depth < MAX_FOLDER_DEPTH {
+                    walk(&e.path(), &rel, depth + 1, out);
+                }
+            } else if looks_like_triton_name(&name) {
+                out.push((e.path(), rel));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, "", 1, &mut out);
+    out.sort();
+    out
+}
+
+/// Reads every autotune file under a folder (see [`autotune_files`]);
+/// other files (a Triton cache holds many compiled kernels) are passed
+/// over in silence. A file that does not import, or that holds the same
+/// kernel and key as one read before, is named in a warning and skipped
+/// (counted as one skipped entry).
+fn read_folder(dir: &Path) -> Result<Imported, SourceError> {
+    if let Err(e) = std::fs::read_dir(dir) {
+        return Err(SourceError::Read(CacheError::Io {
+            action: "listing",
+            path: dir.to_path_buf(),
+            source: e,
+        }));
+    }
+    let files = autotune_files(dir);
+    if files.is_empty() {
+        return Err(SourceError::NoFiles {
+            path: dir.to_path_buf(),
+            what: format!(
+                "Triton autotune files (<kernel>.autotune.json, looked {MAX_FOLDER_DEPTH} folders \
+                 deep)"
+            ),
+        });
+    }
+    let mut out = Imported::default();
+    let mut read_from: std::collections::BTreeMap<EntryKey, PathBuf> = Default::default();
+    for (path, rel) in files {
+        let imported = read_cache_bytes(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| import_file(&rel, &bytes).map_err(|e| e.to_string()));
+        let imported = match imported {
+            Ok(i) => i,
+            Err(why) => {
+                out.warnings.push(format!("{}: {why}; skipped", path.display()));
+                out.skipped += 1;
+                continue;
+            }
+        };
+        let keys: Vec<EntryKey> = imported.data.iter().map(|(_, k, _)| k.clone()).collect();
+        if let Some(first) = keys.iter().find_map(|k| read_from.get(k)) {
+            out.warnings.push(format!(
+                "{}: the same kernel and tuning key as {} (another build of the kernel); \
+                 skipped",
+                path.display(),
+                first.display()
+            ));
+            out.skipped += 1;
+            continue;
+        }
+        for k in keys {
+            read_from.insert(k, path.clone());
+        }
+        out.warnings.extend(imported.warnings.iter().map(|w| format!("{}: {w}", path.display())));
+        out.skipped += imported.skipped;
+        out.data.apply(imported.data);
+    }
+    Ok(out)
+}
+
+/// Triton's autotune files (a file, or a folder such as Triton's cache
+/// directory).
+pub struct Triton;
+
+/// What a cache lacks when it holds no Triton entries.
+const LACKS: &str = "holds no Triton autotune entries (runner triton, checksum triton-autotune)";
+
+impl Format for Triton {
+    fn name(&self) -> &'static str {
+        "triton"
+    }
+
+    fn about(&self) -> &'static str {
+        "Triton autotune files (`<kernel>.autotune.json`; a file, or a folder such as Triton's \
+         cache directory)"
+    }
+
+    fn noun(&self) -> &'static str {
+        "a Triton autotune file"
+    }
+
+    fn sign(&self) -> &'static str {
+        "a file named <kernel>.autotune.json, a folder holding such files, or \
+         \"key\" and \"configs_timings\" lists"
+    }
+
+    fn layout(&self) -> crate::Layout {
+        crate::Layout::Folder { holds: "autotune files" }
+    }
+
+    /// A folder holding autotune files, or a file so named.
+    fn detect_path(&self, path: &Path) -> bool {
+        if path.is_dir() {
+            !autotune_files(path).is_empty()
+        } else {
+            looks_like_triton_name(path.file_name().and_then(|n| n.to_str()).unwrap_or(""))
+        }
+    }
+
+    /// Triton's shape, in a document without ranktune's `format` field
+    /// (a ranktune cache is told by that field, whatever else it holds).
+    fn detect(&self, doc: &Value) -> bool {
+        doc.get("format").is_none() && looks_like_triton(doc)
+    }
+
+    /// The file as it is: Python's `Infinity` stays what it is (the
+    /// shared parse would make it null), so there is no JSON check first.
+    fn read(&self, file: &Input<'_>) -> Result<Imported, SourceError> {
+        import_file(&triton_path(file.path()), file.bytes())
+            .map_err(|source| SourceError::import(file, &Triton, source))
+    }
+
+    fn read_folder(&self, dir: &Path) -> Result<Imported, SourceError> {
+        read_folder(dir)
+    }
+
+    fn writer(&self) -> Option<Writer> {
+        Some(Writer {
+            about: "Triton autotune files, into the folder OUT (`<hash>/<kernel>.autotune.json`)",
+            lacks: LACKS,
+            export,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -628,5 +773,13 @@ mod tests {
         assert!(parse_python_json("[Infinityx]").is_err());
         assert!(lexically_less(&[1.0, 5.0], &[1.0, 6.0]));
         assert!(!lexically_less(&[1.0, 5.0], &[1.0, 5.0]));
+    }
+
+    #[test]
+    fn lacks_names_the_runner_and_checksum() {
+        assert_eq!(
+            LACKS,
+            format!("holds no Triton autotune entries (runner {RUNNER}, checksum {CHECKSUM})")
+        );
     }
 }

@@ -1,10 +1,11 @@
 //! Importing and exporting TensorRT-LLM cache files, on fixtures written the
 //! way the reference writes them (`tests/fixtures/trtllm/make_fixtures.py`).
 
-use ranktune_cache::trtllm::{
-    export, format_key, import_bytes, parse_key, repr_float, ConvertError, IMPORTED_CHECKSUM,
-};
 use ranktune_cache::{cache_to_bytes, parse_cache, EntryKey, Section};
+use ranktune_formats::trtllm::{
+    export, export_document, format_key, import_bytes, parse_key, repr_float, IMPORTED_CHECKSUM,
+};
+use ranktune_formats::FormatError;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
@@ -106,14 +107,14 @@ fn bad_entries_are_skipped_by_name_and_the_rest_loads() {
 #[test]
 fn not_json_is_a_clear_error() {
     match import_bytes(&fixture("truncated.json")) {
-        Err(ConvertError::NotJson { line, column, .. }) => {
+        Err(FormatError::NotJson { at: Some((line, column)), .. }) => {
             assert_eq!(line, 2);
             assert!(column > 0);
         }
         other => panic!("expected NotJson, got {other:?}"),
     }
     let err = import_bytes(b"\xff\xfe{}").unwrap_err();
-    assert!(matches!(err, ConvertError::NotUtf8 { offset: 0 }), "{err}");
+    assert!(matches!(err, FormatError::NotUtf8 { offset: 0 }), "{err}");
     let err = import_bytes(b"[1, 2]").unwrap_err();
     assert!(err.to_string().contains("JSON array, not an object"), "{err}");
     // An empty file, or no metadata, is ordinary.
@@ -144,23 +145,23 @@ fn export_of_import_reproduces_the_reference_file() {
         let text = std::str::from_utf8(&original).unwrap();
         let imported = import_bytes(&original).unwrap();
         assert!(imported.warnings.is_empty(), "{:?}", imported.warnings);
-        let exported = export(&imported.data);
+        let (exported, exported_doc) = export_document(&imported.data);
         assert!(exported.warnings.is_empty(), "{:?}", exported.warnings);
         assert_eq!(exported.skipped, 0);
-        assert_eq!(exported.text, text, "{name}");
+        assert_eq!(exported.text(), text, "{name}");
         // Through a ranktune cache file, as `cache import` then `cache
         // export` do.
         let stored = cache_to_bytes(&imported.data);
         let reread = parse_cache(&stored).unwrap();
         assert!(reread.warnings.is_empty(), "{:?}", reread.warnings);
-        assert_eq!(export(&reread.data).text, text, "{name} through a cache file");
+        assert_eq!(export(&reread.data).text(), text, "{name} through a cache file");
         // And Python agrees the values are equal.
         let original_doc: Value = serde_json::from_slice(&original).unwrap();
-        python_equivalent(&original_doc, &exported.doc);
+        python_equivalent(&original_doc, &exported_doc);
         // Further trips change nothing at all.
-        let mut again = exported.text.clone();
+        let mut again = exported.text().to_string();
         for _ in 0..3 {
-            again = export(&import_bytes(again.as_bytes()).unwrap().data).text;
+            again = export(&import_bytes(again.as_bytes()).unwrap().data).text().to_string();
         }
         assert_eq!(again, text, "{name} after four trips");
     }
@@ -180,7 +181,7 @@ fn changed_entries_are_written_from_the_cache() {
     entry.time_us = 2500.0;
     entry.tactic = json!([256, 64]);
     let exported = export(&data);
-    let doc: Value = serde_json::from_str(&exported.text).unwrap();
+    let doc: Value = serde_json::from_str(exported.text()).unwrap();
     let changed = &doc[section.name()][format_key(&key)];
     assert_eq!(changed["min_time"], json!(2.5));
     assert_eq!(changed["tactic"], json!("(256, 64)"));
@@ -214,7 +215,7 @@ proptest::proptest! {
         let imported = import_bytes(text.as_bytes()).unwrap();
         proptest::prop_assert_eq!(imported.skipped, 0);
         let reread = parse_cache(&cache_to_bytes(&imported.data)).unwrap();
-        let out = export(&reread.data).text;
+        let out = export(&reread.data).text().to_string();
         proptest::prop_assert_eq!(&out, &text);
         let doc: Value = serde_json::from_str(&out).unwrap();
         proptest::prop_assert_eq!(doc["rank_0"]["('op', 'R', 'u', ((8,),))"]["min_time"].as_f64(), Some(ms));
@@ -284,10 +285,9 @@ fn export_of_native_entries() {
     odd.tactic = json!({"$float": "bogus"});
     data.insert(Section::Rank(1), EntryKey { op: "odd".into(), ..key.clone() }, odd);
 
-    let out = export(&data);
+    let (out, doc) = export_document(&data);
     assert_eq!((out.written, out.skipped), (1, 1));
     assert!(out.warnings[0].contains("odd"), "{:?}", out.warnings);
-    let doc = out.doc;
     assert_eq!(
         doc["metadata"],
         json!({"lib_version": "ranktune-0.1.0", "creation_timestamp": 1.7e9, "device_name": "AMD EPYC", "device_capability": []})

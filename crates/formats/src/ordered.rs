@@ -310,7 +310,7 @@ pub(crate) const NON_FINITE_TOKENS: [&str; 3] = ["-Infinity", "Infinity", "NaN"]
 /// Python-written JSON.)
 pub(crate) fn replace_bare_non_finite(text: &str, with: &dyn Fn(&str) -> String) -> Option<String> {
     let mut out = String::with_capacity(text.len());
-    let (mut strings, mut changed) = (crate::json_text::Strings::default(), false);
+    let (mut strings, mut changed) = (ranktune_cache::json_text::Strings::default(), false);
     let mut rest = text;
     while let Some(c) = rest.chars().next() {
         if strings.outside(c) {

@@ -7,7 +7,7 @@
 //! through [`pyliteral`]: nothing is evaluated.
 
 use super::pyliteral::{self, PyValue};
-use crate::EntryKey;
+use ranktune_cache::EntryKey;
 
 /// Why a key string is not a reference key.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -24,7 +24,7 @@ pub enum KeyError {
 /// Parses one reference key.
 ///
 /// ```
-/// use ranktune_cache::trtllm::{format_key, parse_key};
+/// use ranktune_formats::trtllm::{format_key, parse_key};
 /// let text = r#"('trtllm::fp8_gemm', 'FP8GemmRunner', "(1, 'x')", ((8, 4096), (4096,)))"#;
 /// let key = parse_key(text).unwrap();
 /// assert_eq!(key.runner, "FP8GemmRunner");

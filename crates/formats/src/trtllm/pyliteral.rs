@@ -101,7 +101,7 @@ pub struct LiteralError {
 /// else after the value is an error.
 ///
 /// ```
-/// use ranktune_cache::trtllm::{parse_literal, PyValue};
+/// use ranktune_formats::trtllm::{parse_literal, PyValue};
 /// let v = parse_literal("((256, 256), (1, 2), 1)").unwrap();
 /// assert_eq!(v.to_string(), "((256, 256), (1, 2), 1)");
 /// assert_eq!(parse_literal("(2048,)").unwrap(), PyValue::Tuple(vec![PyValue::int(2048)]));

@@ -2,12 +2,10 @@
 //! on fixtures written the way Triton's autotuner writes them
 //! (`tests/fixtures/triton/make_fixtures.py`).
 
-use ranktune_cache::triton::{export, import_file, CHECKSUM, RUNNER};
-use ranktune_cache::trtllm::repr_float;
-use ranktune_cache::{
-    cache_to_bytes, parse_cache, read_source, CacheData, EntryKey, Section, SourceError,
-    SourceFormat,
-};
+use ranktune_cache::{cache_to_bytes, parse_cache, CacheData, EntryKey, Section};
+use ranktune_formats::triton::{export, import_file, CHECKSUM, RUNNER};
+use ranktune_formats::trtllm::repr_float;
+use ranktune_formats::{read_source, SourceError};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -54,7 +52,7 @@ fn matmul_key(m: u64, n: u64, k: u64) -> EntryKey {
 fn export_of_import_is_the_same_files() {
     for gpu in ["h100", "a100"] {
         let source = read_source(&fixture(gpu), None).unwrap();
-        assert_eq!(source.format, Some(SourceFormat::Triton));
+        assert_eq!(source.format.map(|f| f.name()), Some("triton"));
         assert!(source.warnings.is_empty(), "{:?}", source.warnings);
         assert_eq!(source.data.len(), 4, "{gpu}");
         let original = autotune_files(&fixture(gpu));
@@ -143,7 +141,7 @@ fn failed_configs_are_candidates_with_an_error() {
 #[test]
 fn damaged_files_and_configs_are_named_and_kept() {
     let source = read_source(&fixture("damaged"), None).unwrap();
-    assert_eq!(source.format, Some(SourceFormat::Triton));
+    assert_eq!(source.format.map(|f| f.name()), Some("triton"));
     assert_eq!(source.data.len(), 1);
     let w = source.warnings.join("\n");
     assert!(w.contains("truncated.autotune.json: not valid JSON"), "{w}");
@@ -177,7 +175,7 @@ fn detection_and_single_files() {
     );
     let text = std::fs::read(&src).unwrap();
     let by_name = read_source(&src, None).unwrap();
-    assert_eq!((by_name.format, by_name.data.len()), (Some(SourceFormat::Triton), 1));
+    assert_eq!((by_name.format.map(|f| f.name()), by_name.data.len()), (Some("triton"), 1));
     // Its hash folder is recorded: the export puts it back there.
     let files = exported_files(&by_name.data);
     assert_eq!(
@@ -189,14 +187,14 @@ fn detection_and_single_files() {
     let other = dir.path().join("copy.json");
     std::fs::write(&other, &text).unwrap();
     let e = read_source(&other, None).unwrap_err();
-    assert!(matches!(e, SourceError::NotTriton { .. }), "{e:?}");
+    assert!(matches!(e, SourceError::Import { format, .. } if format.name() == "triton"), "{e:?}");
     let e = ranktune_core::error_chain::Chain(&e).to_string();
     assert!(e.contains("is not <kernel>.autotune.json"), "{e}");
 
     let empty = tempfile::tempdir().unwrap();
     std::fs::write(empty.path().join("notes.txt"), "x").unwrap();
-    let e = read_source(empty.path(), Some(SourceFormat::Triton)).unwrap_err();
-    assert!(matches!(e, SourceError::NoAutotuneFiles { .. }), "{e:?}");
+    let e = read_source(empty.path(), ranktune_formats::by_name("triton")).unwrap_err();
+    assert!(matches!(e, SourceError::NoFiles { .. }), "{e:?}");
 }
 
 /// An entry that no longer says what its file said (another choice, other

@@ -23,7 +23,8 @@
 
 use crate::ordered::{self, Layout, OValue};
 use crate::trtllm::{parse_literal, repr_str, PyValue};
-use crate::{CacheData, Entry, EntryKey, Identity, Section};
+use crate::{Exported, Format, FormatError, Imported, Input, SourceError, Writer};
+use ranktune_cache::{CacheData, Entry, EntryKey, Identity, Section};
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -39,29 +40,6 @@ pub const ENV_FIELDS: &[&str] =
     &["flashinfer_version", "cuda_version", "cublas_version", "cudnn_version", "gpu_name"];
 
 const ORIGIN: &str = "flashinfer";
-
-/// Why a document cannot be imported at all.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum FlashinferError {
-    /// Not UTF-8 JSON.
-    #[error("not valid JSON: {0}")]
-    NotJson(String),
-    /// JSON, but not an object.
-    #[error("the document is not a JSON object of tuned configs")]
-    NotAnObject,
-}
-
-/// The result of importing one file.
-#[derive(Clone, Debug, Default)]
-pub struct Imported {
-    /// Its entries.
-    pub data: CacheData,
-    /// One line per thing skipped or noticed, each naming it.
-    pub warnings: Vec<String>,
-    /// Entries skipped (kept for the export all the same).
-    pub skipped: usize,
-}
 
 /// True when a parsed document looks like FlashInfer's cache: a
 /// `_metadata` object with FlashInfer's fields, or members keyed by
@@ -104,11 +82,13 @@ fn identity_of(env: Option<&Value>) -> Identity {
 /// Imports FlashInfer cache bytes: every member whose key and value parse
 /// is an entry; every other one is named in a warning, skipped, and kept
 /// for [`export`].
-pub fn import_bytes(bytes: &[u8]) -> Result<Imported, FlashinferError> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| FlashinferError::NotJson(format!("not UTF-8 (byte {})", e.valid_up_to())))?;
-    let doc = ordered::parse(text).map_err(|e| FlashinferError::NotJson(e.to_string()))?;
-    let members = doc.members().ok_or(FlashinferError::NotAnObject)?;
+pub fn import_bytes(bytes: &[u8]) -> Result<Imported, FormatError> {
+    let text = std::str::from_utf8(bytes).map_err(FormatError::not_utf8_text)?;
+    let doc = ordered::parse(text)
+        .map_err(|e| FormatError::NotJson { at: None, message: e.to_string() })?;
+    let members = doc
+        .members()
+        .ok_or(FormatError::NotAnObject { found: None, expected: "of tuned configs" })?;
     let mut out = Imported::default();
     let created = doc.get("_metadata").map(OValue::to_value);
     let updated = doc.get("_last_updated_by").map(OValue::to_value);
@@ -225,25 +205,12 @@ fn format_key(key: &EntryKey) -> String {
     format!("({}, {}, {profile})", repr_str(&key.op), repr_str(&key.runner))
 }
 
-/// A cache as a FlashInfer cache file.
-#[derive(Clone, Debug)]
-pub struct Exported {
-    /// The file's text.
-    pub text: String,
-    /// One line per entry left out.
-    pub warnings: Vec<String>,
-    /// Entries written.
-    pub written: usize,
-    /// Entries left out (another fingerprint, or two sections disagree).
-    pub skipped: usize,
-}
-
 /// Writes the cache's FlashInfer entries (fingerprint [`FINGERPRINT`]) as
 /// a FlashInfer cache: the imported file's `_metadata`, `_last_updated_by`,
 /// member order, skipped members and layout when there is one; otherwise
 /// `_metadata` from the entries' environment, indent 2.
 pub fn export(data: &CacheData) -> Exported {
-    let mut out = Exported { text: String::new(), warnings: Vec::new(), written: 0, skipped: 0 };
+    let mut out = Exported::default();
     let mut entries: BTreeMap<String, OValue> = BTreeMap::new();
     let mut envs: BTreeMap<&str, usize> = BTreeMap::new();
     for (section, key, entry) in data.iter() {
@@ -331,8 +298,47 @@ pub fn export(data: &CacheData) -> Exported {
     }
     members.extend(kept);
     members.extend(entries);
-    out.text = ordered::write(&OValue::Object(members), layout);
+    out.files = vec![(String::new(), ordered::write(&OValue::Object(members), layout))];
     out
+}
+
+/// FlashInfer's autotuner cache file.
+pub struct Flashinfer;
+
+impl Format for Flashinfer {
+    fn name(&self) -> &'static str {
+        "flashinfer"
+    }
+
+    fn about(&self) -> &'static str {
+        "A FlashInfer autotuner cache file"
+    }
+
+    fn noun(&self) -> &'static str {
+        "a FlashInfer autotuner cache"
+    }
+
+    fn sign(&self) -> &'static str {
+        "\"_metadata\" with flashinfer_version or gpu_name, or members keyed by \
+         tuples holding [runner, tactic]"
+    }
+
+    fn detect(&self, doc: &Value) -> bool {
+        looks_like_flashinfer(doc)
+    }
+
+    fn read(&self, file: &Input<'_>) -> Result<Imported, SourceError> {
+        file.document()?;
+        import_bytes(file.bytes()).map_err(|source| SourceError::import(file, &Flashinfer, source))
+    }
+
+    fn writer(&self) -> Option<Writer> {
+        Some(Writer {
+            about: "FlashInfer's autotuner cache (one JSON document)",
+            lacks: "holds nothing to export",
+            export,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,9 @@
 
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
-use ranktune_cache::trtllm::{json_to_py, parse_literal as parse, py_to_json, repr_float, PyValue};
+use ranktune_formats::trtllm::{
+    json_to_py, parse_literal as parse, py_to_json, repr_float, PyValue,
+};
 use std::io::Write;
 use std::process::{Command, Stdio};
 

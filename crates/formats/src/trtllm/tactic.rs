@@ -26,7 +26,7 @@ use serde_json::{Map, Number, Value};
 /// Converts a parsed Python literal to the JSON form in the module table.
 ///
 /// ```
-/// use ranktune_cache::trtllm::{parse_literal, py_to_json};
+/// use ranktune_formats::trtllm::{parse_literal, py_to_json};
 /// let v = py_to_json(&parse_literal("((256, 256), (1, 2), 1)").unwrap());
 /// assert_eq!(v, serde_json::json!([[256, 256], [1, 2], 1]));
 /// ```

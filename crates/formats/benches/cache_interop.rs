@@ -5,8 +5,8 @@
 //! `cargo bench --bench cache_interop -- --warm-up-time 1 --measurement-time 3`
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use ranktune_cache::trtllm::{export, format_key, import_bytes, to_json_text};
 use ranktune_cache::EntryKey;
+use ranktune_formats::trtllm::{export_document, format_key, import_bytes, to_json_text};
 use serde_json::{json, Map, Value};
 
 const RANKS: u32 = 8;
@@ -84,7 +84,7 @@ fn bench(c: &mut Criterion) {
         b.iter(|| import_bytes(&bytes).map(|i| i.data.len()))
     });
     g.bench_function("export (format + JSON text)", |b| {
-        b.iter(|| to_json_text(&export(&data).doc).len())
+        b.iter(|| to_json_text(&export_document(&data).1).len())
     });
     g.finish();
 }

@@ -1,10 +1,9 @@
 //! Importing and exporting FlashInfer autotuner caches, on fixtures written
 //! from its documented format (`tests/fixtures/flashinfer/make_fixtures.py`).
 
-use ranktune_cache::flashinfer::{export, import_bytes, CHECKSUM, FINGERPRINT};
-use ranktune_cache::{
-    cache_to_bytes, check, parse_cache, read_source, EntryKey, Problem, Section, SourceFormat,
-};
+use ranktune_cache::{cache_to_bytes, check, parse_cache, EntryKey, Problem, Section};
+use ranktune_formats::flashinfer::{export, import_bytes, CHECKSUM, FINGERPRINT};
+use ranktune_formats::read_source;
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> PathBuf {
@@ -18,16 +17,16 @@ fn export_of_import_is_the_same_file() {
     for name in ["b200.json", "mixed_env_damaged.json"] {
         let text = std::fs::read_to_string(fixture(name)).unwrap();
         let imported = import_bytes(text.as_bytes()).unwrap();
-        assert_eq!(export(&imported.data).text, text, "{name}");
+        assert_eq!(export(&imported.data).text(), text, "{name}");
         let reread = parse_cache(&cache_to_bytes(&imported.data)).unwrap();
-        assert_eq!(export(&reread.data).text, text, "{name} through a cache file");
+        assert_eq!(export(&reread.data).text(), text, "{name} through a cache file");
     }
 }
 
 #[test]
 fn entries_keys_and_environment() {
     let source = read_source(&fixture("b200.json"), None).unwrap();
-    assert_eq!(source.format, Some(SourceFormat::Flashinfer));
+    assert_eq!(source.format.map(|f| f.name()), Some("flashinfer"));
     assert!(source.warnings.is_empty(), "{:?}", source.warnings);
     let data = &source.data;
     assert_eq!(data.len(), 6);
@@ -83,7 +82,7 @@ fn export_without_origin() {
     for (s, k, e) in imported.data.iter() {
         data.insert(s, k.clone(), e.clone());
     }
-    let text = export(&data).text;
+    let text = export(&data).text().to_string();
     let again = import_bytes(text.as_bytes()).unwrap();
     assert!(again.warnings.is_empty(), "{:?}", again.warnings);
     let entries = |d: &ranktune_cache::CacheData| {

@@ -2,13 +2,13 @@
 //! written the way their tuners write them
 //! (`tests/fixtures/vllm_moe/make_fixtures.py`).
 
-use ranktune_cache::vllm_moe::{
+use ranktune_cache::{
+    cache_to_bytes, diff, parse_cache, ChangeKind, DiffOptions, EntryKey, Section,
+};
+use ranktune_formats::vllm_moe::{
     align_devices, export, import_file, FileName, CHECKSUM, OP, RUNNER,
 };
-use ranktune_cache::{
-    cache_to_bytes, diff, parse_cache, read_source, ChangeKind, DiffOptions, EntryKey, Section,
-    SourceError, SourceFormat,
-};
+use ranktune_formats::{read_source, SourceError};
 use std::path::PathBuf;
 
 fn dir(name: &str) -> PathBuf {
@@ -79,14 +79,14 @@ fn entries_per_batch_size_with_the_config_as_tactic() {
 #[test]
 fn a_folder_imports_and_exports_whole() {
     let source = read_source(&dir("two_gpus"), None).unwrap();
-    assert_eq!(source.format, Some(SourceFormat::VllmMoe));
+    assert_eq!(source.format.map(|f| f.name()), Some("vllm-moe"));
     assert_eq!(source.data.len(), 36);
     assert!(source.warnings.is_empty(), "{:?}", source.warnings);
     assert_eq!(export(&source.data).files, files("two_gpus"));
     // Auto detection by file name, and a file read as another format.
     let one = read_source(&dir("two_gpus").join(H200), None).unwrap();
-    assert_eq!(one.format, Some(SourceFormat::VllmMoe));
-    let e = read_source(&dir("two_gpus"), Some(SourceFormat::Trtllm)).unwrap_err();
+    assert_eq!(one.format.map(|f| f.name()), Some("vllm-moe"));
+    let e = read_source(&dir("two_gpus"), ranktune_formats::by_name("trtllm")).unwrap_err();
     assert!(matches!(e, SourceError::Folder { .. }), "{e}");
 }
 

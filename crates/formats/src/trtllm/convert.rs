@@ -16,9 +16,11 @@
 use super::key::{format_key, parse_key};
 use super::pyliteral;
 use super::tactic::{json_to_py, py_to_json};
+use crate::json::json_type;
 use crate::ordered::{self, Layout, OValue};
-use crate::{CacheData, Entry, Identity, Section};
-use serde_json::{Map, Value};
+use crate::{parse_document, Exported, FormatError, Imported};
+use ranktune_cache::{CacheData, Entry, Identity, Section};
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// The checksum given to imported entries: the reference records no
@@ -28,75 +30,6 @@ pub const IMPORTED_CHECKSUM: &str = "trtllm";
 
 /// Prefix of the `lib_version` of identities built from reference metadata.
 pub const LIB_VERSION_PREFIX: &str = "trtllm-";
-
-/// Why a document cannot be imported at all.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ConvertError {
-    /// The bytes are not UTF-8 text.
-    #[error("not UTF-8 text (first bad byte at offset {offset}); a TensorRT-LLM cache is a JSON document")]
-    NotUtf8 {
-        /// Byte offset of the first invalid byte.
-        offset: usize,
-    },
-    /// The text is not JSON.
-    #[error("not valid JSON at line {line}, column {column}: {message}; the file may be truncated or not a cache")]
-    NotJson {
-        /// 1-based line.
-        line: usize,
-        /// 1-based column.
-        column: usize,
-        /// The JSON parser's message.
-        message: String,
-    },
-    /// JSON, but not an object of sections.
-    #[error(
-        "the document is a JSON {0}, not an object with \"metadata\" and \"rank_<N>\" sections"
-    )]
-    NotAnObject(&'static str),
-}
-
-/// The result of importing one reference document.
-#[derive(Clone, Debug, Default)]
-pub struct Imported {
-    /// The entries that imported, with the environment in the metadata.
-    pub data: CacheData,
-    /// One line per thing skipped or guessed.
-    pub warnings: Vec<String>,
-    /// Entries skipped because they did not parse.
-    pub skipped: usize,
-}
-
-/// Parses reference JSON text. Python's `json` writes `NaN` and `Infinity`
-/// for non-finite floats; those read as `null` (so such an entry is skipped
-/// with a warning rather than failing the whole document).
-pub fn parse_document(bytes: &[u8]) -> Result<Value, ConvertError> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| ConvertError::NotUtf8 { offset: e.valid_up_to() })?;
-    if text.trim().is_empty() {
-        return Ok(Value::Object(Map::new()));
-    }
-    let first = match serde_json::from_str::<Value>(text) {
-        Ok(v) => return Ok(v),
-        Err(e) => e,
-    };
-    if let Some(fixed) = replace_non_finite(text) {
-        if let Ok(v) = serde_json::from_str::<Value>(&fixed) {
-            return Ok(v);
-        }
-    }
-    let mut message = first.to_string();
-    if let Some(at) = message.rfind(" at line ") {
-        message.truncate(at);
-    }
-    Err(ConvertError::NotJson { line: first.line(), column: first.column(), message })
-}
-
-/// Replaces the bare tokens `NaN`, `Infinity`, `-Infinity` outside strings
-/// by `null`; `None` when there are none.
-fn replace_non_finite(text: &str) -> Option<String> {
-    crate::ordered::replace_bare_non_finite(text, &|_| "null".into())
-}
 
 /// True when a JSON document has the reference's shape: no ranktune
 /// `format` field, and reference metadata or a section keyed by tuples.
@@ -123,8 +56,13 @@ pub fn looks_like_trtllm(doc: &Value) -> bool {
 /// file looked like (member order, `metadata` and every `min_time` and
 /// `tactic` exactly as written, indentation) in the cache's metadata, so
 /// [`export`] reproduces the file.
-pub fn import_bytes(bytes: &[u8]) -> Result<Imported, ConvertError> {
-    let mut imported = import(&parse_document(bytes)?)?;
+pub fn import_bytes(bytes: &[u8]) -> Result<Imported, FormatError> {
+    import_parsed(&parse_document(bytes)?, bytes)
+}
+
+/// [`import_bytes`] of a document already parsed from `bytes`.
+pub(crate) fn import_parsed(doc: &Value, bytes: &[u8]) -> Result<Imported, FormatError> {
+    let mut imported = import(doc)?;
     if let Some(origin) = std::str::from_utf8(bytes).ok().and_then(origin_of) {
         imported.data.set_origin(ORIGIN, origin);
     }
@@ -214,8 +152,11 @@ fn read_origin(data: &CacheData) -> Option<Origin> {
 
 /// Imports a parsed reference document: every entry that parses, and a
 /// warning naming each one that does not.
-pub fn import(doc: &Value) -> Result<Imported, ConvertError> {
-    let obj = doc.as_object().ok_or(ConvertError::NotAnObject(json_type(doc)))?;
+pub fn import(doc: &Value) -> Result<Imported, FormatError> {
+    let obj = doc.as_object().ok_or(FormatError::NotAnObject {
+        found: Some(json_type(doc)),
+        expected: "with \"metadata\" and \"rank_<N>\" sections",
+    })?;
     let mut out = Imported::default();
     let (identity, created_unix) = identity_from_metadata(obj.get("metadata"), &mut out.warnings);
     let env = identity.digest();
@@ -259,7 +200,7 @@ fn import_entry(
     value: &Value,
     env: &str,
     created_unix: u64,
-) -> Result<(crate::EntryKey, Entry), String> {
+) -> Result<(ranktune_cache::EntryKey, Entry), String> {
     let key = parse_key(key_text).map_err(|e| e.to_string())?;
     let obj = value
         .as_object()
@@ -403,7 +344,7 @@ fn parse_iso8601(s: &str) -> Option<u64> {
             sign * (oh * 3600 + om * 60)
         }
     };
-    let days = crate::time::days_from_civil(y, mo, d);
+    let days = ranktune_core::clock::days_from_civil(y, mo, d);
     let t = days * 86_400 + h * 3600 + mi * 60 + sec - offset;
     u64::try_from(t).ok()
 }
@@ -432,22 +373,6 @@ fn shift_decimal(x: f64, by: i32) -> f64 {
     shifted.unwrap_or(x * 10f64.powi(by))
 }
 
-/// A document in the reference's format, ready to write.
-#[derive(Clone, Debug)]
-pub struct Exported {
-    /// The JSON document.
-    pub doc: Value,
-    /// The document as the file's text: for a cache imported from such a
-    /// file, that file's member order, layout and values as written.
-    pub text: String,
-    /// One line per entry that could not be written, or guess made.
-    pub warnings: Vec<String>,
-    /// Entries written.
-    pub written: usize,
-    /// Entries left out (their tactic or time has no reference form).
-    pub skipped: usize,
-}
-
 /// Converts a cache to the reference's format: `metadata` describing the
 /// environment most entries were measured in, `shared` and `rank_<N>`
 /// sections with Python `str()` keys and `repr` tactics, times in ms.
@@ -457,6 +382,17 @@ pub struct Exported {
 /// file's order, under its `metadata` when the environment is the one it
 /// describes, with its indentation; everything else follows, sorted.
 pub fn export(data: &CacheData) -> Exported {
+    export_ordered(data).1
+}
+
+/// [`export`], with the document as JSON as well (for callers that hand
+/// the sections on in memory, such as Python's drop-in).
+pub fn export_document(data: &CacheData) -> (Exported, Value) {
+    let (doc, exported) = export_ordered(data);
+    (exported, doc.to_value())
+}
+
+fn export_ordered(data: &CacheData) -> (OValue, Exported) {
     let mut warnings = Vec::new();
     let origin = read_origin(data);
     // (runner id, tactic, min_time) per section and key text.
@@ -552,7 +488,7 @@ pub fn export(data: &CacheData) -> Exported {
         origin.as_ref().map_or(Layout { indent: Some(2), final_newline: true }, |o| o.layout);
     let doc = OValue::Object(top);
     let text = ordered::write(&doc, layout);
-    Exported { doc: doc.to_value(), text, warnings, written, skipped }
+    (doc, Exported { files: vec![(String::new(), text)], warnings, written, skipped })
 }
 
 /// The document as pretty JSON text with a final newline.
@@ -622,17 +558,6 @@ fn export_metadata(
     ])
 }
 
-fn json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -658,14 +583,6 @@ mod tests {
         assert_eq!(parse_timestamp(&json!("yesterday")), None);
         assert_eq!(parse_timestamp(&json!(-5)), None);
         assert_eq!(parse_timestamp(&json!([1])), None);
-    }
-
-    #[test]
-    fn non_finite_tokens_outside_strings_only() {
-        let fixed =
-            replace_non_finite(r#"{"a": NaN, "b": "NaN Infinity", "c": -Infinity}"#).unwrap();
-        assert_eq!(fixed, r#"{"a": null, "b": "NaN Infinity", "c": null}"#);
-        assert_eq!(replace_non_finite(r#"{"a": 1}"#), None);
     }
 
     #[test]

@@ -19,9 +19,11 @@
 //! does no file I/O: callers hand it names and text, it hands back text.
 
 use crate::ordered::{self, Layout, OValue};
-use crate::{CacheData, Entry, EntryKey, Identity, Section};
+use crate::{Exported, Format, FormatError, Imported, Input, SourceError, Writer};
+use ranktune_cache::{read_cache_bytes, CacheData, CacheError, Entry, EntryKey, Identity, Section};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
 /// The op of imported entries.
 pub const OP: &str = "fused_moe";
@@ -114,45 +116,23 @@ pub fn looks_like_vllm_moe(name: &str) -> bool {
     FileName::parse(name).is_some()
 }
 
-/// Why a file cannot be imported at all.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum MoeError {
-    /// The name does not follow the convention.
-    #[error(
-        "the file name {0:?} is not E=<experts>,N=<n>,device_name=<GPU>[,dtype=<dtype>]\
-         [,block_shape=[<a>,<b>]].json"
-    )]
-    Name(String),
-    /// Not UTF-8 JSON.
-    #[error("not valid JSON: {0}")]
-    NotJson(String),
-    /// JSON, but not an object.
-    #[error("the document is not a JSON object mapping batch sizes to configs")]
-    NotAnObject,
-}
-
-/// One imported file (or folder).
-#[derive(Clone, Debug, Default)]
-pub struct Imported {
-    /// Its entries.
-    pub data: CacheData,
-    /// One line per member skipped, each naming it.
-    pub warnings: Vec<String>,
-    /// Members skipped (they are kept for the export all the same).
-    pub skipped: usize,
-}
-
 /// Imports one config file: `name` is its file name (without
 /// directories), `bytes` its content. Every batch size whose value is a
 /// config object becomes an entry; any other member is named in a warning
 /// and kept for [`export`] (`triton_version` is recorded quietly).
-pub fn import_file(name: &str, bytes: &[u8]) -> Result<Imported, MoeError> {
-    let file = FileName::parse(name).ok_or_else(|| MoeError::Name(name.to_string()))?;
-    let text = std::str::from_utf8(bytes)
-        .map_err(|e| MoeError::NotJson(format!("not UTF-8 (byte {})", e.valid_up_to())))?;
-    let doc = ordered::parse(text).map_err(|e| MoeError::NotJson(e.to_string()))?;
-    let members = doc.members().ok_or(MoeError::NotAnObject)?;
+pub fn import_file(name: &str, bytes: &[u8]) -> Result<Imported, FormatError> {
+    let file = FileName::parse(name).ok_or_else(|| FormatError::Name {
+        name: name.to_string(),
+        convention:
+            "E=<experts>,N=<n>,device_name=<GPU>[,dtype=<dtype>][,block_shape=[<a>,<b>]].json",
+    })?;
+    let text = std::str::from_utf8(bytes).map_err(FormatError::not_utf8_text)?;
+    let doc = ordered::parse(text)
+        .map_err(|e| FormatError::NotJson { at: None, message: e.to_string() })?;
+    let members = doc.members().ok_or(FormatError::NotAnObject {
+        found: None,
+        expected: "mapping batch sizes to configs",
+    })?;
     let mut out = Imported::default();
     let triton = doc.get("triton_version").and_then(|v| match v.to_value() {
         Value::String(s) => Some(s),
@@ -279,13 +259,8 @@ fn read_origin(data: &CacheData, file_name: &str) -> Origin {
 const KEY_ORDER: &[&str] =
     &["BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages"];
 
-/// A cache's fused-MoE entries as config files: (file name, content),
-/// sorted by name; entries left out are those that are not fused-MoE
-/// configs, or that two sections disagree on.
-pub type Exported = crate::export::Converted;
-
 /// Writes every fused-MoE entry of `data` (op [`OP`], runner [`RUNNER`])
-/// into one file per expert count, N, device, dtype and block shape,
+/// as config files, (file name, content) sorted by name, one per expert count, N, device, dtype and block shape,
 /// named by vLLM's convention. A file imported earlier comes back as it
 /// was: its member and key order, indentation and non-config members;
 /// batch sizes it did not have follow in numeric order, keys of a config
@@ -401,7 +376,8 @@ pub fn align_devices(
         return None;
     }
     let strip = |d: &CacheData, dev: &str| {
-        let mut out = CacheData { metadata: d.metadata.clone(), ..CacheData::default() };
+        let mut out = CacheData::default();
+        out.metadata = d.metadata.clone();
         let prefix = format!("device_name={dev}");
         for (section, key, entry) in d.iter() {
             let mut key = key.clone();
@@ -419,6 +395,106 @@ pub fn align_devices(
         out
     };
     Some((strip(a, &da), strip(b, &db), da, db))
+}
+
+/// Reads every fused-MoE config file of a folder (sorted by name). Other
+/// files, and config files that do not parse, are named in warnings and
+/// skipped (a bad file counts as one skipped entry).
+fn read_folder(dir: &Path) -> Result<Imported, SourceError> {
+    let read_err = |e: std::io::Error| {
+        SourceError::Read(CacheError::Io { action: "listing", path: dir.to_path_buf(), source: e })
+    };
+    let mut names: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(read_err)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    names.sort();
+    let mut out = Imported::default();
+    let mut found = 0;
+    for path in names {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !looks_like_vllm_moe(name) || path.is_dir() {
+            out.warnings
+                .push(format!("{}: not named like a fused-MoE config; skipped", path.display()));
+            continue;
+        }
+        found += 1;
+        let imported = read_cache_bytes(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| import_file(name, &bytes).map_err(|e| e.to_string()));
+        match imported {
+            Ok(imported) => {
+                out.warnings
+                    .extend(imported.warnings.iter().map(|w| format!("{}: {w}", path.display())));
+                out.skipped += imported.skipped;
+                out.data.apply(imported.data);
+            }
+            Err(why) => {
+                out.warnings.push(format!("{}: {why}; skipped", path.display()));
+                out.skipped += 1;
+            }
+        }
+    }
+    if found == 0 {
+        return Err(SourceError::NoFiles {
+            path: dir.to_path_buf(),
+            what: "fused-MoE config files (named E=<experts>,N=<n>,device_name=<GPU>….json)".into(),
+        });
+    }
+    Ok(out)
+}
+
+/// vLLM's and SGLang's fused-MoE config files (a file or a folder).
+pub struct VllmMoe;
+
+/// What a cache lacks when it holds no fused-MoE entries.
+const LACKS: &str = "holds no fused-MoE configs (op fused_moe, runner triton)";
+
+impl Format for VllmMoe {
+    fn name(&self) -> &'static str {
+        "vllm-moe"
+    }
+
+    fn about(&self) -> &'static str {
+        "vLLM/SGLang fused-MoE config files (a file or a folder of them)"
+    }
+
+    fn noun(&self) -> &'static str {
+        "a fused-MoE config file"
+    }
+
+    fn sign(&self) -> &'static str {
+        "a folder, or a file named E=<experts>,N=<n>,device_name=<GPU>\
+         [,dtype=…][,block_shape=[…]].json"
+    }
+
+    fn layout(&self) -> crate::Layout {
+        crate::Layout::Folder { holds: "config files" }
+    }
+
+    /// Any folder, or a file named like a config.
+    fn detect_path(&self, path: &Path) -> bool {
+        path.is_dir()
+            || looks_like_vllm_moe(path.file_name().and_then(|n| n.to_str()).unwrap_or(""))
+    }
+
+    fn read(&self, file: &Input<'_>) -> Result<Imported, SourceError> {
+        file.document()?;
+        import_file(file.file_name(), file.bytes())
+            .map_err(|source| SourceError::import(file, &VllmMoe, source))
+    }
+
+    fn read_folder(&self, dir: &Path) -> Result<Imported, SourceError> {
+        read_folder(dir)
+    }
+
+    fn writer(&self) -> Option<Writer> {
+        Some(Writer {
+            about: "vLLM/SGLang fused-MoE config files, into the folder OUT",
+            lacks: LACKS,
+            export,
+        })
+    }
 }
 
 #[cfg(test)]
@@ -458,5 +534,10 @@ mod tests {
         ] {
             assert!(FileName::parse(bad).is_none(), "{bad}");
         }
+    }
+
+    #[test]
+    fn lacks_names_the_op_and_runner() {
+        assert_eq!(LACKS, format!("holds no fused-MoE configs (op {OP}, runner {RUNNER})"));
     }
 }
