@@ -1,7 +1,18 @@
 """Type stubs of the compiled extension (use the ``ranktune`` package)."""
 
 import os
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+from ranktune.records import (
+    Entry,
+    ExportReport,
+    ImportReport,
+    Measured,
+    RankInfo,
+    Resolution,
+    SaveReport,
+    TrtllmSaveReport,
+)
 
 _Path = Union[str, "os.PathLike[str]"]
 
@@ -19,7 +30,7 @@ class CorruptFile(Error):
 class UnsupportedFile(Error):
     """A well-formed file this version must not read or rewrite."""
 
-def rank_info() -> Dict[str, Any]:
+def rank_info() -> RankInfo:
     """{"rank", "world_size", "local_rank", "source"} from the launcher's environment."""
 
 class Cache:
@@ -32,9 +43,9 @@ class Cache:
     @property
     def location(self) -> str:
         """The path, or the URL with any password redacted."""
-    def entries(self, rank: Optional[int] = None) -> List[Dict[str, Any]]:
+    def entries(self, rank: Optional[int] = None) -> List[Entry]:
         """Entries with the fields of ``ranktune cache show --json``."""
-    def save(self, entries: Iterable[Dict[str, Any]]) -> Dict[str, int]:
+    def save(self, entries: Iterable[Dict[str, Any]]) -> SaveReport:
         """Merge entries in through the locked, crash-safe save."""
     def check(self) -> List[str]:
         """Problems by the rules of ``ranktune cache check`` (empty: healthy)."""
@@ -44,12 +55,12 @@ class Cache:
         format: str = "auto",
         rank: Optional[int] = None,
         from_rank: Optional[int] = None,
-    ) -> Dict[str, Any]:
+    ) -> ImportReport:
         """Import a cache file (or folder) of any format ranktune reads:
         ``"auto"`` (decided from the file, as ``ranktune cache import``),
         ``"ranktune"``, ``"trtllm"``, ``"vllm-moe"``, ``"flashinfer"`` or
         ``"triton"``."""
-    def export(self, path: _Path, format: str = "trtllm", force: bool = False) -> Dict[str, int]:
+    def export(self, path: _Path, format: str = "trtllm", force: bool = False) -> ExportReport:
         """Write the cache in another tuner's format, as ``ranktune cache
         export`` does: ``"trtllm"`` or ``"flashinfer"`` (one file),
         ``"vllm-moe"`` or ``"triton"`` (a folder of files). Returns
@@ -68,13 +79,32 @@ def trace_step() -> None: ...
 def trace_active() -> bool: ...
 def trace_summary(paths: List[str], top: int = 10) -> Dict[str, Any]: ...
 def trace_merge(paths: List[str], out: _Path, align: str = "absolute") -> Dict[str, Any]: ...
-def trtllm_save(path: _Path, sections: Dict[str, Any]) -> Dict[str, int]: ...
+def trtllm_save(path: _Path, sections: Dict[str, Any]) -> TrtllmSaveReport: ...
 def trtllm_load(path: _Path, rank: int) -> Dict[str, Any]: ...
 DEFAULT_TIE_TOLERANCE: float
 def tune_measure(
     n: int, run: Any, timed: bool = False, warmup: Optional[int] = None, samples: Optional[int] = None
-) -> List[Dict[str, Any]]: ...
-def tune_decide(stats: List[Dict[str, Any]], tolerance: float = ...) -> Optional[int]: ...
+) -> List[Measured]: ...
+def tune_decide(stats: List[Measured], tolerance: float = ...) -> Optional[int]: ...
+
+# What ranktune.autotune asks the Rust crates (crates/py/src/rules.rs).
+STRATEGIES: Tuple[str, ...]
+DEFAULT_STRATEGY: str
+PYTHON_FINGERPRINT: str
+
+class Buckets:
+    """The tuner's bucket rule: ``"pow2"``, ``"exact"`` or a list of bucket values."""
+    def __init__(self, spec: Union[str, Sequence[int]]) -> None: ...
+    def __call__(self, dims: Tuple[int, ...]) -> Tuple[int, ...]: ...
+
+def tune_strategy(name: Optional[str] = None) -> Tuple[str, bool]:
+    """(canonical name, collective) of a strategy; None: $RANKTUNE_STRATEGY, else the default."""
+def tune_checksum(op: str, candidates: List[Tuple[str, List[Any]]]) -> str:
+    """The candidate-set checksum of (runner, [tactic, ...]) pairs."""
+def tune_load(
+    cache: Cache, op: str, rank: int, checksums: List[str], candidates: List[Tuple[str, Any]]
+) -> Dict[Tuple[int, ...], int]:
+    """{bucket: candidate position} of the stored entries a load keeps."""
 
 class Coordinator:
     """The ranks of one job tuning together through `directory` (or MPI)."""
@@ -89,4 +119,4 @@ class Coordinator:
         local_hit: Optional[int],
         measure: Any,
         tolerance: float = ...,
-    ) -> Dict[str, Any]: ...
+    ) -> Resolution: ...

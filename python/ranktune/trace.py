@@ -38,7 +38,7 @@ import signal
 import threading
 from typing import Any, Callable, Dict, Iterable, Optional, TypeVar, Union
 
-from ranktune import _ranktune
+from ranktune import _ranktune, _signals
 
 __all__ = ["start", "stop", "step", "span", "active", "summary", "merge"]
 
@@ -55,15 +55,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     try:
         _ranktune.trace_stop()
     finally:
-        prev = _previous_sigterm
-        if callable(prev):
-            prev(signum, frame)
-        elif prev == signal.SIG_IGN:
-            pass
-        else:
-            # Die by the signal, as without us.
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
+        _signals.pass_on(_previous_sigterm, signum, frame)
 
 
 def _at_exit() -> None:

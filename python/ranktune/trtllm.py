@@ -34,6 +34,7 @@ import os
 from typing import Any, Dict, Tuple
 
 from ranktune import _ranktune
+from ranktune.records import TrtllmSaveReport
 
 __all__ = ["install", "patch", "save_cache", "load_cache"]
 
@@ -44,7 +45,7 @@ def _tactic_repr(tactic: Any) -> str:
     return repr(tactic)
 
 
-def save_cache(obj: Any, file_path: Any, rank: int) -> Dict[str, int]:
+def save_cache(obj: Any, file_path: Any, rank: int) -> TrtllmSaveReport:
     """Saves ``obj.cache`` into ``file_path`` (see the module docs); returns
     ``{"written", "total", "skipped"}``."""
     independent = set(getattr(obj, "independent_op", ()) or ())

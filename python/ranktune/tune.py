@@ -3,8 +3,10 @@ several implementations of one function, per shape bucket, and keep the
 choice in ranktune's shared cache.
 
 Measuring (warm-ups, calibrated repetitions, adaptive sampling, failures
-isolated) and deciding (median + near-tie rule) are the Rust tuner's; this
-module owns dispatch, bucketing, loading and saving.
+isolated), deciding (median + near-tie rule), bucketing, the strategy
+names, the candidate-set checksum and fingerprint, and which stored entries
+a load keeps are the Rust crates' (asked through ``_ranktune``); this module
+owns dispatch, what is measured when, and saving.
 
 Outside ``tuning()`` a call whose bucket has a stored choice runs that
 choice (one dict look-up after ``key``); a miss runs the first candidate
@@ -29,7 +31,7 @@ import warnings
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from ranktune import _ranktune
+from ranktune import _ranktune, _signals
 
 __all__ = ["autotune", "tuning", "is_tuning", "Tuned"]
 
@@ -47,34 +49,21 @@ def is_tuning() -> bool:
     return _tuning_depth > 0
 
 
-def _pow2(v: int) -> int:
-    return 1 if v <= 1 else 1 << (int(v).bit_length() - 1)
-
-
 def _bucketer(buckets: Any) -> Callable[[Tuple[int, ...]], Tuple[int, ...]]:
-    if buckets == "pow2":
-        return lambda dims: tuple(_pow2(d) for d in dims)
-    if buckets == "exact":
-        return lambda dims: tuple(int(d) for d in dims)
-    if callable(buckets):
+    """The dims tuple -> bucket tuple map of ``buckets=``: the user's
+    callable, or the Rust tuner's rule for ``"pow2"``, ``"exact"`` or a list
+    (``_ranktune.Buckets``, which raises the ValueError for anything else)."""
+    if callable(buckets) and not isinstance(buckets, str):
         return lambda dims: tuple(int(b) for b in buckets(dims))
-    if isinstance(buckets, (list, tuple)) and buckets and all(isinstance(b, int) for b in buckets):
-        edges = sorted(buckets)
+    return _ranktune.Buckets(buckets)
 
-        def floor_in(dims: Tuple[int, ...]) -> Tuple[int, ...]:
-            import bisect
 
-            out = []
-            for d in dims:
-                i = bisect.bisect_right(edges, d)
-                out.append(edges[0] if i == 0 else edges[i - 1])
-            return tuple(out)
-
-        return floor_in
-    raise ValueError(
-        f"buckets={buckets!r}: use \"pow2\" (last power of two <= each dim, as the Rust tuner), "
-        "\"exact\", a sorted list of bucket values, or a callable mapping the dims tuple"
-    )
+def _legacy_checksum(cands: List[Tuple[str, int, Any, Callable[..., Any]]]) -> str:
+    """The candidate-set checksum ranktune 0.1's Python package wrote before
+    it asked the Rust tuner for one (a SHA-256 of the candidates' reprs).
+    Entries saved under it still load (``_load``); it is never written."""
+    text = repr([(n, i, repr(t)) for n, i, t, _ in cands])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _fixed_positional(
@@ -224,14 +213,10 @@ class Tuned:
             raise ValueError("op must be a non-empty name, e.g. \"gemm\"")
         if not candidates:
             raise ValueError("candidates must name at least one callable")
-        if strategy is None:
-            strategy = os.environ.get("RANKTUNE_STRATEGY") or "independent"
-        if strategy not in _STRATEGIES:
-            raise ValueError(
-                f"strategy={strategy!r}: use one of {', '.join(_STRATEGIES)} "
-                "(None: $RANKTUNE_STRATEGY, else independent)"
-            )
+        # The Rust rule: None reads $RANKTUNE_STRATEGY, else the default.
+        strategy, collective = _ranktune.tune_strategy(strategy)
         self.strategy = strategy
+        self._collective_strategy = collective
         self.op = op
         # (runner name, runner index, tactic, callable) in canonical order.
         self._cands: List[Tuple[str, int, Any, Callable[..., Any]]] = []
@@ -257,10 +242,13 @@ class Tuned:
         self._timer = timer
         self._sync = sync
         self._tolerance = tolerance
-        self._checksum = hashlib.sha256(
-            repr([(n, i, repr(t)) for n, i, t, _ in self._cands]).encode()
-        ).hexdigest()[:16]
-        if strategy != "independent" and self._cache is None:
+        # Per runner, its tactics in stored form (a callable alone: [None]).
+        runners: Dict[str, List[Any]] = {}
+        for n, _, t, _ in self._cands:
+            runners.setdefault(n, []).append(_to_stored(t))
+        self._checksum = _ranktune.tune_checksum(op, list(runners.items()))
+        self._legacy_checksum = _legacy_checksum(self._cands)
+        if collective and self._cache is None:
             raise ValueError(
                 f"strategy={strategy!r} needs a cache: the ranks connect through its directory "
                 "(give cache= or set RANKTUNE_CACHE)"
@@ -277,7 +265,7 @@ class Tuned:
         self._loaded = False
         self.measured = 0  # buckets measured by this object (for tests and logs)
         self.fallbacks: List[str] = []  # why collective buckets were tuned alone
-        if strategy != "independent":
+        if collective:
             _collective.add(self)
 
     # -- hot path ---------------------------------------------------------
@@ -304,7 +292,7 @@ class Tuned:
 
     def _slow(self, k: Any, args: Any, kwargs: Any) -> Any:
         b = self._bucket(_dims(k))
-        if self.strategy != "independent" and is_tuning():
+        if self._collective_strategy and is_tuning():
             # Every rank resolves each bucket together once, hit or miss,
             # so that no rank waits for one that found it in its cache.
             # Nothing goes into the hot path while tuning.
@@ -346,19 +334,20 @@ class Tuned:
         if self._cache is None:
             return
         rank = _ranktune.rank_info()["rank"]
-        by = {(n, repr(t)): i for i, (n, _, t, _) in enumerate(self._cands)}
-        # The shared section (what the ranks agreed on) first, then this rank's.
-        entries = [e for e in self._cache.entries() if e["section"] in ("shared", f"rank_{rank}")]
-        entries.sort(key=lambda e: e["section"] != "shared")
-        for e in entries:
-            if e["op"] != self.op or e["stale"] or e["checksum"] != self._checksum:
-                continue
-            pos = by.get((e["runner"], repr(_from_stored(e["tactic"]))))
-            if pos is not None and len(e["bucket"]) == 1:
-                b = tuple(e["bucket"][0])
-                if b not in self._choices:
-                    self._choices[b] = self._cands[pos][3]
-                    self._pos[b] = pos
+        # Which entries are kept (the shared section first, then this
+        # rank's; fresh; this candidate set, by today's checksum or the one
+        # older packages wrote) is the Rust rule.
+        kept = _ranktune.tune_load(
+            self._cache,
+            self.op,
+            rank,
+            [self._checksum, self._legacy_checksum],
+            [(n, _to_stored(t)) for n, _, t, _ in self._cands],
+        )
+        for b, pos in kept.items():
+            if b not in self._choices:
+                self._choices[b] = self._cands[pos][3]
+                self._pos[b] = pos
 
     def _run_once(self, i: int, args: Any, kwargs: Any) -> Any:
         fn = self._cands[i][3]
@@ -436,7 +425,7 @@ class Tuned:
             **({"section": section} if section else {}),
             "op": self.op,
             "runner": name,
-            "fingerprint": "python",
+            "fingerprint": _ranktune.PYTHON_FINGERPRINT,
             "bucket": [list(b)],
             "tactic": _to_stored(tactic),
             "time_us": stats[win]["median_us"],
@@ -458,8 +447,6 @@ class Tuned:
         new, self._new = list(self._new.values()), {}
         return new
 
-
-_STRATEGIES = ("independent", "broadcast", "merge", "parallel")
 
 # Tuned objects with a collective strategy (their hot paths are cleared when
 # tuning starts, so every call goes through the agreement).
@@ -487,12 +474,6 @@ def _to_stored(t: Any) -> Any:
         t = t.value
     if isinstance(t, tuple):
         return [_to_stored(x) for x in t]
-    return t
-
-
-def _from_stored(t: Any) -> Any:
-    if isinstance(t, list):
-        return tuple(_from_stored(x) for x in t)
     return t
 
 
@@ -590,11 +571,7 @@ def tuning() -> Iterator[None]:
             try:
                 _save_pending()
             finally:
-                if callable(prev):
-                    prev(signum, frame)
-                elif prev != signal.SIG_IGN:
-                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                    os.kill(os.getpid(), signal.SIGTERM)
+                _signals.pass_on(prev, signum, frame)
 
         signal.signal(signal.SIGTERM, on_term)
     try:

@@ -381,6 +381,18 @@ impl Cache {
     }
 }
 
+impl Cache {
+    /// The store behind this cache (for the autotune load in `rules`).
+    pub(crate) fn open_store(&self) -> PyResult<Box<dyn Store + Send + Sync>> {
+        store(&self.location)
+    }
+
+    /// The location as errors name it (any password redacted).
+    pub(crate) fn describe(&self) -> &CacheLocation {
+        &self.location
+    }
+}
+
 /// An error produced without the GIL, turned into a Python one after.
 enum PyErrText {
     Plain(String),

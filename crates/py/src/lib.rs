@@ -12,6 +12,7 @@
 mod cache;
 mod convert;
 mod errors;
+mod rules;
 mod strategy;
 mod trace;
 mod trtllm;
@@ -46,5 +47,6 @@ fn _ranktune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     trtllm::register(m)?;
     tune::register(m)?;
     strategy::register(m)?;
+    rules::register(m)?;
     Ok(())
 }

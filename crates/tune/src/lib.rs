@@ -74,7 +74,7 @@ pub use launch::{
     ResultError, StderrLine, DEFAULT_STOP_GRACE, LAUNCHER_VARS, PROGRESS_PREFIX, STDERR_TAIL_LINES,
 };
 pub use measure::{measure_all, stats_of, CpuTimer, Sampling, Timer, MIN_SAMPLE_US};
-pub use op::{Op, OpError};
+pub use op::{candidate_checksum, Op, OpError};
 pub use runner::{fingerprint_of, RunError, Runner, StableHasher, TuneInputs};
 pub use session::{Session, SessionLoad};
 pub use tuner::{OpStats, StaleReason, TuneRecord, Tuner, TunerOptions, TunerStats};

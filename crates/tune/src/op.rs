@@ -35,6 +35,30 @@ pub enum OpError {
     },
 }
 
+/// The checksum of an op's candidate set: a stable hash of the op's name
+/// and, per runner in canonical order, its name, fingerprint and tactics.
+/// An entry stored under another checksum is stale
+/// ([`StaleReason::Checksum`](crate::StaleReason::Checksum)).
+///
+/// [`Op::new`] computes it for Rust runners; `ranktune.autotune` asks for it
+/// for Python candidates, so both sides name a candidate set alike.
+pub fn candidate_checksum<'a>(
+    op: &str,
+    runners: impl IntoIterator<Item = (&'a str, &'a str, &'a [serde_json::Value])>,
+) -> String {
+    let mut h = StableHasher::default();
+    h.write_str(op);
+    for (name, fingerprint, tactics) in runners {
+        h.write_str(name);
+        h.write_str(fingerprint);
+        for t in tactics {
+            h.write_str(&t.to_string());
+        }
+        h.write(&[0xfe]);
+    }
+    h.hex()
+}
+
 /// An op ready for [`Tuner::choose_one`](crate::Tuner::choose_one).
 pub struct Op<I> {
     name: String,
@@ -79,17 +103,14 @@ impl<I: TuneInputs> Op<I> {
         if tactics[0].is_empty() {
             return Err(OpError::NoFallback { op: name, runner: names[0].clone() });
         }
-        let mut h = StableHasher::default();
-        h.write_str(&name);
-        for ((n, fp), ts) in names.iter().zip(&fingerprints).zip(&tactics) {
-            h.write_str(n);
-            h.write_str(fp);
-            for t in ts {
-                h.write_str(&t.to_string());
-            }
-            h.write(&[0xfe]);
-        }
-        let checksum = h.hex();
+        let checksum = candidate_checksum(
+            &name,
+            names
+                .iter()
+                .zip(&fingerprints)
+                .zip(&tactics)
+                .map(|((n, fp), ts)| (n.as_str(), fp.as_str(), ts.as_slice())),
+        );
         let mut idh = StableHasher::default();
         idh.write_str(&name);
         idh.write_str(&checksum);
