@@ -9,7 +9,7 @@
 
 use super::labels::tactic_label;
 use ranktune_cache::Entry;
-use ranktune_tune::{Source, TuneRecord};
+use ranktune_tune::{OpStats, Source, TuneRecord};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -52,12 +52,10 @@ pub struct Row {
 pub struct RankReport {
     pub(super) rank: u32,
     pub(super) world_size: u32,
-    pub(super) tuned: u64,
-    pub(super) hits: u64,
-    pub(super) misses: u64,
-    pub(super) fallbacks: u64,
-    pub(super) failed_tactics: u64,
-    pub(super) tuning_seconds: f64,
+    /// The tuner's counters (`tuned`, `hits`, `misses`, `fallbacks`,
+    /// `failed_tactics`, `tuning_seconds`), fields of the report itself.
+    #[serde(flatten)]
+    pub(super) counts: OpStats,
     pub(super) entries_saved: usize,
     /// The strategy (`independent`, `broadcast`, `merge`, `parallel`).
     #[serde(default)]
@@ -81,12 +79,9 @@ pub struct JobReport {
     pub(super) world_size: u32,
     /// How the ranks shared tuning.
     pub(super) strategy: String,
-    pub(super) tuned: u64,
-    pub(super) hits: u64,
-    pub(super) misses: u64,
-    pub(super) fallbacks: u64,
-    pub(super) failed_tactics: u64,
-    pub(super) tuning_seconds: f64,
+    /// The ranks' counters, summed (fields of the report itself).
+    #[serde(flatten)]
+    pub(super) counts: OpStats,
     pub(super) wall_seconds: f64,
     /// With `--model`: the model and its layers' shapes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,12 +96,10 @@ impl JobReport {
             cache,
             world_size: ranks.first().map_or(1, |r| r.world_size),
             strategy: ranks.first().map_or_else(String::new, |r| r.strategy.clone()),
-            tuned: ranks.iter().map(|r| r.tuned).sum(),
-            hits: ranks.iter().map(|r| r.hits).sum(),
-            misses: ranks.iter().map(|r| r.misses).sum(),
-            fallbacks: ranks.iter().map(|r| r.fallbacks).sum(),
-            failed_tactics: ranks.iter().map(|r| r.failed_tactics).sum(),
-            tuning_seconds: ranks.iter().map(|r| r.tuning_seconds).sum(),
+            counts: ranks.iter().fold(OpStats::default(), |mut sum, r| {
+                sum.add(&r.counts);
+                sum
+            }),
             wall_seconds,
             model: None,
             ranks,
