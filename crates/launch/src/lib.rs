@@ -50,8 +50,9 @@
 //! reading a rank's output, so a chatty rank can never block on a full pipe.
 //!
 //! The protocol a rank speaks (progress lines on stderr, one result document
-//! on stdout; how bad lines and cut-short documents read) is in
-//! [`protocol`]; [`streams`] reads one rank; [`error`] words the failures.
+//! on stdout; how bad lines and cut-short documents read) is in the
+//! `protocol` module ([`ProgressWriter`], [`write_result`], [`read_result`]);
+//! `streams` reads one rank; `error` words the failures ([`LaunchError`]).
 //!
 //! Fault injection, for tests only: built with this crate's
 //! `fault-injection` feature, a child's [`ProgressWriter`] aborts the rank
