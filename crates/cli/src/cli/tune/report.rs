@@ -214,3 +214,24 @@ pub(super) fn row_from_entry(
             .unwrap_or_default(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_counters_keep_their_place_in_the_documents() {
+        let rank = r#"{"rank":1,"world_size":2,"tuned":3,"hits":4,"misses":5,"fallbacks":6,"failed_tactics":7,"tuning_seconds":0.25,"entries_saved":3,"strategy":"merge","shared":2,"agreed_hits":1,"strategy_fallbacks":0,"rows":[]}"#;
+        let report: RankReport = serde_json::from_str(rank).unwrap();
+        assert_eq!(report.counts.misses, 5);
+        assert_eq!(serde_json::to_string(&report).unwrap(), rank);
+        let job = JobReport::new("c.json".into(), vec![report.clone(), report], 1.5);
+        let text = serde_json::to_string(&job).unwrap();
+        assert!(
+            text.starts_with(
+                r#"{"cache":"c.json","world_size":2,"strategy":"merge","tuned":6,"hits":8,"misses":10,"fallbacks":12,"failed_tactics":14,"tuning_seconds":0.5,"wall_seconds":1.5,"ranks":[{"rank":1,"#
+            ),
+            "{text}"
+        );
+    }
+}
