@@ -27,26 +27,20 @@ use std::time::{Duration, Instant};
 /// Launcher and rank variables a process started by a test must not inherit
 /// from the test's own environment (a test run under a launcher, or with
 /// `RANKTUNE_*` set): they would override the rank, world and job the test
-/// gives it, or make a single process think it is one rank of a job.
-pub const LAUNCHER_VARS: &[&str] = &[
-    "RANK",
-    "WORLD_SIZE",
-    "RANKTUNE_RANK",
-    "RANKTUNE_WORLD_SIZE",
-    "RANKTUNE_LOCAL_RANK",
+/// gives it, or make a single process think it is one rank of a job. The
+/// rank variables are rank detection's own table (`ranktune_core::rank`);
+/// the rest are the job-id variables and ranktune's job settings.
+pub const LAUNCHER_VARS: &[&str] = &concat::<{ RANK_VARS_LEN + JOB_VARS.len() }>(&JOB_VARS);
+
+/// Every rank variable rank detection reads: ranktune's, then the others'.
+const RANK_VARS_LEN: usize =
+    ranktune_core::rank::RANKTUNE_VARS.len() + ranktune_core::rank::LAUNCHER_VARS.len();
+
+/// The variables that name a job or set how its ranks meet, beside the rank ones.
+const JOB_VARS: [&str; 14] = [
     "RANKTUNE_JOB_ID",
     "RANKTUNE_COLLECTIVE",
     "RANKTUNE_STRATEGY",
-    "LOCAL_RANK",
-    "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "PMI_RANK",
-    "PMI_SIZE",
-    "MPI_LOCALRANKID",
-    "SLURM_PROCID",
-    "SLURM_NTASKS",
-    "SLURM_LOCALID",
     "SLURM_JOB_ID",
     "SLURM_JOBID",
     "SLURM_STEP_ID",
@@ -59,6 +53,25 @@ pub const LAUNCHER_VARS: &[&str] = &[
     "PBS_JOBID",
     "LSB_JOBID",
 ];
+
+/// Core's rank variables, then `rest` (`N` is the sum of their lengths).
+const fn concat<const N: usize>(rest: &[&'static str]) -> [&'static str; N] {
+    let ours = ranktune_core::rank::RANKTUNE_VARS;
+    let theirs = ranktune_core::rank::LAUNCHER_VARS;
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < ours.len() {
+            ours[i]
+        } else if i < ours.len() + theirs.len() {
+            theirs[i - ours.len()]
+        } else {
+            rest[i - ours.len() - theirs.len()]
+        };
+        i += 1;
+    }
+    out
+}
 
 /// How often a waiting parent looks for kill requests and ended ranks.
 const POLL: Duration = Duration::from_millis(20);
@@ -241,4 +254,19 @@ pub fn await_kill(out: &Path, rank: u32) {
     let marker = out.join(format!("kill-me-{rank}"));
     fs::write(&marker, b"").unwrap_or_else(|e| panic!("writing {}: {e}", marker.display()));
     std::thread::sleep(Duration::from_secs(600));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_rank_variable_detection_reads_is_listed_once() {
+        let rank =
+            ranktune_core::rank::RANKTUNE_VARS.iter().chain(&ranktune_core::rank::LAUNCHER_VARS);
+        for v in rank.chain(&JOB_VARS) {
+            assert_eq!(LAUNCHER_VARS.iter().filter(|l| *l == v).count(), 1, "{v}");
+        }
+        assert_eq!(LAUNCHER_VARS.len(), RANK_VARS_LEN + JOB_VARS.len());
+    }
 }

@@ -46,16 +46,15 @@
 //! - [`Tuner`]: [`Tuner::choose_one`] and statistics; [`Session`]: the
 //!   load/save guard.
 //! - [`strategy`]: how the ranks of a job share tuning.
-//! - [`Launcher`]: starts N local rank processes and collects their results
-//!   over a documented stdout/stderr protocol ([`ProgressWriter`],
-//!   [`write_result`] on the rank's side).
+//!
+//! Starting the ranks of a local job is not tuning: that is the
+//! `ranktune-launch` crate.
 
 mod bucket;
 mod choice;
 mod config;
 mod decide;
 mod key;
-mod launch;
 mod measure;
 mod op;
 mod runner;
@@ -68,11 +67,6 @@ pub use choice::{Choice, Source};
 pub use config::{TuningConfig, DEFAULT_MAX_TOKENS};
 pub use decide::{decide, DEFAULT_TIE_TOLERANCE, NOISE_BAND_CAP};
 pub use key::{BucketKey, MAX_DIMS, MAX_INPUTS};
-pub use launch::{
-    describe_status, parse_stderr_line, progress_line, read_result, write_result, JobProgress,
-    LaunchError, LaunchObserver, Launcher, ProgressWriter, RankFailure, RankFailureKind,
-    ResultError, StderrLine, DEFAULT_STOP_GRACE, LAUNCHER_VARS, PROGRESS_PREFIX, STDERR_TAIL_LINES,
-};
 pub use measure::{measure_all, stats_of, CpuTimer, Sampling, Timer, MIN_SAMPLE_US};
 pub use op::{candidate_checksum, Op, OpError};
 pub use runner::{fingerprint_of, RunError, Runner, StableHasher, TuneInputs};

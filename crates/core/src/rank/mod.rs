@@ -5,7 +5,9 @@
 //! environment variables. This module reads them, checks them against each
 //! other and returns one [`RankInfo`]. It owns nothing else: it never talks to
 //! other ranks (that is the `ranktune-collective` crate) and never touches files.
-//! It also answers the host's name ([`host_name`]), the other half of "who am I".
+//! It also answers the host's name ([`host_name`]), the other half of "who am I",
+//! and names the variables it reads ([`RANKTUNE_VARS`], [`LAUNCHER_VARS`]) for
+//! launchers that must clear them.
 //!
 //! Order of precedence, highest first:
 //!
@@ -208,6 +210,29 @@ const SLURM: Launcher = Launcher {
     local: "SLURM_LOCALID",
 };
 
+/// The rank variables of the other launchers (torchrun, Open MPI,
+/// MPICH/Hydra, Slurm: rank, world size and local rank of each, in the
+/// order of precedence), derived from the table detection reads. A launcher
+/// of its own ranks (`ranktune tune --ranks N`) removes them from its ranks'
+/// environment, so they cannot name another rank than the `RANKTUNE_*`
+/// variables it sets.
+pub const LAUNCHER_VARS: [&str; 3 * (LAUNCHERS.len() + 1)] = {
+    let mut out = [""; 3 * (LAUNCHERS.len() + 1)];
+    let mut i = 0;
+    while i <= LAUNCHERS.len() {
+        let l = if i < LAUNCHERS.len() { &LAUNCHERS[i] } else { &SLURM };
+        out[3 * i] = l.rank;
+        out[3 * i + 1] = l.size;
+        out[3 * i + 2] = l.local;
+        i += 1;
+    }
+    out
+};
+
+/// ranktune's own rank variables (`RANKTUNE_RANK`, `RANKTUNE_WORLD_SIZE`,
+/// `RANKTUNE_LOCAL_RANK`), which win over every launcher's.
+pub const RANKTUNE_VARS: [&str; 3] = [RANKTUNE.rank, RANKTUNE.size, RANKTUNE.local];
+
 /// What one launcher's variables say (all optional).
 #[derive(Clone, Copy, Debug)]
 struct Reading {
@@ -366,6 +391,27 @@ mod tests {
         let map: HashMap<String, String> =
             vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         RankInfo::detect_with(&o, |n| map.get(n).cloned())
+    }
+
+    #[test]
+    fn the_variable_lists_are_every_variable_detection_reads() {
+        let asked = std::cell::RefCell::new(Vec::new());
+        RankInfo::detect_with(&RankOverrides::default(), |name| {
+            asked.borrow_mut().push(name.to_string());
+            None
+        })
+        .unwrap();
+        let mut asked = asked.into_inner();
+        asked.sort();
+        asked.dedup();
+        let mut listed: Vec<String> =
+            RANKTUNE_VARS.iter().chain(&LAUNCHER_VARS).map(|v| v.to_string()).collect();
+        listed.sort();
+        assert_eq!(listed, asked);
+        assert_eq!(all_vars().collect::<Vec<_>>(), [&RANKTUNE_VARS[..], &LAUNCHER_VARS].concat());
+        for v in ["RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "MPI_LOCALRANKID", "SLURM_PROCID"] {
+            assert!(LAUNCHER_VARS.contains(&v), "{v}");
+        }
     }
 
     #[test]

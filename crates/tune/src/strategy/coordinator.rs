@@ -368,6 +368,8 @@ impl Coordinator {
         }
     }
 
+    /// Resolves one bucket together with the other ranks: agree, measure
+    /// and exchange, decide (the module docs' steps 1–3).
     fn together(
         &mut self,
         strategy: Strategy,
@@ -375,127 +377,17 @@ impl Coordinator {
         local: &mut [Option<Measured>],
         measure: &mut dyn FnMut(&[usize]) -> Vec<Measured>,
     ) -> Result<Resolution, StrategyError> {
-        let label = bucket_label(ctx.bucket);
-        let (rank, world) = (self.rank(), self.world_size());
-        let n = ctx.candidates.len();
         // 1. Agree.
-        let hello = Hello { strategy, candidates: candidates_digest(ctx), hit: ctx.local_hit };
-        let tag = format!("{} {label} agree", ctx.op);
-        let hellos: Vec<Hello> = self
-            .coll
-            .all_gather_json(&tag, &hello, self.timeout)
-            .map_err(|e| self.collective_err(strategy, ctx, e))?;
-        let disagree = |what: String, ranks: Vec<u32>| StrategyError::Disagree {
-            op: ctx.op.to_string(),
-            bucket: label.clone(),
-            what,
-            ranks,
-        };
-        let first = &hellos[0];
-        let odd: Vec<u32> =
-            (1..world).filter(|&r| hellos[r as usize].strategy != first.strategy).collect();
-        if !odd.is_empty() {
-            let all: Vec<String> = hellos
-                .iter()
-                .enumerate()
-                .map(|(r, h)| format!("rank {r}: {}", h.strategy))
-                .collect();
-            return Err(disagree(
-                format!(
-                    "they use different strategies ({}); give every rank the same",
-                    all.join(", ")
-                ),
-                odd,
-            ));
-        }
-        let odd: Vec<u32> =
-            (1..world).filter(|&r| hellos[r as usize].candidates != first.candidates).collect();
-        if !odd.is_empty() {
-            return Err(disagree(
-                format!(
-                    "rank(s) {odd:?} have another candidate set than rank 0 (different runners, \
-                     tactics or valid tactics for this bucket); do all ranks run the same code?"
-                ),
-                odd,
-            ));
-        }
-        if first.hit.is_some() && hellos.iter().all(|h| h.hit == first.hit) {
-            self.stats.agreed_hits += 1;
-            return Ok(Resolution {
-                kind: Resolved::Hit,
-                results: Vec::new(),
-                winner: None,
-                created_unix: ranktune_core::clock::unix_now(),
-                measured_here: 0,
-                fallback: None,
-            });
-        }
-        let hits = hellos.iter().filter(|h| h.hit.is_some()).count();
-        if hits > 0 {
-            tracing::info!(
-                op = ctx.op,
-                bucket = %label,
-                "{hits} of {world} ranks had this bucket cached{}; tuning it again on every rank",
-                if hits == world as usize { " with different choices" } else { "" }
-            );
+        let hellos = self.agree(strategy, ctx)?;
+        if let Some(hit) = self.agreed_hit(ctx, &hellos) {
+            return Ok(hit);
         }
         // 2. Measure and exchange.
-        let share: Vec<usize> = match strategy {
-            Strategy::Broadcast if rank == 0 => (0..n).collect(),
-            Strategy::Broadcast => Vec::new(),
-            Strategy::Parallel => self.parallel_split(ctx, rank, world),
-            Strategy::Merge | Strategy::Independent => (0..n).collect(),
-        };
+        let share = self.share(strategy, ctx);
         let measured_here = run_measure(measure, &share, local);
-        let report = Report {
-            created_unix: ranktune_core::clock::unix_now(),
-            results: share
-                .iter()
-                .map(|&i| match &local[i] {
-                    Some(Ok(s)) if finite(s) => {
-                        Item { index: i, stats: Some(s.clone()), error: None }
-                    }
-                    Some(Ok(_)) => {
-                        Item { index: i, stats: None, error: Some("non-finite timing".to_string()) }
-                    }
-                    Some(Err(e)) => Item { index: i, stats: None, error: Some(e.clone()) },
-                    None => Item { index: i, stats: None, error: Some("not measured".to_string()) },
-                })
-                .collect(),
-        };
-        let reports: Vec<Report> = if strategy == Strategy::Broadcast {
-            let tag = format!("{} {label} results from rank 0", ctx.op);
-            let mine = (rank == 0).then_some(&report);
-            let got: Report = self
-                .coll
-                .broadcast_json(&tag, 0, mine, self.timeout)
-                .map_err(|e| self.collective_err(strategy, ctx, e))?;
-            vec![got]
-        } else {
-            let tag = format!("{} {label} results", ctx.op);
-            self.coll
-                .all_gather_json(&tag, &report, self.timeout)
-                .map_err(|e| self.collective_err(strategy, ctx, e))?
-        };
+        let reports = self.exchange(strategy, ctx, report_of(&share, local))?;
         // 3. Combine and decide, on data identical on every rank.
-        let mut per: Vec<Vec<(u32, Result<&Stats, &str>)>> = vec![Vec::new(); n];
-        for (r, rep) in reports.iter().enumerate() {
-            for item in &rep.results {
-                let Some(slot) = per.get_mut(item.index) else {
-                    return Err(disagree(
-                        format!("rank {r} sent a result for candidate {} of {n}", item.index),
-                        vec![r as u32],
-                    ));
-                };
-                let m = match (&item.stats, &item.error) {
-                    (_, Some(e)) => Err(e.as_str()),
-                    (Some(s), None) => Ok(s),
-                    (None, None) => Err("no result"),
-                };
-                slot.push((r as u32, m));
-            }
-        }
-        let results: Vec<Measured> = per.iter().map(|m| combine_ranks(m)).collect();
+        let results = combined(ctx, &reports)?;
         let stats: Vec<Option<&Stats>> = results.iter().map(|r| r.as_ref().ok()).collect();
         let winner = decide(&stats, ctx.tie_tolerance);
         self.stats.shared += 1;
@@ -509,6 +401,173 @@ impl Coordinator {
             fallback: None,
         })
     }
+
+    /// Step 1: every rank's strategy, candidate set and cached choice, checked
+    /// to be the same strategy and candidate set everywhere.
+    fn agree(
+        &mut self,
+        strategy: Strategy,
+        ctx: &BucketCtx<'_>,
+    ) -> Result<Vec<Hello>, StrategyError> {
+        let world = self.world_size();
+        let hello = Hello { strategy, candidates: candidates_digest(ctx), hit: ctx.local_hit };
+        let tag = format!("{} {} agree", ctx.op, bucket_label(ctx.bucket));
+        let hellos: Vec<Hello> = self
+            .coll
+            .all_gather_json(&tag, &hello, self.timeout)
+            .map_err(|e| self.collective_err(strategy, ctx, e))?;
+        let first = &hellos[0];
+        let odd: Vec<u32> =
+            (1..world).filter(|&r| hellos[r as usize].strategy != first.strategy).collect();
+        if !odd.is_empty() {
+            let all: Vec<String> = hellos
+                .iter()
+                .enumerate()
+                .map(|(r, h)| format!("rank {r}: {}", h.strategy))
+                .collect();
+            return Err(disagree(
+                ctx,
+                format!(
+                    "they use different strategies ({}); give every rank the same",
+                    all.join(", ")
+                ),
+                odd,
+            ));
+        }
+        let odd: Vec<u32> =
+            (1..world).filter(|&r| hellos[r as usize].candidates != first.candidates).collect();
+        if !odd.is_empty() {
+            return Err(disagree(
+                ctx,
+                format!(
+                    "rank(s) {odd:?} have another candidate set than rank 0 (different runners, \
+                     tactics or valid tactics for this bucket); do all ranks run the same code?"
+                ),
+                odd,
+            ));
+        }
+        Ok(hellos)
+    }
+
+    /// The hit every rank agrees on (all cached the same choice), or `None`
+    /// when the bucket is tuned again on every rank (said when some had it).
+    fn agreed_hit(&mut self, ctx: &BucketCtx<'_>, hellos: &[Hello]) -> Option<Resolution> {
+        let first = &hellos[0];
+        if first.hit.is_some() && hellos.iter().all(|h| h.hit == first.hit) {
+            self.stats.agreed_hits += 1;
+            return Some(Resolution {
+                kind: Resolved::Hit,
+                results: Vec::new(),
+                winner: None,
+                created_unix: ranktune_core::clock::unix_now(),
+                measured_here: 0,
+                fallback: None,
+            });
+        }
+        let world = self.world_size();
+        let hits = hellos.iter().filter(|h| h.hit.is_some()).count();
+        if hits > 0 {
+            tracing::info!(
+                op = ctx.op,
+                bucket = %bucket_label(ctx.bucket),
+                "{hits} of {world} ranks had this bucket cached{}; tuning it again on every rank",
+                if hits == world as usize { " with different choices" } else { "" }
+            );
+        }
+        None
+    }
+
+    /// Step 2: the candidate positions this rank measures under `strategy`.
+    fn share(&self, strategy: Strategy, ctx: &BucketCtx<'_>) -> Vec<usize> {
+        let (rank, world) = (self.rank(), self.world_size());
+        let n = ctx.candidates.len();
+        match strategy {
+            Strategy::Broadcast if rank == 0 => (0..n).collect(),
+            Strategy::Broadcast => Vec::new(),
+            Strategy::Parallel => self.parallel_split(ctx, rank, world),
+            Strategy::Merge | Strategy::Independent => (0..n).collect(),
+        }
+    }
+
+    /// Step 2: sends this rank's results and gets every rank's (rank 0's
+    /// alone under broadcast).
+    fn exchange(
+        &mut self,
+        strategy: Strategy,
+        ctx: &BucketCtx<'_>,
+        report: Report,
+    ) -> Result<Vec<Report>, StrategyError> {
+        let label = bucket_label(ctx.bucket);
+        if strategy == Strategy::Broadcast {
+            let tag = format!("{} {label} results from rank 0", ctx.op);
+            let mine = (self.rank() == 0).then_some(&report);
+            let got: Report = self
+                .coll
+                .broadcast_json(&tag, 0, mine, self.timeout)
+                .map_err(|e| self.collective_err(strategy, ctx, e))?;
+            Ok(vec![got])
+        } else {
+            let tag = format!("{} {label} results", ctx.op);
+            self.coll
+                .all_gather_json(&tag, &report, self.timeout)
+                .map_err(|e| self.collective_err(strategy, ctx, e))
+        }
+    }
+}
+
+/// The ranks disagree about `ctx`'s bucket: `what`, blaming `ranks`.
+fn disagree(ctx: &BucketCtx<'_>, what: String, ranks: Vec<u32>) -> StrategyError {
+    StrategyError::Disagree {
+        op: ctx.op.to_string(),
+        bucket: bucket_label(ctx.bucket),
+        what,
+        ranks,
+    }
+}
+
+/// This rank's results message: what it measured of `share`, timings that
+/// are not finite sent as errors.
+fn report_of(share: &[usize], local: &[Option<Measured>]) -> Report {
+    Report {
+        created_unix: ranktune_core::clock::unix_now(),
+        results: share
+            .iter()
+            .map(|&i| match &local[i] {
+                Some(Ok(s)) if finite(s) => Item { index: i, stats: Some(s.clone()), error: None },
+                Some(Ok(_)) => {
+                    Item { index: i, stats: None, error: Some("non-finite timing".to_string()) }
+                }
+                Some(Err(e)) => Item { index: i, stats: None, error: Some(e.clone()) },
+                None => Item { index: i, stats: None, error: Some("not measured".to_string()) },
+            })
+            .collect(),
+    }
+}
+
+/// Step 3: every candidate's results from every rank's report, combined
+/// with the merge rule; a result for a candidate that does not exist is a
+/// disagreement.
+fn combined(ctx: &BucketCtx<'_>, reports: &[Report]) -> Result<Vec<Measured>, StrategyError> {
+    let n = ctx.candidates.len();
+    let mut per: Vec<Vec<(u32, Result<&Stats, &str>)>> = vec![Vec::new(); n];
+    for (r, rep) in reports.iter().enumerate() {
+        for item in &rep.results {
+            let Some(slot) = per.get_mut(item.index) else {
+                return Err(disagree(
+                    ctx,
+                    format!("rank {r} sent a result for candidate {} of {n}", item.index),
+                    vec![r as u32],
+                ));
+            };
+            let m = match (&item.stats, &item.error) {
+                (_, Some(e)) => Err(e.as_str()),
+                (Some(s), None) => Ok(s),
+                (None, None) => Err("no result"),
+            };
+            slot.push((r as u32, m));
+        }
+    }
+    Ok(per.iter().map(|m| combine_ranks(m)).collect())
 }
 
 impl Coordinator {

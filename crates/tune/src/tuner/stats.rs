@@ -4,6 +4,7 @@
 //! Owns the statistics types and their reading; never writes a counter.
 
 use super::Tuner;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -17,8 +18,13 @@ use std::time::Duration;
 /// had no entry, or the ranks' cached choices differed) is a miss, not a
 /// hit. `fallbacks` counts calls answered with the fallback (outside tuning
 /// mode, or when every candidate failed).
-#[derive(Clone, Debug, Default, PartialEq)]
+///
+/// Serialized (in this field order) as the counters of `ranktune tune`'s
+/// rank and job reports, embedded in them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct OpStats {
+    /// Buckets measured.
+    pub tuned: u64,
     /// Lookups answered from a stored decision (for collective strategies:
     /// one every rank had, with the same choice).
     pub hits: u64,
@@ -27,8 +33,6 @@ pub struct OpStats {
     pub misses: u64,
     /// Calls answered with the fallback.
     pub fallbacks: u64,
-    /// Buckets measured.
-    pub tuned: u64,
     /// Candidates that failed while measuring.
     pub failed_tactics: u64,
     /// Time spent measuring.
@@ -36,11 +40,12 @@ pub struct OpStats {
 }
 
 impl OpStats {
-    fn add(&mut self, s: &OpStats) {
+    /// Adds `s`'s counters to these (e.g. to sum the ranks of a job).
+    pub fn add(&mut self, s: &OpStats) {
+        self.tuned += s.tuned;
         self.hits += s.hits;
         self.misses += s.misses;
         self.fallbacks += s.fallbacks;
-        self.tuned += s.tuned;
         self.failed_tactics += s.failed_tactics;
         self.tuning_seconds += s.tuning_seconds;
     }

@@ -1,6 +1,6 @@
 //! `ranktune tune --ranks N`: starts N child ranks of this same executable
 //! (`ranktune tune --child …` with this run's options) through
-//! `ranktune_tune::Launcher`, draws their progress, and gathers their
+//! `ranktune_launch::Launcher`, draws their progress, and gathers their
 //! reports into the job's report.
 //!
 //! It only turns options into a child's command line and reports into the
@@ -13,8 +13,8 @@ use crate::cli::sys;
 use anyhow::Context;
 use ranktune_cache::CacheLocation;
 use ranktune_core::rank::{RankInfo, RankSource};
+use ranktune_launch::{LaunchError, Launcher};
 use ranktune_trace::TraceConfig;
-use ranktune_tune::{LaunchError, Launcher};
 use std::ffi::OsString;
 use std::io::Write;
 use std::sync::atomic::AtomicUsize;
@@ -33,7 +33,7 @@ pub(super) enum Launched {
 /// Runs `n` child ranks tuning into `cache` and returns the job's report.
 /// When `stop` is set (SIGINT/SIGTERM), the signal is forwarded to the ranks
 /// and the launch waits for them to save and exit (bounded, see
-/// `ranktune_tune::Launcher::stop_on`).
+/// `ranktune_launch::Launcher::stop_on`).
 pub(super) fn launch(
     args: &TuneArgs,
     cache: &CacheLocation,

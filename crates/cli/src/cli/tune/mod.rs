@@ -200,7 +200,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
                 return Ok(signal_exit(sig));
             }
             if args.child {
-                ranktune_tune::write_result(std::io::stdout().lock(), &rank)
+                ranktune_launch::write_result(std::io::stdout().lock(), &rank)
                     .context("encoding the rank's report")?;
                 return Ok(ExitCode::SUCCESS);
             }

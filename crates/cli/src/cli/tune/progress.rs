@@ -7,7 +7,7 @@
 //! only draws what it reports.
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use ranktune_tune::{JobProgress, LaunchObserver, ProgressWriter};
+use ranktune_launch::{JobProgress, LaunchObserver, ProgressWriter};
 
 /// One rank's progress: a bar on a terminal, lines for a launcher, nothing
 /// otherwise.

@@ -10,12 +10,12 @@ use super::report::{row_from_entry, row_from_record, RankReport, Row};
 use super::{labels::shape_label, max_tokens, strategy_for, OpName, TuneArgs};
 use crate::cli::sys;
 use anyhow::Context;
-use ranktune_cache::{CacheData, CacheLocation, Identity, Section, Store};
+use ranktune_cache::{CacheData, CacheLocation, Identity, SaveReport, Section, Store};
 use ranktune_collective as collective;
 use ranktune_core::rank::{RankInfo, RankOverrides};
 use ranktune_kernels::{gemm, rmsnorm, runners, softmax};
 use ranktune_trace::{TraceConfig, TraceSession};
-use ranktune_tune::strategy::{self, Coordinator};
+use ranktune_tune::strategy::{self, Coordinator, Strategy};
 use ranktune_tune::{Op, Session, Source, TuneInputs, Tuner, TunerOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
@@ -80,150 +80,228 @@ pub(super) fn run_rank(
         RankOverrides { rank: args.rank, world_size: args.world_size, local_rank: None };
     let info = RankInfo::detect(&overrides).context("finding this process's rank")?;
     let strategy = strategy_for(args, info.world_size);
-    let max = max_tokens(args);
-    let (gemm_n, gemm_k, cols) = if args.quick {
-        (gemm::QUICK_N, gemm::QUICK_K, softmax::QUICK_COLS)
-    } else {
-        (gemm::DEFAULT_N, gemm::DEFAULT_K, softmax::DEFAULT_COLS)
-    };
-    let rms_cols = if args.quick { rmsnorm::QUICK_COLS } else { rmsnorm::DEFAULT_COLS };
-    let gemm_op = runners::gemm_op(max).context("building the gemm op")?;
-    let softmax_op = runners::softmax_op(max).context("building the softmax op")?;
-    let rmsnorm_op = runners::rmsnorm_op(max).context("building the rmsnorm op")?;
-    // The GEMM shapes: a model's linear layers, or the built-in one.
-    let (gemm_bases, ops) = match &args.model {
-        Some(path) => {
-            let model = super::model::ModelShapes::from_file(path, args.tp)?;
-            let bases: Vec<_> = model
-                .distinct()
-                .into_iter()
-                .map(|((n, k), _)| runners::gemm_base(n as usize, k as usize))
-                .collect();
-            (bases, vec![OpName::Gemm])
-        }
-        None => (vec![runners::gemm_base(gemm_n, gemm_k)], args.ops.clone()),
-    };
-    let softmax_base = runners::rows_base(cols);
-    let rms_base = runners::rows_base(rms_cols);
-
-    // Start tracing before any work, so a bad trace path fails now rather
-    // than after a long run; the session writes its file when dropped, also
-    // on an early return or a panic.
-    let trace =
-        match TraceConfig::from_env_or(args.trace.clone()).context("reading the trace settings")? {
-            Some(mut cfg) => {
-                // The command handles SIGINT/SIGTERM itself (it saves the
-                // cache, then stops the trace): the trace's own handler
-                // would end the process before the save.
-                cfg.handle_signals = false;
-                Some(TraceSession::start(cfg, &info).context("starting the trace")?)
-            }
-            None => None,
-        };
-
-    let (id, digest) = identity();
-    let mut opts = TunerOptions::new(Section::Rank(info.rank), id, digest);
-    opts.strategy = strategy;
-    let tuner = Tuner::new(opts);
+    let plan = Plan::new(args)?;
+    let trace = start_trace(args, &info)?;
+    let tuner = new_tuner(&info, strategy);
     if strategy.is_collective() {
-        // The ranks talk through the cache file's directory, the cache's
-        // Redis server, RANKTUNE_COLLECTIVE's choice, or MPI (see
-        // collective::from_env_for_cache).
-        let meet = match cache {
-            CacheLocation::File(p) => p.clone(),
-            CacheLocation::Redis(u) => PathBuf::from(u.connection_url()),
-        };
-        let coll = collective::from_env_for_cache(&info, &meet).with_context(|| {
-            let why =
-                if args.strategy.is_none() { " (the default for more than one rank)" } else { "" };
-            // The collective's error names where (directory, redacted server).
-            format!(
-                "connecting the ranks for --strategy {strategy}{why}; \
-                 `--strategy independent` needs no connection but lets ranks disagree"
-            )
-        })?;
-        let timeout = strategy::timeout_from_env()?;
-        tuner.set_coordinator(Coordinator::new(coll).with_timeout(timeout));
+        connect(&tuner, args, cache, &info, strategy)?;
     }
     let store = open_store(cache)?;
     let session = Session::start(&tuner, store.as_ref())
         .with_context(|| format!("loading the tuning cache {cache}"))?;
+    let rows = plan.tune(&tuner, info.rank, stop, args.child);
+    let saved = save(session, &tuner, cache, info.rank)?;
+    stop_trace(trace, info.rank)?;
+    Ok(rank_report(&tuner, &info, strategy, saved.written, rows))
+}
 
-    let total: usize = ops
-        .iter()
-        .map(|o| match o {
-            OpName::Gemm => gemm_bases.iter().map(|b| gemm_op.config().profiles(b).len()).sum(),
-            OpName::Softmax => softmax_op.config().profiles(&softmax_base).len(),
-            OpName::Rmsnorm => rmsnorm_op.config().profiles(&rms_base).len(),
+/// What one rank tunes: the built-in ops and the bucket bases of each (the
+/// GEMM's from `--model`'s linear layers, or the built-in one).
+struct Plan {
+    ops: Vec<OpName>,
+    gemm_op: Op<runners::GemmIo>,
+    softmax_op: Op<runners::SoftmaxIo>,
+    rmsnorm_op: Op<runners::RmsNormIo>,
+    gemm_bases: Vec<Vec<Vec<u64>>>,
+    softmax_base: Vec<Vec<u64>>,
+    rms_base: Vec<Vec<u64>>,
+}
+
+impl Plan {
+    /// The ops and shapes `args` ask for (`--ops`, `--model`, `--quick`,
+    /// `--max-tokens`).
+    fn new(args: &TuneArgs) -> anyhow::Result<Plan> {
+        let max = max_tokens(args);
+        let (gemm_n, gemm_k, cols) = if args.quick {
+            (gemm::QUICK_N, gemm::QUICK_K, softmax::QUICK_COLS)
+        } else {
+            (gemm::DEFAULT_N, gemm::DEFAULT_K, softmax::DEFAULT_COLS)
+        };
+        let rms_cols = if args.quick { rmsnorm::QUICK_COLS } else { rmsnorm::DEFAULT_COLS };
+        let gemm_op = runners::gemm_op(max).context("building the gemm op")?;
+        let softmax_op = runners::softmax_op(max).context("building the softmax op")?;
+        let rmsnorm_op = runners::rmsnorm_op(max).context("building the rmsnorm op")?;
+        // The GEMM shapes: a model's linear layers, or the built-in one.
+        let (gemm_bases, ops) = match &args.model {
+            Some(path) => {
+                let model = super::model::ModelShapes::from_file(path, args.tp)?;
+                let bases: Vec<_> = model
+                    .distinct()
+                    .into_iter()
+                    .map(|((n, k), _)| runners::gemm_base(n as usize, k as usize))
+                    .collect();
+                (bases, vec![OpName::Gemm])
+            }
+            None => (vec![runners::gemm_base(gemm_n, gemm_k)], args.ops.clone()),
+        };
+        Ok(Plan {
+            ops,
+            gemm_op,
+            softmax_op,
+            rmsnorm_op,
+            gemm_bases,
+            softmax_base: runners::rows_base(cols),
+            rms_base: runners::rows_base(rms_cols),
         })
-        .sum();
-    let mut progress = Progress::new(total as u64, args.child);
-    let mut rows = Vec::new();
-    for o in &ops {
-        match o {
-            OpName::Gemm => {
-                for base in &gemm_bases {
-                    tune_op(&tuner, &gemm_op, base, info.rank, stop, &mut progress, &mut rows)
+    }
+
+    /// How many buckets there are to tune, over every op.
+    fn buckets(&self) -> usize {
+        self.ops
+            .iter()
+            .map(|o| match o {
+                OpName::Gemm => {
+                    self.gemm_bases.iter().map(|b| self.gemm_op.config().profiles(b).len()).sum()
+                }
+                OpName::Softmax => self.softmax_op.config().profiles(&self.softmax_base).len(),
+                OpName::Rmsnorm => self.rmsnorm_op.config().profiles(&self.rms_base).len(),
+            })
+            .sum()
+    }
+
+    /// Tunes (or looks up) every bucket, op by op, reporting progress (as
+    /// a child rank's progress lines when `child`); one row per bucket.
+    fn tune(&self, tuner: &Tuner, rank: u32, stop: &AtomicUsize, child: bool) -> Vec<Row> {
+        let mut progress = Progress::new(self.buckets() as u64, child);
+        let mut rows = Vec::new();
+        let (p, r) = (&mut progress, &mut rows);
+        for o in &self.ops {
+            match o {
+                OpName::Gemm => {
+                    for base in &self.gemm_bases {
+                        tune_op(tuner, &self.gemm_op, base, rank, stop, p, r)
+                    }
+                }
+                OpName::Softmax => {
+                    tune_op(tuner, &self.softmax_op, &self.softmax_base, rank, stop, p, r)
+                }
+                OpName::Rmsnorm => {
+                    tune_op(tuner, &self.rmsnorm_op, &self.rms_base, rank, stop, p, r)
                 }
             }
-            OpName::Softmax => {
-                let base = &softmax_base;
-                tune_op(&tuner, &softmax_op, base, info.rank, stop, &mut progress, &mut rows)
-            }
-            OpName::Rmsnorm => {
-                tune_op(&tuner, &rmsnorm_op, &rms_base, info.rank, stop, &mut progress, &mut rows)
-            }
         }
+        progress.finish();
+        rows
     }
-    progress.finish();
-    let saved = match session.finish() {
-        Ok(saved) => saved,
-        Err(e) => {
-            // Never throw away what was measured: the session kept it.
-            let unsaved = tuner.take_pending();
-            let err = anyhow::Error::new(e).context(format!("saving the tuning cache {cache}"));
-            if unsaved.is_empty() {
-                return Err(err);
-            }
-            return Err(match write_fallback(cache, info.rank, &unsaved) {
-                Some(file) => err.context(format!(
-                    "rank {}: the {} entries it measured are kept in {}; push them once the \
-                     server is back with: ranktune cache import '{}' {}",
-                    info.rank,
-                    unsaved.len(),
-                    file.display(),
-                    match cache {
-                        CacheLocation::Redis(u) => u.without_password().to_string(),
-                        CacheLocation::File(p) => p.display().to_string(),
-                    },
-                    file.display()
-                )),
-                None => err,
-            });
+}
+
+/// Starts tracing (when `--trace` or the environment asks) before any work,
+/// so a bad trace path fails now rather than after a long run; the session
+/// writes its file when dropped, also on an early return or a panic.
+fn start_trace(args: &TuneArgs, info: &RankInfo) -> anyhow::Result<Option<TraceSession>> {
+    match TraceConfig::from_env_or(args.trace.clone()).context("reading the trace settings")? {
+        Some(mut cfg) => {
+            // The command handles SIGINT/SIGTERM itself (it saves the
+            // cache, then stops the trace): the trace's own handler
+            // would end the process before the save.
+            cfg.handle_signals = false;
+            Ok(Some(TraceSession::start(cfg, info).context("starting the trace")?))
         }
-    };
+        None => Ok(None),
+    }
+}
+
+/// Writes the trace, if one was started.
+fn stop_trace(trace: Option<TraceSession>, rank: u32) -> anyhow::Result<()> {
     if let Some(trace) = trace {
         let path = trace.stop().context("writing the trace")?;
-        tracing::info!("rank {} wrote its trace to {}", info.rank, path.display());
+        tracing::info!("rank {rank} wrote its trace to {}", path.display());
     }
-    let stats = tuner.stats().total;
+    Ok(())
+}
+
+/// This rank's tuner, writing to its own section under `strategy`.
+fn new_tuner(info: &RankInfo, strategy: Strategy) -> Tuner {
+    let (id, digest) = identity();
+    let mut opts = TunerOptions::new(Section::Rank(info.rank), id, digest);
+    opts.strategy = strategy;
+    Tuner::new(opts)
+}
+
+/// Connects this rank to the others for a collective `strategy` and gives
+/// the tuner its coordinator.
+fn connect(
+    tuner: &Tuner,
+    args: &TuneArgs,
+    cache: &CacheLocation,
+    info: &RankInfo,
+    strategy: Strategy,
+) -> anyhow::Result<()> {
+    // The ranks talk through the cache file's directory, the cache's
+    // Redis server, RANKTUNE_COLLECTIVE's choice, or MPI (see
+    // collective::from_env_for_cache).
+    let meet = match cache {
+        CacheLocation::File(p) => p.clone(),
+        CacheLocation::Redis(u) => PathBuf::from(u.connection_url()),
+    };
+    let coll = collective::from_env_for_cache(info, &meet).with_context(|| {
+        let why =
+            if args.strategy.is_none() { " (the default for more than one rank)" } else { "" };
+        // The collective's error names where (directory, redacted server).
+        format!(
+            "connecting the ranks for --strategy {strategy}{why}; \
+             `--strategy independent` needs no connection but lets ranks disagree"
+        )
+    })?;
+    let timeout = strategy::timeout_from_env()?;
+    tuner.set_coordinator(Coordinator::new(coll).with_timeout(timeout));
+    Ok(())
+}
+
+/// Saves what the session tuned. When the store cannot take it, what was
+/// measured is never thrown away: it goes to a fallback file the error names.
+fn save(
+    session: Session<'_>,
+    tuner: &Tuner,
+    cache: &CacheLocation,
+    rank: u32,
+) -> anyhow::Result<SaveReport> {
+    let e = match session.finish() {
+        Ok(saved) => return Ok(saved),
+        Err(e) => e,
+    };
+    // Never throw away what was measured: the session kept it.
+    let unsaved = tuner.take_pending();
+    let err = anyhow::Error::new(e).context(format!("saving the tuning cache {cache}"));
+    if unsaved.is_empty() {
+        return Err(err);
+    }
+    Err(match write_fallback(cache, rank, &unsaved) {
+        Some(file) => err.context(format!(
+            "rank {rank}: the {} entries it measured are kept in {}; push them once the \
+             server is back with: ranktune cache import '{}' {}",
+            unsaved.len(),
+            file.display(),
+            match cache {
+                CacheLocation::Redis(u) => u.without_password().to_string(),
+                CacheLocation::File(p) => p.display().to_string(),
+            },
+            file.display()
+        )),
+        None => err,
+    })
+}
+
+/// The rank's report: the tuner's counters, the coordinator's, the rows.
+fn rank_report(
+    tuner: &Tuner,
+    info: &RankInfo,
+    strategy: Strategy,
+    entries_saved: usize,
+    rows: Vec<Row>,
+) -> RankReport {
     let (coord, _) = tuner.coordinator_stats().unwrap_or_default();
-    Ok(RankReport {
+    RankReport {
         rank: info.rank,
         world_size: info.world_size,
-        tuned: stats.tuned,
-        hits: stats.hits,
-        misses: stats.misses,
-        fallbacks: stats.fallbacks,
-        failed_tactics: stats.failed_tactics,
-        tuning_seconds: stats.tuning_seconds,
-        entries_saved: saved.written,
+        counts: tuner.stats().total,
+        entries_saved,
         strategy: strategy.to_string(),
         shared: coord.shared,
         agreed_hits: coord.agreed_hits,
         strategy_fallbacks: coord.fallbacks,
         rows,
-    })
+    }
 }
 
 /// Tunes (or looks up) every bucket of `op` and adds one row per bucket;

@@ -9,7 +9,7 @@
 
 use super::labels::tactic_label;
 use ranktune_cache::Entry;
-use ranktune_tune::{Source, TuneRecord};
+use ranktune_tune::{OpStats, Source, TuneRecord};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -52,12 +52,10 @@ pub struct Row {
 pub struct RankReport {
     pub(super) rank: u32,
     pub(super) world_size: u32,
-    pub(super) tuned: u64,
-    pub(super) hits: u64,
-    pub(super) misses: u64,
-    pub(super) fallbacks: u64,
-    pub(super) failed_tactics: u64,
-    pub(super) tuning_seconds: f64,
+    /// The tuner's counters (`tuned`, `hits`, `misses`, `fallbacks`,
+    /// `failed_tactics`, `tuning_seconds`), fields of the report itself.
+    #[serde(flatten)]
+    pub(super) counts: OpStats,
     pub(super) entries_saved: usize,
     /// The strategy (`independent`, `broadcast`, `merge`, `parallel`).
     #[serde(default)]
@@ -81,12 +79,9 @@ pub struct JobReport {
     pub(super) world_size: u32,
     /// How the ranks shared tuning.
     pub(super) strategy: String,
-    pub(super) tuned: u64,
-    pub(super) hits: u64,
-    pub(super) misses: u64,
-    pub(super) fallbacks: u64,
-    pub(super) failed_tactics: u64,
-    pub(super) tuning_seconds: f64,
+    /// The ranks' counters, summed (fields of the report itself).
+    #[serde(flatten)]
+    pub(super) counts: OpStats,
     pub(super) wall_seconds: f64,
     /// With `--model`: the model and its layers' shapes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,12 +96,10 @@ impl JobReport {
             cache,
             world_size: ranks.first().map_or(1, |r| r.world_size),
             strategy: ranks.first().map_or_else(String::new, |r| r.strategy.clone()),
-            tuned: ranks.iter().map(|r| r.tuned).sum(),
-            hits: ranks.iter().map(|r| r.hits).sum(),
-            misses: ranks.iter().map(|r| r.misses).sum(),
-            fallbacks: ranks.iter().map(|r| r.fallbacks).sum(),
-            failed_tactics: ranks.iter().map(|r| r.failed_tactics).sum(),
-            tuning_seconds: ranks.iter().map(|r| r.tuning_seconds).sum(),
+            counts: ranks.iter().fold(OpStats::default(), |mut sum, r| {
+                sum.add(&r.counts);
+                sum
+            }),
             wall_seconds,
             model: None,
             ranks,
@@ -219,5 +212,26 @@ pub(super) fn row_from_entry(
                     .collect()
             })
             .unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_counters_keep_their_place_in_the_documents() {
+        let rank = r#"{"rank":1,"world_size":2,"tuned":3,"hits":4,"misses":5,"fallbacks":6,"failed_tactics":7,"tuning_seconds":0.25,"entries_saved":3,"strategy":"merge","shared":2,"agreed_hits":1,"strategy_fallbacks":0,"rows":[]}"#;
+        let report: RankReport = serde_json::from_str(rank).unwrap();
+        assert_eq!(report.counts.misses, 5);
+        assert_eq!(serde_json::to_string(&report).unwrap(), rank);
+        let job = JobReport::new("c.json".into(), vec![report.clone(), report], 1.5);
+        let text = serde_json::to_string(&job).unwrap();
+        assert!(
+            text.starts_with(
+                r#"{"cache":"c.json","world_size":2,"strategy":"merge","tuned":6,"hits":8,"misses":10,"fallbacks":12,"failed_tactics":14,"tuning_seconds":0.5,"wall_seconds":1.5,"ranks":[{"rank":1,"#
+            ),
+            "{text}"
+        );
     }
 }

@@ -157,8 +157,9 @@ fn write_totals(out: &mut String, report: &JobReport) -> fmt::Result {
     }
     let ranks = report.ranks.len();
     let plural = if ranks == 1 { "" } else { "s" };
-    if report.tuned == 0 && report.misses == 0 {
-        let lookups = report.hits + report.misses;
+    let c = &report.counts;
+    if c.tuned == 0 && c.misses == 0 {
+        let lookups = c.hits + c.misses;
         let cache = report.cache.display();
         return writeln!(
             out,
@@ -168,13 +169,13 @@ fn write_totals(out: &mut String, report: &JobReport) -> fmt::Result {
     writeln!(
         out,
         "tuned {} buckets on {ranks} rank{plural} in {:.2} s of measuring ({:.2} s wall); cache hits {}, misses {}, fallbacks {}, failed tactics {}",
-        report.tuned,
-        report.tuning_seconds,
+        c.tuned,
+        c.tuning_seconds,
         report.wall_seconds,
-        report.hits,
-        report.misses,
-        report.fallbacks,
-        report.failed_tactics
+        c.hits,
+        c.misses,
+        c.fallbacks,
+        c.failed_tactics
     )?;
     let (saved, shared) = distinct_saved(report);
     write!(out, "saved {saved} entries to {}", report.cache.display())?;

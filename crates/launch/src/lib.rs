@@ -1,7 +1,9 @@
-//! The local rank launcher: starts N rank processes of one job on this
-//! machine, follows their progress, and collects each rank's result or names
-//! the ranks that failed. `ranktune tune --ranks N` is built on it; any other
-//! program that speaks the protocol can be launched too.
+//! ranktune-launch, the local rank launcher: starts N rank processes of one
+//! job on this machine, follows their progress, and collects each rank's
+//! result or names the ranks that failed. `ranktune tune --ranks N` is built
+//! on it; any other program that speaks the protocol can be launched too.
+//! It is process supervision only: it knows nothing of tuning, caches or
+//! traces.
 //!
 //! What the launcher does, for each rank `r` of `0..N`:
 //!
@@ -48,15 +50,16 @@
 //! reading a rank's output, so a chatty rank can never block on a full pipe.
 //!
 //! The protocol a rank speaks (progress lines on stderr, one result document
-//! on stdout; how bad lines and cut-short documents read) is in
-//! [`protocol`]; [`streams`] reads one rank; [`error`] words the failures.
+//! on stdout; how bad lines and cut-short documents read) is in the
+//! `protocol` module ([`ProgressWriter`], [`write_result`], [`read_result`]);
+//! `streams` reads one rank; `error` words the failures ([`LaunchError`]).
 //!
 //! Fault injection, for tests only: built with this crate's
 //! `fault-injection` feature, a child's [`ProgressWriter`] aborts the rank
 //! named by `RANKTUNE_TEST_DIE_AT=<rank>:<n>` before its step `<n>` (see
 //! `fault`); without the feature that variable is never read.
 //!
-//! This module starts processes and reads their output; it never prints,
+//! This crate starts processes and reads their output; it never prints,
 //! never interprets a result document (the caller's type does), and the
 //! launcher side never reads this process's environment (the ranks inherit
 //! it).
@@ -73,6 +76,11 @@ pub use protocol::{
     parse_stderr_line, progress_line, read_result, write_result, ProgressWriter, ResultError,
     StderrLine, PROGRESS_PREFIX,
 };
+/// Variables of other launchers that a rank must not inherit (its rank comes
+/// from the `RANKTUNE_*` variables the launcher sets): the rank detection's
+/// own table, so every launcher detection reads is one the ranks are
+/// shielded from.
+pub use ranktune_core::rank::LAUNCHER_VARS;
 pub use streams::STDERR_TAIL_LINES;
 
 use ranktune_collective::JobId;
@@ -90,23 +98,6 @@ pub const DEFAULT_STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// How often the launcher looks at its stop flag while no line arrives.
 const STOP_POLL: Duration = Duration::from_millis(20);
-
-/// Variables of other launchers that a rank must not inherit: its rank comes
-/// from the `RANKTUNE_*` variables the launcher sets.
-pub const LAUNCHER_VARS: [&str; 12] = [
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE",
-    "OMPI_COMM_WORLD_LOCAL_RANK",
-    "PMI_RANK",
-    "PMI_SIZE",
-    "SLURM_PROCID",
-    "SLURM_NTASKS",
-    "SLURM_LOCALID",
-    "MPI_LOCALRANKID",
-];
 
 /// What the launcher tells its caller while the ranks run. Every method has
 /// an empty default; all calls come from the thread that called
@@ -165,7 +156,7 @@ pub struct JobProgress {
 ///
 /// ```
 /// # #[cfg(unix)] {
-/// use ranktune_tune::Launcher;
+/// use ranktune_launch::Launcher;
 /// let rank = r#"echo "{\"rank\": $RANKTUNE_RANK, \"of\": $RANKTUNE_WORLD_SIZE}""#;
 /// let results: Vec<serde_json::Value> =
 ///     Launcher::new("sh").args(["-c", rank]).run(3, &mut ()).unwrap();
@@ -400,6 +391,7 @@ fn stopped_cleanly(status: &ExitStatus, sig: i32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ranktune_core::rank::{RankInfo, RankOverrides};
 
     /// A tiny rank written in sh: its rank variables, a progress line, a
     /// result document.
@@ -558,6 +550,28 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
         let LaunchError::Interrupted { signal: 15, unclean, .. } = &err else { panic!("{err}") };
         assert_eq!(unclean.len(), 1, "{err}");
+    }
+
+    #[test]
+    fn a_rank_reads_its_place_whatever_other_launchers_left_in_the_environment() {
+        // A rank's environment: what its command sets or removes, and for
+        // every other variable a value no detection accepts (as if each
+        // launcher rank detection knows had set its variables wrongly).
+        let cmd = Launcher::new("rank").command(2, 3, &JobId::fresh(), 0);
+        let changed: std::collections::HashMap<String, Option<String>> = cmd
+            .get_envs()
+            .map(|(k, v)| {
+                let text = |s: &OsStr| s.to_string_lossy().into_owned();
+                (text(k), v.map(text))
+            })
+            .collect();
+        let env = |name: &str| changed.get(name).cloned().unwrap_or(Some("x".to_string()));
+        let info = RankInfo::detect_with(&RankOverrides::default(), env).unwrap();
+        assert_eq!((info.rank, info.world_size, info.local_rank), (2, 3, 2));
+        assert_eq!(LAUNCHER_VARS, ranktune_core::rank::LAUNCHER_VARS);
+        for v in LAUNCHER_VARS {
+            assert_eq!(changed.get(v), Some(&None), "{v} is removed");
+        }
     }
 
     #[test]

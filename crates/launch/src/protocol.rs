@@ -37,7 +37,7 @@ pub const PROGRESS_PREFIX: &str = "ranktune-progress";
 /// One progress line, without its newline: `ranktune-progress <done> <total>`.
 ///
 /// ```
-/// assert_eq!(ranktune_tune::progress_line(3, 12), "ranktune-progress 3 12");
+/// assert_eq!(ranktune_launch::progress_line(3, 12), "ranktune-progress 3 12");
 /// ```
 pub fn progress_line(done: u64, total: u64) -> String {
     format!("{PROGRESS_PREFIX} {done} {total}")
@@ -60,7 +60,7 @@ pub enum StderrLine<'a> {
 /// Reads one stderr line of a child rank (without its line ending).
 ///
 /// ```
-/// use ranktune_tune::{parse_stderr_line, StderrLine};
+/// use ranktune_launch::{parse_stderr_line, StderrLine};
 /// assert_eq!(parse_stderr_line("ranktune-progress 3 12"), StderrLine::Progress { done: 3, total: 12 });
 /// assert_eq!(parse_stderr_line(" WARN slow"), StderrLine::Text(" WARN slow"));
 /// ```
@@ -153,7 +153,7 @@ impl<W: Write> ProgressWriter<W> {
 ///
 /// ```
 /// let mut out = Vec::new();
-/// ranktune_tune::write_result(&mut out, &serde_json::json!({"rank": 1})).unwrap();
+/// ranktune_launch::write_result(&mut out, &serde_json::json!({"rank": 1})).unwrap();
 /// assert_eq!(out, b"{\"rank\":1}\n");
 /// ```
 pub fn write_result<W: Write, T: Serialize + ?Sized>(
@@ -181,7 +181,7 @@ pub enum ResultError {
 /// Reads a child's result document from everything it wrote to stdout.
 ///
 /// ```
-/// let doc: serde_json::Value = ranktune_tune::read_result("starting\n{\"rank\":1}\n").unwrap();
+/// let doc: serde_json::Value = ranktune_launch::read_result("starting\n{\"rank\":1}\n").unwrap();
 /// assert_eq!(doc["rank"], 1);
 /// ```
 pub fn read_result<T: DeserializeOwned>(stdout: &str) -> Result<T, ResultError> {
