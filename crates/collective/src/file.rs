@@ -288,7 +288,7 @@ impl MeetingPlace for FileTransport {
         self.job_dir.join("welcome.json")
     }
 
-    fn corrupt(&self, at: &PathBuf, reason: String) -> CollectiveError {
+    fn bad_record(&self, at: &PathBuf, reason: String) -> CollectiveError {
         CollectiveError::Corrupt { path: at.clone(), reason }
     }
 

@@ -339,8 +339,8 @@ impl MeetingPlace for RedisTransport {
         self.welcome_key()
     }
 
-    fn corrupt(&self, at: &String, reason: String) -> CollectiveError {
-        RedisTransport::corrupt(self, at, reason)
+    fn bad_record(&self, at: &String, reason: String) -> CollectiveError {
+        self.corrupt(at, reason)
     }
 
     fn on(&self) -> String {

@@ -132,7 +132,7 @@ pub(crate) trait MeetingPlace {
     /// Where the welcome lives.
     fn welcome_spot(&self) -> Self::Spot;
     /// The error for a record at `at` that is not what ranktune writes.
-    fn corrupt(&self, at: &Self::Spot, reason: String) -> CollectiveError;
+    fn bad_record(&self, at: &Self::Spot, reason: String) -> CollectiveError;
     /// Where the ranks meet, for messages, as a suffix: "" when the job id
     /// says it already, ` on <server>` otherwise.
     fn on(&self) -> String;
@@ -191,17 +191,17 @@ fn hellos<P: MeetingPlace>(place: &mut P) -> Result<BTreeMap<u32, Vec<Hello>>, C
         Listing::Hellos(posted) => posted,
         Listing::TooMany(count) => {
             let at = place.hellos_spot();
-            return Err(place.corrupt(&at, format!("{count} hellos for a {world}-rank job")));
+            return Err(place.bad_record(&at, format!("{count} hellos for a {world}-rank job")));
         }
     };
     let mut by_rank: BTreeMap<u32, Vec<Hello>> = BTreeMap::new();
     for p in posted {
         if p.bytes.len() > MAX_SMALL {
             let reason = format!("hello{} has more than {MAX_SMALL} bytes", p.label);
-            return Err(place.corrupt(&p.at, reason));
+            return Err(place.bad_record(&p.at, reason));
         }
         let hello: Hello = serde_json::from_slice(&p.bytes)
-            .map_err(|e| place.corrupt(&p.at, format!("bad hello{}: {e}", p.label)))?;
+            .map_err(|e| place.bad_record(&p.at, format!("bad hello{}: {e}", p.label)))?;
         by_rank.entry(hello.rank).or_default().push(hello);
     }
     Ok(by_rank)
@@ -290,7 +290,7 @@ fn follow_step<P: MeetingPlace>(place: &mut P) -> Result<Option<String>, Collect
     let Some(bytes) = place.get_welcome()? else { return Ok(None) };
     if bytes.len() > MAX_SMALL {
         let at = place.welcome_spot();
-        return Err(place.corrupt(&at, format!("more than {MAX_SMALL} bytes")));
+        return Err(place.bad_record(&at, format!("more than {MAX_SMALL} bytes")));
     }
     // A welcome that does not parse or does not list us is from another run.
     let Ok(welcome) = serde_json::from_slice::<Welcome>(&bytes) else { return Ok(None) };
@@ -309,7 +309,7 @@ fn follow_step<P: MeetingPlace>(place: &mut P) -> Result<Option<String>, Collect
     }
     if !is_session(&welcome.session) {
         let at = place.welcome_spot();
-        return Err(place.corrupt(&at, "the session is not a hex nonce".into()));
+        return Err(place.bad_record(&at, "the session is not a hex nonce".into()));
     }
     place.delete_hello();
     Ok(Some(welcome.session))
