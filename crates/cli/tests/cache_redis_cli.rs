@@ -191,3 +191,58 @@ fn a_tune_whose_server_died_keeps_what_it_measured_for_cache_import() {
     let check = ranktune(dir.path(), &["cache", "check", &url], &[]).expect_success();
     assert!(check.stdout_text().contains("healthy"), "{}", check.stdout_text());
 }
+
+/// The cache and the collective read a Redis URL by one rule (ranktune-redis):
+/// what one accepts the other accepts, what one refuses the other refuses.
+#[test]
+fn the_cache_and_the_collective_accept_and_refuse_the_same_urls() {
+    use ranktune_cache::CacheLocation;
+    use ranktune_collective::Choice;
+    let long = "p".repeat(200);
+    let too_long = "p".repeat(201);
+    for (url, good) in [
+        ("redis://h:1/0?prefix=team/a".to_string(), true),
+        (format!("redis://h:1/0?prefix={long}"), true),
+        ("redis://h:1/0?prefix=a:b.c_d-e".to_string(), true),
+        ("redis://u:pa/ss@h:1/0".to_string(), true),
+        (format!("redis://h:1/0?prefix={too_long}"), false),
+        ("redis://h:1/0?prefix=a*b".to_string(), false),
+        ("redis://h:1/0?prefix=".to_string(), false),
+        ("redis://h:99999/0".to_string(), false),
+        ("redis://h/notadb".to_string(), false),
+    ] {
+        let cache = CacheLocation::parse(&url).map(|_| ()).map_err(|e| e.to_string());
+        let coll = Choice::parse(&url).map(|_| ()).map_err(|e| e.to_string());
+        assert_eq!((cache.is_ok(), coll.is_ok()), (good, good), "{url}: {cache:?} {coll:?}");
+    }
+}
+
+/// A prefix with `/` (refused by the collective before the two shared one
+/// rule) works for a job whose ranks meet on the cache's server; a password
+/// holding `/` is never printed.
+#[test]
+fn a_prefix_with_a_slash_serves_the_cache_and_the_ranks_and_a_slashed_password_stays_hidden() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = "redis://u:se/cret@127.0.0.1:1/0";
+    let out = ranktune(
+        dir.path(),
+        &["tune", "--ranks", "2", "--quick", "--ops", "softmax", "--cache", url],
+        &[("RANKTUNE_REDIS_CONNECT_TIMEOUT", "1")],
+    );
+    let text = format!("{}{}", out.stdout_text(), out.stderr_text());
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("redis://u:***@127.0.0.1:1/0"), "{text}");
+    assert!(!text.contains("se/cret") && !text.contains("cret@"), "{text}");
+
+    let Some(server) = RedisServer::start() else { return };
+    let url = format!("redis://127.0.0.1:{}/0?prefix=team/a", server.port());
+    let out = ranktune(
+        dir.path(),
+        &["tune", "--ranks", "2", "--quick", "--ops", "softmax", "--cache", &url],
+        &[],
+    );
+    assert!(out.status.success(), "{}{}", out.stdout_text(), out.stderr_text());
+    let keys: Vec<String> =
+        redis::cmd("KEYS").arg("team/a:collective:*").query(&mut raw(&server)).unwrap();
+    assert!(!keys.is_empty(), "the ranks met elsewhere");
+}

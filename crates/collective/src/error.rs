@@ -118,15 +118,15 @@ pub enum CollectiveError {
     /// sharing the directory.
     #[error(
         "world size is {world_size} but no job id is set, so this job's messages could mix with another \
-         job's in {dir}; set RANKTUNE_JOB_ID to the same unique value on every rank (e.g. \
+         job's in {place}; set RANKTUNE_JOB_ID to the same unique value on every rank (e.g. \
          RANKTUNE_JOB_ID=$(date +%s%N)), or launch with torchrun, mpirun, srun or `ranktune tune --ranks N`"
     )]
     NoJobId {
         /// World size of the job.
         world_size: u32,
         /// Where the ranks meet: the shared directory, or the Redis server's
-        /// URL (password redacted).
-        dir: PathBuf,
+        /// URL (password redacted), for people.
+        place: String,
     },
     /// `RANKTUNE_COLLECTIVE` names something this build cannot provide.
     #[error("RANKTUNE_COLLECTIVE={value:?}: {reason}")]

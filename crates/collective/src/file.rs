@@ -20,12 +20,11 @@
 //!
 //! **Job runs never mix.** The job id separates jobs running at the same time.
 //! A job id reused by a later run (torchrun's default `--rdzv-id none`, a fixed
-//! `RANKTUNE_JOB_ID`) is handled by a rendezvous on the first call: every rank
-//! draws a random nonce and posts a hello; rank 0 first deletes the hellos it
-//! finds (left by dead runs; live ranks re-post theirs), waits for a hello from
-//! every rank, then creates a fresh session directory and names it, with each
-//! member's nonce, in `welcome.json`. A rank joins only a welcome that lists
-//! its own nonce, so nothing left by an earlier run is ever read. Rank 0 then
+//! `RANKTUNE_JOB_ID`) is handled by the rendezvous on the first call (the
+//! shared protocol, `rendezvous.rs`, over this layout): the hellos are files,
+//! rank 0 creates a fresh session directory and names it, with each member's
+//! nonce, in `welcome.json`, and a rank joins only a welcome that lists its
+//! own nonce, so nothing left by an earlier run is ever read. Rank 0 then
 //! deletes the earlier runs' session directories, and whole job directories
 //! untouched for a day.
 //!
@@ -33,22 +32,22 @@
 //! earlier calls (safe: see the engine, `engine.rs`); a job leaves behind only its
 //! last call's messages, removed by the next run with the same id or after a day.
 //!
-//! This module owns the directory layout and the rendezvous; the call protocol
-//! itself is the engine's.
+//! This module owns the directory layout only; the rendezvous is
+//! `rendezvous.rs`'s, the message format `message.rs`'s and the call protocol
+//! the engine's.
 
 use ranktune_core::atomic_file::{self, Publish, PublishError};
 use ranktune_core::error_chain::Chain;
-use std::collections::BTreeMap;
 use std::fs;
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use serde::{Deserialize, Serialize};
-
-use super::engine::{backoff, Engine, Envelope, OpKind, Transport};
+use super::engine::{backoff, Engine, Envelope, Transport};
 use super::error::CollectiveError;
-use super::job::JobId;
+use super::message;
+use super::rendezvous::{self, Listing, MeetingPlace, Member, Posted, MAX_SMALL};
+use ranktune_core::job::JobId;
 
 /// Name of the directory, inside the shared directory, that holds all collective files.
 pub const NAMESPACE_DIR: &str = ".ranktune-collective";
@@ -59,41 +58,8 @@ const STALE_JOB_AGE: Duration = Duration::from_secs(24 * 3600);
 /// Temporary files older than this were left by a writer that died.
 const STALE_TMP_AGE: Duration = Duration::from_secs(3600);
 
+/// The message format's name in this transport's files.
 const FORMAT: &str = "ranktune-collective";
-const VERSION: u32 = 1;
-
-/// First line of a message file; the payload follows the newline.
-#[derive(Serialize, Deserialize)]
-struct Header {
-    format: String,
-    version: u32,
-    kind: OpKind,
-    tag: String,
-    root: Option<u32>,
-    rank: u32,
-    seq: u64,
-    len: u64,
-}
-
-/// A rank asking to join.
-#[derive(Serialize, Deserialize)]
-pub(crate) struct Hello {
-    rank: u32,
-    world_size: u32,
-    nonce: String,
-    pid: u32,
-    host: String,
-}
-
-/// Rank 0's answer: the session and the nonce of each member, in rank order.
-#[derive(Serialize, Deserialize)]
-pub(crate) struct Welcome {
-    session: String,
-    world_size: u32,
-    members: Vec<String>,
-    pid: u32,
-    host: String,
-}
 
 fn io_err<'a>(
     action: &'static str,
@@ -102,35 +68,8 @@ fn io_err<'a>(
     move |source| CollectiveError::Io { action, path: path.to_path_buf(), source }
 }
 
-/// A fresh random hex nonce (std's `RandomState` is seeded from the OS).
-pub(crate) fn new_nonce() -> String {
-    use std::hash::{BuildHasher, Hasher};
-    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let mut a = std::collections::hash_map::RandomState::new().build_hasher();
-    a.write_u32(std::process::id());
-    a.write_u128(now);
-    let first = a.finish();
-    let mut b = std::collections::hash_map::RandomState::new().build_hasher();
-    b.write_u64(first);
-    format!("{first:016x}{:016x}", b.finish())
-}
-
 pub(crate) fn encode(env: &Envelope, rank: u32, seq: u64) -> Result<Vec<u8>, CollectiveError> {
-    let header = Header {
-        format: FORMAT.into(),
-        version: VERSION,
-        kind: env.kind,
-        tag: env.tag.clone(),
-        root: env.root,
-        rank,
-        seq,
-        len: env.payload.len() as u64,
-    };
-    let mut out = serde_json::to_vec(&header)
-        .map_err(|e| CollectiveError::InvalidArgument(format!("cannot encode message: {e}")))?;
-    out.push(b'\n');
-    out.extend_from_slice(&env.payload);
-    Ok(out)
+    message::encode(FORMAT, env, rank, seq)
 }
 
 pub(crate) fn decode(
@@ -139,34 +78,8 @@ pub(crate) fn decode(
     rank: u32,
     seq: u64,
 ) -> Result<Envelope, CollectiveError> {
-    let corrupt = |reason: String| CollectiveError::Corrupt { path: path.to_path_buf(), reason };
-    let split =
-        bytes.iter().position(|b| *b == b'\n').ok_or_else(|| corrupt("no header".into()))?;
-    let header: Header =
-        serde_json::from_slice(&bytes[..split]).map_err(|e| corrupt(format!("bad header: {e}")))?;
-    if header.format != FORMAT || header.version != VERSION {
-        return Err(corrupt(format!("format {} version {}", header.format, header.version)));
-    }
-    let payload = &bytes[split + 1..];
-    if header.len != payload.len() as u64 {
-        return Err(corrupt(format!(
-            "{} payload bytes, header says {}",
-            payload.len(),
-            header.len
-        )));
-    }
-    if header.rank != rank || header.seq != seq {
-        return Err(corrupt(format!(
-            "it says rank {} call #{}, its name says rank {rank} call #{seq}",
-            header.rank, header.seq
-        )));
-    }
-    Ok(Envelope {
-        kind: header.kind,
-        tag: header.tag,
-        root: header.root,
-        payload: payload.to_vec(),
-    })
+    message::decode(FORMAT, "name", bytes, rank, seq)
+        .map_err(|reason| CollectiveError::Corrupt { path: path.to_path_buf(), reason })
 }
 
 /// Reads a file, `None` when it does not exist.
@@ -176,6 +89,19 @@ fn read_if_exists(path: &Path) -> Result<Option<Vec<u8>>, CollectiveError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(io_err("reading", path)(e)),
     }
+}
+
+/// Reads at most `limit` bytes of a file (enough to tell it is too long),
+/// `None` when it does not exist.
+fn read_at_most(path: &Path, limit: usize) -> Result<Option<Vec<u8>>, CollectiveError> {
+    let file = match fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err("reading", path)(e)),
+    };
+    let mut bytes = Vec::new();
+    file.take(limit as u64).read_to_end(&mut bytes).map_err(io_err("reading", path))?;
+    Ok(Some(bytes))
 }
 
 /// Removes a file, ignoring one that is already gone.
@@ -200,31 +126,19 @@ fn newest_mtime(dir: &Path) -> Option<SystemTime> {
 
 /// Transport over the shared directory.
 pub(crate) struct FileTransport {
-    rank: u32,
-    world_size: u32,
-    job: JobId,
+    /// This rank's side of the rendezvous.
+    member: Member,
     root: PathBuf,
     job_dir: PathBuf,
     /// The session directory, once joined.
     session: Option<PathBuf>,
-    nonce: String,
-    pid: u32,
-    host: String,
-    /// Rank 0 deleted the hellos of earlier runs.
-    cleared_hellos: bool,
     /// Calls whose own files may still exist.
     own_seqs: Vec<u64>,
 }
 
-/// Where a rendezvous stands.
-enum Joining {
-    Joined,
-    Waiting,
-}
-
 impl FileTransport {
-    fn hello_path(&self) -> PathBuf {
-        self.job_dir.join(format!("hello-r{}-{}.json", self.rank, self.nonce))
+    fn hello_name(&self) -> String {
+        format!("hello-r{}-{}.json", self.member.rank, self.member.nonce)
     }
 
     fn msg_path(&self, session: &Path, seq: u64, rank: u32, ext: &str) -> PathBuf {
@@ -270,125 +184,6 @@ impl FileTransport {
         Ok(paths)
     }
 
-    /// Hellos currently in the job directory, by rank.
-    fn hellos(&self) -> Result<BTreeMap<u32, Vec<(PathBuf, Hello)>>, CollectiveError> {
-        let mut by_rank: BTreeMap<u32, Vec<(PathBuf, Hello)>> = BTreeMap::new();
-        for path in self.hello_paths()? {
-            let Some(bytes) = read_if_exists(&path)? else { continue };
-            let hello: Hello = serde_json::from_slice(&bytes).map_err(|e| {
-                CollectiveError::Corrupt { path: path.clone(), reason: format!("bad hello: {e}") }
-            })?;
-            by_rank.entry(hello.rank).or_default().push((path, hello));
-        }
-        Ok(by_rank)
-    }
-
-    /// Ranks (other than 0 and this one) without a hello.
-    fn ranks_without_hello(&self) -> Vec<u32> {
-        let present = self.hellos().unwrap_or_default();
-        (1..self.world_size).filter(|r| *r != self.rank && !present.contains_key(r)).collect()
-    }
-
-    /// One step of rank 0's side of the rendezvous.
-    fn lead_step(&mut self) -> Result<Joining, CollectiveError> {
-        if !self.cleared_hellos {
-            // Hellos present before we start are from dead runs, or from live
-            // ranks of this run that will post theirs again.
-            for path in self.hello_paths()? {
-                remove_quietly(&path);
-            }
-            self.cleared_hellos = true;
-            if self.world_size > 1 {
-                return Ok(Joining::Waiting);
-            }
-        }
-        let hellos = self.hellos()?;
-        let mut members = vec![self.nonce.clone()];
-        for rank in 1..self.world_size {
-            let Some(list) = hellos.get(&rank) else { return Ok(Joining::Waiting) };
-            let first = &list[0].1;
-            if let Some(other) = list.iter().map(|(_, h)| h).find(|h| h.nonce != first.nonce) {
-                return Err(CollectiveError::Rendezvous {
-                    reason: format!(
-                        "rank {rank} is claimed by two processes (pid {} on {} and pid {} on {}): two \
-                         jobs share the job id {:?} (from {}); give each job its own RANKTUNE_JOB_ID",
-                        first.pid, first.host, other.pid, other.host, self.job.value, self.job.source
-                    ),
-                });
-            }
-            members.push(first.nonce.clone());
-        }
-        for (rank, list) in &hellos {
-            let h = &list[0].1;
-            if *rank >= self.world_size || h.world_size != self.world_size {
-                return Err(CollectiveError::Rendezvous {
-                    reason: format!(
-                        "rank {rank} (pid {} on {}) says the job has {} ranks, rank 0 says {}; every \
-                         rank must be started with the same world size",
-                        h.pid, h.host, h.world_size, self.world_size
-                    ),
-                });
-            }
-        }
-        let session_dir = self.job_dir.join(format!("s-{}", self.nonce));
-        fs::create_dir_all(&session_dir).map_err(io_err("creating", &session_dir))?;
-        let welcome = Welcome {
-            session: self.nonce.clone(),
-            world_size: self.world_size,
-            members,
-            pid: self.pid,
-            host: self.host.clone(),
-        };
-        let bytes = serde_json::to_vec_pretty(&welcome)
-            .map_err(|e| CollectiveError::InvalidArgument(format!("cannot encode welcome: {e}")))?;
-        let job_dir = self.job_dir.clone();
-        self.write_atomic(&job_dir, "welcome.json", &bytes)?;
-        self.session = Some(session_dir);
-        self.prune();
-        Ok(Joining::Joined)
-    }
-
-    /// One step of a non-zero rank's side of the rendezvous.
-    fn follow_step(&mut self) -> Result<Joining, CollectiveError> {
-        let hello_path = self.hello_path();
-        if !hello_path.exists() {
-            let hello = Hello {
-                rank: self.rank,
-                world_size: self.world_size,
-                nonce: self.nonce.clone(),
-                pid: self.pid,
-                host: self.host.clone(),
-            };
-            let bytes = serde_json::to_vec(&hello).map_err(|e| {
-                CollectiveError::InvalidArgument(format!("cannot encode hello: {e}"))
-            })?;
-            let job_dir = self.job_dir.clone();
-            let name = format!("hello-r{}-{}.json", self.rank, self.nonce);
-            self.write_atomic(&job_dir, &name, &bytes)?;
-        }
-        let welcome_path = self.job_dir.join("welcome.json");
-        let Some(bytes) = read_if_exists(&welcome_path)? else { return Ok(Joining::Waiting) };
-        // A welcome that does not parse or does not list us is from another run.
-        let Ok(welcome) = serde_json::from_slice::<Welcome>(&bytes) else {
-            return Ok(Joining::Waiting);
-        };
-        if welcome.members.get(self.rank as usize) != Some(&self.nonce) {
-            return Ok(Joining::Waiting);
-        }
-        if welcome.world_size != self.world_size {
-            return Err(CollectiveError::Rendezvous {
-                reason: format!(
-                    "rank 0 (pid {} on {}) says the job has {} ranks, rank {} says {}; every rank \
-                     must be started with the same world size",
-                    welcome.pid, welcome.host, welcome.world_size, self.rank, self.world_size
-                ),
-            });
-        }
-        self.session = Some(self.job_dir.join(format!("s-{}", welcome.session)));
-        remove_quietly(&hello_path);
-        Ok(Joining::Joined)
-    }
-
     /// Best effort, by rank 0 after a rendezvous: removes earlier runs'
     /// sessions of this job id, and other job directories idle for a day.
     fn prune(&self) {
@@ -431,49 +226,101 @@ impl FileTransport {
     }
 }
 
+/// The rendezvous's records as files in the job directory.
+impl MeetingPlace for FileTransport {
+    type Spot = PathBuf;
+
+    fn member(&self) -> &Member {
+        &self.member
+    }
+
+    fn member_mut(&mut self) -> &mut Member {
+        &mut self.member
+    }
+
+    fn put_hello(&mut self, bytes: &[u8]) -> Result<(), CollectiveError> {
+        let name = self.hello_name();
+        if self.job_dir.join(&name).exists() {
+            return Ok(());
+        }
+        self.write_atomic(&self.job_dir, &name, bytes)
+    }
+
+    fn list_hellos(&mut self, limit: usize) -> Result<Listing<PathBuf>, CollectiveError> {
+        let paths = self.hello_paths()?;
+        if paths.len() > limit {
+            return Ok(Listing::TooMany(paths.len()));
+        }
+        let mut posted = Vec::new();
+        for path in paths {
+            let Some(bytes) = read_at_most(&path, MAX_SMALL + 1)? else { continue };
+            posted.push(Posted { at: path, label: String::new(), bytes });
+        }
+        Ok(Listing::Hellos(posted))
+    }
+
+    fn delete_hellos(&mut self) -> Result<(), CollectiveError> {
+        for path in self.hello_paths()? {
+            remove_quietly(&path);
+        }
+        Ok(())
+    }
+
+    fn delete_hello(&mut self) {
+        remove_quietly(&self.job_dir.join(self.hello_name()));
+    }
+
+    fn put_welcome(&mut self, session: &str, bytes: &[u8]) -> Result<(), CollectiveError> {
+        let session_dir = self.job_dir.join(format!("s-{session}"));
+        fs::create_dir_all(&session_dir).map_err(io_err("creating", &session_dir))?;
+        self.write_atomic(&self.job_dir, "welcome.json", bytes)
+    }
+
+    fn get_welcome(&mut self) -> Result<Option<Vec<u8>>, CollectiveError> {
+        read_at_most(&self.welcome_spot(), MAX_SMALL + 1)
+    }
+
+    fn hellos_spot(&self) -> PathBuf {
+        self.job_dir.clone()
+    }
+
+    fn welcome_spot(&self) -> PathBuf {
+        self.job_dir.join("welcome.json")
+    }
+
+    fn bad_record(&self, at: &PathBuf, reason: String) -> CollectiveError {
+        CollectiveError::Corrupt { path: at.clone(), reason }
+    }
+
+    fn on(&self) -> String {
+        String::new()
+    }
+
+    fn pause_joining(&mut self, attempt: u32, deadline: Instant) {
+        self.pause(attempt, deadline);
+    }
+}
+
 impl Transport for FileTransport {
     fn join(&mut self, env: &Envelope, seq: u64, deadline: Instant) -> Result<(), CollectiveError> {
         if self.session.is_some() {
             return Ok(());
         }
-        let start = Instant::now();
         fs::create_dir_all(&self.job_dir).map_err(io_err("creating", &self.job_dir))?;
-        let mut attempt = 0u32;
-        loop {
-            let step = if self.rank == 0 { self.lead_step()? } else { self.follow_step()? };
-            if let Joining::Joined = step {
-                tracing::debug!("joined {}", self.describe());
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                let mut missing = self.ranks_without_hello();
-                if self.rank != 0 && missing.is_empty() {
-                    missing.push(0);
-                }
-                tracing::warn!(
-                    "rank {} timed out joining job {:?}; waiting for rank(s) {:?}",
-                    self.rank,
-                    self.job.value,
-                    missing
-                );
-                return Err(CollectiveError::Timeout {
-                    op: env.tag.clone(),
-                    kind: format!("{} (joining job {:?})", env.kind_text(), self.job.value),
-                    seq,
-                    missing,
-                    waited: start.elapsed(),
-                });
-            }
-            self.pause(attempt, deadline);
-            attempt = attempt.saturating_add(1);
+        let session = rendezvous::join(self, env, seq, deadline)?;
+        self.session = Some(self.job_dir.join(format!("s-{session}")));
+        tracing::debug!("joined {}", self.describe());
+        if self.member.rank == 0 {
+            self.prune();
         }
+        Ok(())
     }
 
     fn post(&mut self, seq: u64, env: &Envelope) -> Result<(), CollectiveError> {
-        let bytes = encode(env, self.rank, seq)?;
+        let bytes = encode(env, self.member.rank, seq)?;
         let session = self.session()?.to_path_buf();
         self.own_seqs.push(seq);
-        self.write_atomic(&session, &format!("{seq:012}-r{}.msg", self.rank), &bytes)
+        self.write_atomic(&session, &format!("{seq:012}-r{}.msg", self.member.rank), &bytes)
     }
 
     fn fetch(&mut self, seq: u64, from: u32) -> Result<Option<Envelope>, CollectiveError> {
@@ -486,7 +333,7 @@ impl Transport for FileTransport {
 
     fn abandon(&mut self, seq: u64) {
         let Ok(session) = self.session().map(Path::to_path_buf) else { return };
-        let name = format!("{seq:012}-r{}.abandoned", self.rank);
+        let name = format!("{seq:012}-r{}.abandoned", self.member.rank);
         if let Err(e) = self.write_atomic(&session, &name, b"") {
             tracing::warn!("could not mark call #{seq} abandoned: {}", Chain(&e));
         }
@@ -494,14 +341,16 @@ impl Transport for FileTransport {
 
     fn abandoned_by(&mut self, seq: u64) -> Result<Vec<u32>, CollectiveError> {
         let session = self.session()?;
-        Ok((0..self.world_size)
-            .filter(|r| *r != self.rank && self.msg_path(session, seq, *r, "abandoned").exists())
+        Ok((0..self.member.world_size)
+            .filter(|r| {
+                *r != self.member.rank && self.msg_path(session, seq, *r, "abandoned").exists()
+            })
             .collect())
     }
 
     fn cleanup_before(&mut self, seq: u64) {
         let Some(session) = self.session.clone() else { return };
-        let rank = self.rank;
+        let rank = self.member.rank;
         for old in self.own_seqs.iter().filter(|s| **s < seq) {
             remove_quietly(&self.msg_path(&session, *old, rank, "msg"));
             remove_quietly(&self.msg_path(&session, *old, rank, "abandoned"));
@@ -518,8 +367,8 @@ impl Transport for FileTransport {
         format!(
             "file store {} (job id {:?} from {})",
             self.job_dir.display(),
-            self.job.value,
-            self.job.source
+            self.member.job.value,
+            self.member.job.source
         )
     }
 }
@@ -560,16 +409,10 @@ impl FileCollective {
         let root = dir.join(NAMESPACE_DIR);
         let job_dir = root.join(job.dir_name());
         let transport = FileTransport {
-            rank,
-            world_size,
-            job,
+            member: Member::new(rank, world_size, job),
             root,
             job_dir,
             session: None,
-            nonce: new_nonce(),
-            pid: std::process::id(),
-            host: ranktune_core::rank::host_name(),
-            cleared_hellos: false,
             own_seqs: Vec::new(),
         };
         Ok(FileCollective(Engine::new(rank, world_size, transport)))
@@ -591,6 +434,7 @@ super::delegate_collective!(FileCollective);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::OpKind;
     use crate::{on_threads, Collective};
     use std::thread;
 
@@ -694,6 +538,30 @@ mod tests {
         single.barrier("b", LONG).unwrap();
         let results = on_threads(group(tmp.path(), "again", 2), |c| c.barrier("b", LONG));
         assert!(results.iter().all(Result::is_ok), "{results:?}");
+    }
+
+    #[test]
+    fn a_welcome_naming_a_bad_session_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut follower = FileCollective::new(1, 2, tmp.path(), job("evil")).unwrap();
+        let nonce = follower.0.transport().member.nonce.clone();
+        let job_dir = follower.job_dir().to_path_buf();
+        fs::create_dir_all(&job_dir).unwrap();
+        // Another process wrote a welcome that lists this rank and names a
+        // session outside the job directory.
+        let welcome = serde_json::json!({
+            "session": "../../escaped", "world_size": 2, "members": ["00", nonce],
+            "pid": 1, "host": "elsewhere",
+        });
+        fs::write(job_dir.join("welcome.json"), welcome.to_string()).unwrap();
+        let err = follower.barrier("b", Duration::from_secs(5)).unwrap_err();
+        assert!(
+            matches!(&err, CollectiveError::Corrupt { path, .. } if path.ends_with("welcome.json")),
+            "{err}"
+        );
+        assert!(err.to_string().contains("the session is not a hex nonce"), "{err}");
+        assert!(follower.session_dir().is_none());
+        assert!(!tmp.path().join("escaped").exists());
     }
 
     #[test]

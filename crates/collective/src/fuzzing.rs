@@ -30,9 +30,5 @@ pub fn file_message(bytes: &[u8]) -> Result<String, CollectiveError> {
 
 /// Parses a hello and a welcome file the way the rendezvous does.
 pub fn rendezvous_files(bytes: &[u8]) -> (bool, bool) {
-    use super::file::{Hello, Welcome};
-    (
-        serde_json::from_slice::<Hello>(bytes).is_ok(),
-        serde_json::from_slice::<Welcome>(bytes).is_ok(),
-    )
+    super::rendezvous::parses(bytes)
 }

@@ -62,28 +62,33 @@ mod file;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
-mod job;
 mod local;
+mod message;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod redis;
+mod rendezvous;
 mod single;
 mod typed;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 pub use error::CollectiveError;
 pub use file::{FileCollective, NAMESPACE_DIR};
-pub use job::JobId;
 pub use local::LocalCollective;
 #[cfg(feature = "mpi")]
 pub use mpi::{MpiCollective, HELLO_TAG as MPI_HELLO_TAG};
-pub use redis::{
-    is_redis_url, redact_url, RedisCollective, CONNECT_TIMEOUT_ENV as REDIS_CONNECT_TIMEOUT_ENV,
-    DEFAULT_CONNECT_TIMEOUT as REDIS_DEFAULT_CONNECT_TIMEOUT, MAX_MESSAGE as REDIS_MAX_MESSAGE,
-    PASSWORD_ENV as REDIS_PASSWORD_ENV,
+/// The job run's id: core's one type ([`ranktune_core::job::JobId`]).
+pub use ranktune_core::job::JobId;
+/// The Redis endpoint's rules, `ranktune-redis`'s (the same as the cache
+/// store's), re-exported under the names this crate has always used.
+pub use ranktune_redis::{
+    is_redis_url, redact_text as redact_url, RedisUrl,
+    CONNECT_TIMEOUT_ENV as REDIS_CONNECT_TIMEOUT_ENV,
+    DEFAULT_CONNECT_TIMEOUT as REDIS_DEFAULT_CONNECT_TIMEOUT, PASSWORD_ENV as REDIS_PASSWORD_ENV,
 };
+pub use redis::{RedisCollective, MAX_MESSAGE as REDIS_MAX_MESSAGE};
 pub use single::SingleRank;
 pub use typed::CollectiveExt;
 
@@ -184,15 +189,26 @@ pub enum Choice {
     Single,
     /// `mpi`: MPI (`MpiCollective`); an error in a build without the `mpi` feature.
     Mpi,
-    /// `redis://…` or `rediss://…` (the URL itself): [`RedisCollective`] on that server.
-    Redis(String),
+    /// `redis://…` or `rediss://…` (the URL itself): [`RedisCollective`] on
+    /// that server. `name` is the URL as given with its password hidden, for
+    /// messages.
+    Redis {
+        /// The server.
+        url: RedisUrl,
+        /// How messages name it.
+        name: String,
+    },
 }
 
 impl Choice {
     /// Parses a `RANKTUNE_COLLECTIVE` value (case-insensitive; blank means `auto`).
     pub fn parse(value: &str) -> Result<Choice, CollectiveError> {
         if is_redis_url(value) {
-            return Ok(Choice::Redis(value.trim().to_string()));
+            let name = redact_url(value.trim());
+            return match RedisUrl::parse(value.trim()) {
+                Ok(url) => Ok(Choice::Redis { url, name }),
+                Err(e) => Err(redis::bad_url(&name, e)),
+            };
         }
         match value.trim().to_ascii_lowercase().as_str() {
             "" | "auto" => Ok(Choice::Auto),
@@ -239,15 +255,24 @@ pub fn from_env_with(
     pick(rank, dir, None, env)
 }
 
-/// Picks a collective for a job whose cache is at `cache`: a file path (the
-/// ranks meet in its directory, as in [`from_env`]) or a Redis URL (see
-/// [`is_redis_url`]). With `RANKTUNE_COLLECTIVE` unset or `auto`, a cache on
+/// Where a job's cache lives, for [`from_env_for_cache`]: a file, or a Redis
+/// server (the parsed URL; no URL travels as a path).
+#[derive(Clone, Copy, Debug)]
+pub enum CacheAt<'a> {
+    /// A cache file: the ranks meet in its directory.
+    File(&'a Path),
+    /// A cache on a Redis server: the ranks may meet there too.
+    Redis(&'a RedisUrl),
+}
+
+/// Picks a collective for a job whose cache is at `cache`: a file (the
+/// ranks meet in its directory, as in [`from_env`]) or a Redis server. With `RANKTUNE_COLLECTIVE` unset or `auto`, a cache on
 /// a Redis server makes the ranks meet on that server too ([`RedisCollective`],
 /// under the URL's `?prefix=`), unless the job has one rank or MPI is chosen
 /// (see [`Choice::Auto`]); an explicit `RANKTUNE_COLLECTIVE` always wins.
 pub fn from_env_for_cache(
     rank: &RankInfo,
-    cache: &Path,
+    cache: CacheAt<'_>,
 ) -> Result<Box<dyn Collective>, CollectiveError> {
     from_env_for_cache_with(rank, cache, |name| {
         std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
@@ -257,12 +282,12 @@ pub fn from_env_for_cache(
 /// Like [`from_env_for_cache`], reading variables through `env`.
 pub fn from_env_for_cache_with(
     rank: &RankInfo,
-    cache: &Path,
+    cache: CacheAt<'_>,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Box<dyn Collective>, CollectiveError> {
-    match cache.to_str().filter(|c| is_redis_url(c)) {
-        Some(url) => pick(rank, Path::new("."), Some(url), env),
-        None => {
+    match cache {
+        CacheAt::Redis(url) => pick(rank, Path::new("."), Some(url), env),
+        CacheAt::File(cache) => {
             let dir =
                 cache.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
             pick(rank, dir, None, env)
@@ -271,11 +296,11 @@ pub fn from_env_for_cache_with(
 }
 
 /// The choice rule of [`from_env_with`] and [`from_env_for_cache_with`];
-/// `cache_url` is the cache's Redis URL, if it is on one.
+/// `cache_url` is the cache's Redis server, if it is on one.
 fn pick(
     rank: &RankInfo,
     dir: &Path,
-    cache_url: Option<&str>,
+    cache_url: Option<&RedisUrl>,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Box<dyn Collective>, CollectiveError> {
     let requested = env("RANKTUNE_COLLECTIVE").unwrap_or_default();
@@ -285,13 +310,15 @@ fn pick(
         (Choice::Auto, _) if world > 1 && cfg!(feature = "mpi") && mpi_launch(rank, &env) => {
             Choice::Mpi
         }
-        (Choice::Auto, Some(url)) if world > 1 => Choice::Redis(url.to_string()),
+        (Choice::Auto, Some(url)) if world > 1 => {
+            Choice::Redis { url: url.clone(), name: url.to_string() }
+        }
         (other, _) => other,
     };
     match choice {
-        Choice::Redis(url) => {
-            let job = job_for(rank, &env, || PathBuf::from(redact_url(&url)))?;
-            let c = RedisCollective::connect_with(rank.rank, world, &url, job, &env)?;
+        Choice::Redis { url, name } => {
+            let job = job_for(rank, &env, || name.clone())?;
+            let c = RedisCollective::connect_named(rank.rank, world, &url, name, job, &env)?;
             tracing::debug!("collective: {}", c.describe());
             Ok(Box::new(c))
         }
@@ -306,7 +333,7 @@ fn pick(
             ),
         }),
         Choice::Auto | Choice::File => {
-            let job = job_for(rank, &env, || dir.into())?;
+            let job = job_for(rank, &env, || dir.display().to_string())?;
             tracing::debug!("collective: file store in {} for job {:?}", dir.display(), job.value);
             Ok(Box::new(FileCollective::new(rank.rank, world, dir, job)?))
         }
@@ -318,7 +345,7 @@ fn pick(
 fn job_for(
     rank: &RankInfo,
     env: &impl Fn(&str) -> Option<String>,
-    place: impl FnOnce() -> PathBuf,
+    place: impl FnOnce() -> String,
 ) -> Result<JobId, CollectiveError> {
     match JobId::detect_with(env) {
         Some(job) => Ok(job),
@@ -326,7 +353,7 @@ fn job_for(
             value: format!("single-{}", std::process::id()),
             source: "this process (one rank)",
         }),
-        None => Err(CollectiveError::NoJobId { world_size: rank.world_size, dir: place() }),
+        None => Err(CollectiveError::NoJobId { world_size: rank.world_size, place: place() }),
     }
 }
 
@@ -485,14 +512,22 @@ mod tests {
     ) -> Result<Box<dyn Collective>, CollectiveError> {
         let map: HashMap<String, String> =
             vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        from_env_for_cache_with(&r, Path::new(cache), |n| map.get(n).cloned())
+        let url = is_redis_url(cache).then(|| RedisUrl::parse(cache).unwrap());
+        let at = match &url {
+            Some(url) => CacheAt::Redis(url),
+            None => CacheAt::File(Path::new(cache)),
+        };
+        from_env_for_cache_with(&r, at, |n| map.get(n).cloned())
     }
 
     #[test]
     fn redis_urls_are_a_choice_and_a_cache_on_redis_picks_it() {
         assert_eq!(
             Choice::parse(" redis://h:1/0 ").unwrap(),
-            Choice::Redis("redis://h:1/0".into())
+            Choice::Redis {
+                url: RedisUrl::parse("redis://h:1/0").unwrap(),
+                name: "redis://h:1/0".into()
+            }
         );
         // Without a job id: the error names the server, never the password.
         let vars = [("RANKTUNE_COLLECTIVE", "redis://u:hunter2@127.0.0.1:1/0")];
@@ -515,7 +550,10 @@ mod tests {
         let err = for_cache(info(1, 2), "redis://127.0.0.1:1/0", &[("RANKTUNE_JOB_ID", "j")])
             .err()
             .unwrap();
-        assert!(err.to_string().contains("redis://127.0.0.1:1/0: connecting failed"), "{err}");
+        assert!(
+            err.to_string().contains("redis://127.0.0.1:1/0?prefix=ranktune: connecting failed"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -27,41 +27,41 @@
 //! Tokens are only hints (the messages are the truth), so a lost or stale
 //! token costs at most one extra read or one second.
 //!
-//! **Rendezvous.** As in the file store: every rank draws a random nonce and
-//! posts a hello; rank 0 first deletes the hellos it finds (left by dead runs
-//! of the same job id; live ranks re-post theirs on every poll), waits for a
-//! hello from every rank, and names the session and each member's nonce in
-//! the welcome. A rank joins only a welcome that lists its own nonce, so a
+//! **Rendezvous.** The one protocol of `rendezvous.rs`, as in the file store,
+//! over this layout: the hellos are fields of one hash, the welcome one key,
+//! both expiring. A rank joins only a welcome that lists its own nonce, so a
 //! run reusing a job id never reads an earlier run's messages.
 //!
 //! **Untrusted input.** Everything read from the server is checked: a message
 //! is read with `GETRANGE` up to [`MAX_MESSAGE`] bytes (a longer one is an
 //! error naming its key, never read whole), its header must parse and name
-//! the rank and call its key says; hellos, welcome and abandon markers are
-//! parsed and range-checked. Nothing read is ever evaluated.
+//! the rank and call its key says (`message.rs`); hellos and the welcome are
+//! checked by the rendezvous, abandon markers here. Nothing read is ever
+//! evaluated.
 //!
-//! **Credentials.** The URL's password, or `RANKTUNE_REDIS_PASSWORD` when the
-//! URL has none, is sent to the server and never printed: every message and
-//! log line names the server by [`redact_url`].
+//! **Endpoint.** The URL is ranktune's one Redis endpoint (`ranktune-redis`:
+//! its syntax, prefix rule, timeouts and connect, shared with the cache
+//! store). The URL's password, or `RANKTUNE_REDIS_PASSWORD` when the URL has
+//! none, is sent to the server and never printed: every message and log
+//! line names the server with its password hidden.
 //!
-//! This module owns the key layout, the connection and the rendezvous; the
-//! call protocol itself is the engine's. It never decides what the bytes mean.
+//! This module owns the key layout and the connection's use; the rendezvous
+//! is `rendezvous.rs`'s, the call protocol the engine's. It never decides
+//! what the bytes mean.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
+use ranktune_redis::{redact_text, Endpoint, RedisUrl};
 
-use super::engine::{Engine, Envelope, OpKind, Transport};
+use super::engine::{Engine, Envelope, Transport};
 use super::error::CollectiveError;
-use super::file::new_nonce;
-use super::job::JobId;
+use super::message;
+use super::rendezvous::{self, Listing, MeetingPlace, Member, Posted, MAX_SMALL};
+use ranktune_core::job::JobId;
 
 /// Largest message (header and payload) a rank posts or reads: 64 MiB.
 pub const MAX_MESSAGE: usize = 64 << 20;
-
-/// Largest hello or welcome read from the server.
-const MAX_SMALL: usize = 1 << 20;
 
 /// Shortest expiry of any key: an hour.
 const MIN_TTL: Duration = Duration::from_secs(3600);
@@ -73,172 +73,11 @@ const MAX_BLOCK: Duration = Duration::from_secs(1);
 /// connection counts as stalled (a stopped or overloaded server).
 const IO_MARGIN: Duration = Duration::from_secs(1);
 
-/// Default bound on connecting; `RANKTUNE_REDIS_CONNECT_TIMEOUT` (seconds) sets it.
-pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The variable that sets the connect timeout, in seconds.
-pub const CONNECT_TIMEOUT_ENV: &str = "RANKTUNE_REDIS_CONNECT_TIMEOUT";
-
-/// The variable holding the password when the URL has none.
-pub const PASSWORD_ENV: &str = "RANKTUNE_REDIS_PASSWORD";
-
+/// The message format's name in this transport's keys.
 const FORMAT: &str = "ranktune-collective-redis";
-const VERSION: u32 = 1;
-
-/// Whether `location` names a Redis server (`redis://…` or `rediss://…`,
-/// case-insensitive), rather than a path.
-///
-/// Deliberately minimal: the scheme decides. The cache store parses the
-/// rest of such a URL (database, prefix, TLS) for itself.
-///
-/// ```
-/// use ranktune_collective::is_redis_url;
-/// assert!(is_redis_url("redis://127.0.0.1:6379/0?prefix=t"));
-/// assert!(is_redis_url("REDISS://cache.example:6380"));
-/// assert!(!is_redis_url("/shared/redis://odd-but-a-path.json"));
-/// assert!(!is_redis_url("cache.json"));
-/// ```
-pub fn is_redis_url(location: &str) -> bool {
-    let lower = location.trim_start().get(..9).unwrap_or("").to_ascii_lowercase();
-    lower.starts_with("redis://") || lower == "rediss://"
-}
-
-/// `url` with its password (and any `pass=`/`password=` query value) replaced
-/// by `***`, for messages and logs. Anything that does not look like a URL
-/// comes back unchanged.
-///
-/// ```
-/// use ranktune_collective::redact_url;
-/// assert_eq!(redact_url("redis://u:s3cret@h:6379/0"), "redis://u:***@h:6379/0");
-/// assert_eq!(redact_url("redis://:s3cret@h/1?prefix=t"), "redis://:***@h/1?prefix=t");
-/// assert_eq!(redact_url("redis://h:6379?password=x&prefix=t"), "redis://h:6379?password=***&prefix=t");
-/// assert_eq!(redact_url("redis://h:6379/0"), "redis://h:6379/0");
-/// ```
-pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else { return url.to_string() };
-    let rest = &url[scheme_end..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    let authority = match authority.rfind('@') {
-        Some(at) => {
-            let userinfo = &authority[..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            if userinfo.contains(':') {
-                format!("{user}:***{}", &authority[at..])
-            } else {
-                authority.to_string()
-            }
-        }
-        None => authority.to_string(),
-    };
-    let tail = match tail.find('?') {
-        Some(q) => {
-            let (path, query) = tail.split_at(q + 1);
-            let redacted: Vec<String> = query
-                .split('&')
-                .map(|pair| match pair.split_once('=') {
-                    Some((k, _))
-                        if ["pass", "password"].contains(&k.to_ascii_lowercase().as_str()) =>
-                    {
-                        format!("{k}=***")
-                    }
-                    _ => pair.to_string(),
-                })
-                .collect();
-            format!("{path}{}", redacted.join("&"))
-        }
-        None => tail.to_string(),
-    };
-    format!("{}{authority}{tail}", &url[..scheme_end])
-}
-
-/// The `prefix` query value of `url` (default `ranktune`); only letters,
-/// digits and `-_.:` are accepted, so a prefix never escapes its namespace.
-fn prefix_of(url: &str) -> Result<String, String> {
-    let query = url.split_once('?').map(|(_, q)| q.split('#').next().unwrap_or("")).unwrap_or("");
-    let Some(value) = query
-        .split('&')
-        .filter_map(|p| p.split_once('='))
-        .find(|(k, _)| *k == "prefix")
-        .map(|(_, v)| v)
-    else {
-        return Ok("ranktune".into());
-    };
-    if value.is_empty()
-        || value.len() > 64
-        || !value.chars().all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
-    {
-        return Err(format!("prefix {value:?} must be 1 to 64 letters, digits or -_.: characters"));
-    }
-    Ok(value.to_string())
-}
-
-/// The connect timeout from [`CONNECT_TIMEOUT_ENV`] through `env`.
-pub(crate) fn connect_timeout_with(
-    env: &impl Fn(&str) -> Option<String>,
-) -> Result<Duration, CollectiveError> {
-    let Some(text) = env(CONNECT_TIMEOUT_ENV).filter(|v| !v.trim().is_empty()) else {
-        return Ok(DEFAULT_CONNECT_TIMEOUT);
-    };
-    match text.trim().parse::<f64>() {
-        Ok(secs) if secs.is_finite() && secs > 0.0 && secs <= 3600.0 => {
-            Ok(Duration::from_secs_f64(secs))
-        }
-        _ => Err(CollectiveError::InvalidArgument(format!(
-            "{CONNECT_TIMEOUT_ENV}={text:?} is not a number of seconds between 0 and 3600 \
-             (e.g. 5 or 0.5)"
-        ))),
-    }
-}
-
-/// Header line of a message; the payload follows the newline.
-#[derive(Serialize, Deserialize)]
-struct Header {
-    format: String,
-    version: u32,
-    kind: OpKind,
-    tag: String,
-    root: Option<u32>,
-    rank: u32,
-    seq: u64,
-    len: u64,
-}
-
-/// A rank asking to join.
-#[derive(Serialize, Deserialize)]
-struct Hello {
-    rank: u32,
-    world_size: u32,
-    nonce: String,
-    pid: u32,
-    host: String,
-}
-
-/// Rank 0's answer: the session and the nonce of each member, in rank order.
-#[derive(Serialize, Deserialize)]
-struct Welcome {
-    session: String,
-    world_size: u32,
-    members: Vec<String>,
-    pid: u32,
-    host: String,
-}
 
 fn encode(env: &Envelope, rank: u32, seq: u64) -> Result<Vec<u8>, CollectiveError> {
-    let header = Header {
-        format: FORMAT.into(),
-        version: VERSION,
-        kind: env.kind,
-        tag: env.tag.clone(),
-        root: env.root,
-        rank,
-        seq,
-        len: env.payload.len() as u64,
-    };
-    let mut out = serde_json::to_vec(&header)
-        .map_err(|e| CollectiveError::InvalidArgument(format!("cannot encode message: {e}")))?;
-    out.push(b'\n');
-    out.extend_from_slice(&env.payload);
+    let out = message::encode(FORMAT, env, rank, seq)?;
     if out.len() > MAX_MESSAGE {
         return Err(CollectiveError::InvalidArgument(format!(
             "a {}-byte message for {} is larger than the Redis collective's limit of {} bytes",
@@ -252,49 +91,30 @@ fn encode(env: &Envelope, rank: u32, seq: u64) -> Result<Vec<u8>, CollectiveErro
 
 /// Decodes rank `rank`'s message for call `seq`; the error says what is wrong.
 fn decode(bytes: &[u8], rank: u32, seq: u64) -> Result<Envelope, String> {
-    let split = bytes.iter().position(|b| *b == b'\n').ok_or("no header line")?;
-    let header: Header =
-        serde_json::from_slice(&bytes[..split]).map_err(|e| format!("bad header: {e}"))?;
-    if header.format != FORMAT || header.version != VERSION {
-        return Err(format!("format {:?} version {}", header.format, header.version));
+    message::decode(FORMAT, "key", bytes, rank, seq)
+}
+
+/// The error for a URL (named `server`, password hidden) that cannot be used.
+pub(crate) fn bad_url(server: &str, e: ranktune_redis::RedisError) -> CollectiveError {
+    CollectiveError::Redis {
+        server: server.to_string(),
+        action: "reading the URL".into(),
+        reason: format!("{e}; the form is redis://[user:password@]host[:port][/db][?prefix=NAME]"),
     }
-    let payload = &bytes[split + 1..];
-    if header.len != payload.len() as u64 {
-        return Err(format!("{} payload bytes, header says {}", payload.len(), header.len));
-    }
-    if header.rank != rank || header.seq != seq {
-        return Err(format!(
-            "it says rank {} call #{}, its key says rank {rank} call #{seq}",
-            header.rank, header.seq
-        ));
-    }
-    Ok(Envelope {
-        kind: header.kind,
-        tag: header.tag,
-        root: header.root,
-        payload: payload.to_vec(),
-    })
 }
 
 /// Transport over a Redis server.
 pub(crate) struct RedisTransport {
-    rank: u32,
-    world_size: u32,
-    job: JobId,
+    /// This rank's side of the rendezvous.
+    member: Member,
     /// The server's URL with the password hidden, for messages.
     server: String,
-    client: redis::Client,
+    endpoint: Endpoint,
     con: Option<redis::Connection>,
-    connect_timeout: Duration,
     /// `<prefix>:collective:<job dir name>`.
     ns: String,
     /// `<ns>:s:<session>`, once joined.
     session: Option<String>,
-    nonce: String,
-    pid: u32,
-    host: String,
-    /// Rank 0 deleted the hellos of earlier runs.
-    cleared_hellos: bool,
     /// The current call's deadline (set by every `join`).
     deadline: Instant,
     /// Expiry of every key written.
@@ -305,12 +125,6 @@ pub(crate) struct RedisTransport {
     polled: bool,
     /// Calls whose own keys may still exist.
     own_seqs: Vec<u64>,
-}
-
-/// Where a rendezvous stands.
-enum Joining {
-    Joined,
-    Waiting,
 }
 
 impl RedisTransport {
@@ -363,10 +177,7 @@ impl RedisTransport {
     /// The connection, connecting first if there is none (bounded by the connect timeout).
     fn connection(&mut self) -> Result<&mut redis::Connection, CollectiveError> {
         if self.con.is_none() {
-            let con = self
-                .client
-                .get_connection_with_timeout(self.connect_timeout)
-                .map_err(|e| self.error("connecting", &e))?;
+            let con = self.endpoint.connect().map_err(|e| self.error("connecting", &e))?;
             self.con = Some(con);
         }
         self.con.as_mut().ok_or_else(|| {
@@ -402,180 +213,11 @@ impl RedisTransport {
         self.deadline.saturating_duration_since(Instant::now())
     }
 
-    /// Hellos now on the server, by rank (checked: size, shape).
-    fn hellos(&mut self) -> Result<BTreeMap<u32, Vec<Hello>>, CollectiveError> {
-        let key = self.hello_key();
-        let limit = 4 * self.world_size as usize + 16;
-        let wait = self.remaining();
-        let count: usize =
-            self.run("counting hellos", wait, |c| redis::cmd("HLEN").arg(&key).query(c))?;
-        if count > limit {
-            return Err(
-                self.corrupt(&key, format!("{count} hellos for a {}-rank job", self.world_size))
-            );
-        }
-        let all: HashMap<String, Vec<u8>> =
-            self.run("reading hellos", wait, |c| redis::cmd("HGETALL").arg(&key).query(c))?;
-        let mut by_rank: BTreeMap<u32, Vec<Hello>> = BTreeMap::new();
-        for (field, bytes) in all {
-            if bytes.len() > MAX_SMALL {
-                return Err(
-                    self.corrupt(&key, format!("hello {field:?} has {} bytes", bytes.len()))
-                );
-            }
-            let hello: Hello = serde_json::from_slice(&bytes)
-                .map_err(|e| self.corrupt(&key, format!("bad hello {field:?}: {e}")))?;
-            by_rank.entry(hello.rank).or_default().push(hello);
-        }
-        Ok(by_rank)
-    }
-
-    /// Ranks (other than 0 and this one) without a hello.
-    fn ranks_without_hello(&mut self) -> Vec<u32> {
-        let present = self.hellos().unwrap_or_default();
-        (1..self.world_size).filter(|r| *r != self.rank && !present.contains_key(r)).collect()
-    }
-
-    /// One step of rank 0's side of the rendezvous.
-    fn lead_step(&mut self) -> Result<Joining, CollectiveError> {
-        if !self.cleared_hellos {
-            // Hellos present before we start are from dead runs, or from live
-            // ranks of this run that will post theirs again.
-            let key = self.hello_key();
-            let wait = self.remaining();
-            self.run("clearing old hellos", wait, |c| redis::cmd("DEL").arg(&key).exec(c))?;
-            self.cleared_hellos = true;
-            if self.world_size > 1 {
-                return Ok(Joining::Waiting);
-            }
-        }
-        let hellos = self.hellos()?;
-        let mut members = vec![self.nonce.clone()];
-        for rank in 1..self.world_size {
-            let Some(list) = hellos.get(&rank) else { return Ok(Joining::Waiting) };
-            let first = &list[0];
-            if let Some(other) = list.iter().find(|h| h.nonce != first.nonce) {
-                return Err(CollectiveError::Rendezvous {
-                    reason: format!(
-                        "rank {rank} is claimed by two processes (pid {} on {} and pid {} on {}): two \
-                         jobs share the job id {:?} (from {}) on {}; give each job its own \
-                         RANKTUNE_JOB_ID",
-                        first.pid,
-                        first.host,
-                        other.pid,
-                        other.host,
-                        self.job.value,
-                        self.job.source,
-                        self.server
-                    ),
-                });
-            }
-            members.push(first.nonce.clone());
-        }
-        for (rank, list) in &hellos {
-            let h = &list[0];
-            if *rank >= self.world_size || h.world_size != self.world_size {
-                return Err(CollectiveError::Rendezvous {
-                    reason: format!(
-                        "rank {rank} (pid {} on {}) says the job has {} ranks, rank 0 says {}; every \
-                         rank must be started with the same world size",
-                        h.pid, h.host, h.world_size, self.world_size
-                    ),
-                });
-            }
-        }
-        let welcome = Welcome {
-            session: self.nonce.clone(),
-            world_size: self.world_size,
-            members,
-            pid: self.pid,
-            host: self.host.clone(),
-        };
-        let bytes = serde_json::to_vec(&welcome)
-            .map_err(|e| CollectiveError::InvalidArgument(format!("cannot encode welcome: {e}")))?;
-        let (key, ttl, wait) = (self.welcome_key(), self.ttl_secs(), self.remaining());
-        self.run("posting the welcome", wait, |c| {
-            redis::cmd("SET").arg(&key).arg(&bytes).arg("EX").arg(ttl).exec(c)
-        })?;
-        self.session = Some(format!("{}:s:{}", self.ns, self.nonce));
-        Ok(Joining::Joined)
-    }
-
-    /// One step of a non-zero rank's side of the rendezvous.
-    fn follow_step(&mut self) -> Result<Joining, CollectiveError> {
-        let hello = Hello {
-            rank: self.rank,
-            world_size: self.world_size,
-            nonce: self.nonce.clone(),
-            pid: self.pid,
-            host: self.host.clone(),
-        };
-        let bytes = serde_json::to_vec(&hello)
-            .map_err(|e| CollectiveError::InvalidArgument(format!("cannot encode hello: {e}")))?;
-        let field = format!("{}:{}", self.rank, self.nonce);
-        let (hello_key, welcome_key) = (self.hello_key(), self.welcome_key());
-        let (ttl, wait) = (self.ttl_secs(), self.remaining());
-        // Posted on every poll: rank 0 deletes the hellos it finds when it starts.
-        let (welcome,): (Vec<u8>,) = self.run("posting a hello", wait, |c| {
-            redis::pipe()
-                .cmd("HSET")
-                .arg(&hello_key)
-                .arg(&field)
-                .arg(&bytes)
-                .ignore()
-                .cmd("EXPIRE")
-                .arg(&hello_key)
-                .arg(ttl)
-                .ignore()
-                .cmd("GETRANGE")
-                .arg(&welcome_key)
-                .arg(0)
-                .arg(MAX_SMALL)
-                .query(c)
-        })?;
-        if welcome.is_empty() {
-            return Ok(Joining::Waiting);
-        }
-        if welcome.len() > MAX_SMALL {
-            return Err(self.corrupt(&welcome_key, format!("more than {MAX_SMALL} bytes")));
-        }
-        // A welcome that does not parse or does not list us is from another run.
-        let Ok(welcome) = serde_json::from_slice::<Welcome>(&welcome) else {
-            return Ok(Joining::Waiting);
-        };
-        if welcome.members.get(self.rank as usize) != Some(&self.nonce) {
-            return Ok(Joining::Waiting);
-        }
-        if welcome.world_size != self.world_size {
-            return Err(CollectiveError::Rendezvous {
-                reason: format!(
-                    "rank 0 (pid {} on {}) says the job has {} ranks, rank {} says {}; every rank \
-                     must be started with the same world size",
-                    welcome.pid, welcome.host, welcome.world_size, self.rank, self.world_size
-                ),
-            });
-        }
-        if welcome.session.is_empty()
-            || !welcome.session.chars().all(|c| c.is_ascii_hexdigit())
-            || welcome.session.len() > 64
-        {
-            return Err(self.corrupt(&welcome_key, "the session is not a hex nonce"));
-        }
-        self.session = Some(format!("{}:s:{}", self.ns, welcome.session));
-        let wait = self.remaining();
-        if let Err(e) = self.run("removing this rank's hello", wait, |c| {
-            redis::cmd("HDEL").arg(&hello_key).arg(&field).exec(c)
-        }) {
-            tracing::debug!("{e}");
-        }
-        Ok(Joining::Joined)
-    }
-
     /// Reads every missing message of call `seq` in one round trip.
     fn poll(&mut self, seq: u64) -> Result<(), CollectiveError> {
         let session = self.session()?.to_string();
-        let wanted: Vec<u32> = (0..self.world_size)
-            .filter(|r| *r != self.rank && !self.inbox.contains_key(&(seq, *r)))
+        let wanted: Vec<u32> = (0..self.member.world_size)
+            .filter(|r| *r != self.member.rank && !self.inbox.contains_key(&(seq, *r)))
             .collect();
         if wanted.is_empty() {
             return Ok(());
@@ -605,6 +247,113 @@ impl RedisTransport {
     }
 }
 
+/// The rendezvous's records as keys: the hellos are fields of one hash, the
+/// welcome one key, every write with the transport's expiry.
+impl MeetingPlace for RedisTransport {
+    type Spot = String;
+
+    fn member(&self) -> &Member {
+        &self.member
+    }
+
+    fn member_mut(&mut self) -> &mut Member {
+        &mut self.member
+    }
+
+    fn put_hello(&mut self, bytes: &[u8]) -> Result<(), CollectiveError> {
+        let field = format!("{}:{}", self.member.rank, self.member.nonce);
+        let (key, ttl, wait) = (self.hello_key(), self.ttl_secs(), self.remaining());
+        self.run("posting a hello", wait, |c| {
+            redis::pipe()
+                .cmd("HSET")
+                .arg(&key)
+                .arg(&field)
+                .arg(bytes)
+                .ignore()
+                .cmd("EXPIRE")
+                .arg(&key)
+                .arg(ttl)
+                .ignore()
+                .exec(c)
+        })
+    }
+
+    fn list_hellos(&mut self, limit: usize) -> Result<Listing<String>, CollectiveError> {
+        let key = self.hello_key();
+        let wait = self.remaining();
+        let count: usize =
+            self.run("counting hellos", wait, |c| redis::cmd("HLEN").arg(&key).query(c))?;
+        if count > limit {
+            return Ok(Listing::TooMany(count));
+        }
+        let all: HashMap<String, Vec<u8>> =
+            self.run("reading hellos", wait, |c| redis::cmd("HGETALL").arg(&key).query(c))?;
+        Ok(Listing::Hellos(
+            all.into_iter()
+                .map(|(field, bytes)| Posted {
+                    at: key.clone(),
+                    label: format!(" {field:?}"),
+                    bytes,
+                })
+                .collect(),
+        ))
+    }
+
+    fn delete_hellos(&mut self) -> Result<(), CollectiveError> {
+        let key = self.hello_key();
+        let wait = self.remaining();
+        self.run("clearing old hellos", wait, |c| redis::cmd("DEL").arg(&key).exec(c))
+    }
+
+    fn delete_hello(&mut self) {
+        let field = format!("{}:{}", self.member.rank, self.member.nonce);
+        let (key, wait) = (self.hello_key(), self.remaining());
+        if let Err(e) = self.run("removing this rank's hello", wait, |c| {
+            redis::cmd("HDEL").arg(&key).arg(&field).exec(c)
+        }) {
+            tracing::debug!("{e}");
+        }
+    }
+
+    fn put_welcome(&mut self, _session: &str, bytes: &[u8]) -> Result<(), CollectiveError> {
+        let (key, ttl, wait) = (self.welcome_key(), self.ttl_secs(), self.remaining());
+        self.run("posting the welcome", wait, |c| {
+            redis::cmd("SET").arg(&key).arg(bytes).arg("EX").arg(ttl).exec(c)
+        })
+    }
+
+    fn get_welcome(&mut self) -> Result<Option<Vec<u8>>, CollectiveError> {
+        let (key, wait) = (self.welcome_key(), self.remaining());
+        let welcome: Vec<u8> = self.run("reading the welcome", wait, |c| {
+            redis::cmd("GETRANGE").arg(&key).arg(0).arg(MAX_SMALL).query(c)
+        })?;
+        // GETRANGE of a missing key is empty; a welcome never is.
+        Ok((!welcome.is_empty()).then_some(welcome))
+    }
+
+    fn hellos_spot(&self) -> String {
+        self.hello_key()
+    }
+
+    fn welcome_spot(&self) -> String {
+        self.welcome_key()
+    }
+
+    fn bad_record(&self, at: &String, reason: String) -> CollectiveError {
+        self.corrupt(at, reason)
+    }
+
+    fn on(&self) -> String {
+        format!(" on {}", self.server)
+    }
+
+    fn pause_joining(&mut self, attempt: u32, _deadline: Instant) {
+        // Joining happens once per job: plain polling, 1 ms doubling to 32 ms.
+        let wait = Duration::from_millis(1u64 << attempt.min(5)).min(self.remaining());
+        std::thread::sleep(wait);
+    }
+}
+
 impl Transport for RedisTransport {
     fn join(&mut self, env: &Envelope, seq: u64, deadline: Instant) -> Result<(), CollectiveError> {
         self.deadline = deadline;
@@ -614,47 +363,18 @@ impl Transport for RedisTransport {
         if self.session.is_some() {
             return Ok(());
         }
-        let start = Instant::now();
-        let mut attempt = 0u32;
-        loop {
-            let step = if self.rank == 0 { self.lead_step()? } else { self.follow_step()? };
-            if let Joining::Joined = step {
-                tracing::debug!("joined {}", self.describe());
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                let mut missing = self.ranks_without_hello();
-                if self.rank != 0 && missing.is_empty() {
-                    missing.push(0);
-                }
-                tracing::warn!(
-                    "rank {} timed out joining job {:?} on {}; waiting for rank(s) {:?}",
-                    self.rank,
-                    self.job.value,
-                    self.server,
-                    missing
-                );
-                return Err(CollectiveError::Timeout {
-                    op: env.tag.clone(),
-                    kind: format!("{} (joining job {:?})", env.kind_text(), self.job.value),
-                    seq,
-                    missing,
-                    waited: start.elapsed(),
-                });
-            }
-            // Joining happens once per job: plain polling, 1 ms doubling to 32 ms.
-            let wait = Duration::from_millis(1u64 << attempt.min(5)).min(self.remaining());
-            std::thread::sleep(wait);
-            attempt = attempt.saturating_add(1);
-        }
+        let session = rendezvous::join(self, env, seq, deadline)?;
+        self.session = Some(format!("{}:s:{session}", self.ns));
+        tracing::debug!("joined {}", self.describe());
+        Ok(())
     }
 
     fn post(&mut self, seq: u64, env: &Envelope) -> Result<(), CollectiveError> {
-        let bytes = encode(env, self.rank, seq)?;
+        let bytes = encode(env, self.member.rank, seq)?;
         let session = self.session()?.to_string();
-        let key = Self::msg_key(&session, seq, self.rank);
-        let wakes: Vec<String> = (0..self.world_size)
-            .filter(|r| *r != self.rank)
+        let key = Self::msg_key(&session, seq, self.member.rank);
+        let wakes: Vec<String> = (0..self.member.world_size)
+            .filter(|r| *r != self.member.rank)
             .map(|r| Self::wake_key(&session, r))
             .collect();
         let (ttl, wait) = (self.ttl_secs(), self.remaining());
@@ -684,7 +404,7 @@ impl Transport for RedisTransport {
     fn abandon(&mut self, seq: u64) {
         let Ok(session) = self.session().map(str::to_string) else { return };
         let key = Self::abandon_key(&session, seq);
-        let (rank, ttl) = (self.rank, self.ttl_secs());
+        let (rank, ttl) = (self.member.rank, self.ttl_secs());
         // The deadline has passed: a short, fixed bound.
         let result = self.run("marking a call abandoned", Duration::from_secs(1), |c| {
             redis::pipe()
@@ -709,7 +429,7 @@ impl Transport for RedisTransport {
         let wait = self.remaining().max(Duration::from_secs(1));
         let members: Vec<Vec<u8>> = self
             .run("reading abandon markers", wait, |c| redis::cmd("SMEMBERS").arg(&key).query(c))?;
-        if members.len() > self.world_size as usize {
+        if members.len() > self.member.world_size as usize {
             return Err(self.corrupt(&key, format!("{} members", members.len())));
         }
         let mut by = Vec::new();
@@ -717,14 +437,14 @@ impl Transport for RedisTransport {
             let rank = std::str::from_utf8(&m)
                 .ok()
                 .and_then(|s| s.parse::<u32>().ok())
-                .filter(|r| *r < self.world_size)
+                .filter(|r| *r < self.member.world_size)
                 .ok_or_else(|| {
                     self.corrupt(
                         &key,
                         format!("member {:?} is not a rank", String::from_utf8_lossy(&m)),
                     )
                 })?;
-            if rank != self.rank {
+            if rank != self.member.rank {
                 by.push(rank);
             }
         }
@@ -736,13 +456,13 @@ impl Transport for RedisTransport {
         let Some(session) = self.session.clone() else { return };
         let mut keys: Vec<String> = Vec::new();
         for old in self.own_seqs.iter().filter(|s| **s < seq) {
-            keys.push(Self::msg_key(&session, *old, self.rank));
+            keys.push(Self::msg_key(&session, *old, self.member.rank));
             // Every rank is done with older calls: anyone may drop their markers.
             keys.push(Self::abandon_key(&session, *old));
         }
         // Tokens now in the list announce messages already posted, which the
         // next read sees anyway (a token is pushed after its message).
-        keys.push(Self::wake_key(&session, self.rank));
+        keys.push(Self::wake_key(&session, self.member.rank));
         self.own_seqs.retain(|s| *s >= seq);
         let result = self.run("deleting old messages", Duration::from_secs(1), |c| {
             redis::cmd("DEL").arg(&keys).exec(c)
@@ -763,7 +483,7 @@ impl Transport for RedisTransport {
             std::thread::sleep(block.min(Duration::from_millis(5)));
             return;
         };
-        let wake = Self::wake_key(&session, self.rank);
+        let wake = Self::wake_key(&session, self.member.rank);
         let secs = format!("{:.3}", block.as_secs_f64());
         // One round trip: wait for a token, then drop the others (each
         // announces a message the next read sees anyway).
@@ -786,7 +506,10 @@ impl Transport for RedisTransport {
     }
 
     fn describe(&self) -> String {
-        format!("Redis {} (job id {:?} from {})", self.server, self.job.value, self.job.source)
+        format!(
+            "Redis {} (job id {:?} from {})",
+            self.server, self.member.job.value, self.member.job.source
+        )
     }
 }
 
@@ -831,48 +554,48 @@ impl RedisCollective {
         job: JobId,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<RedisCollective, CollectiveError> {
+        let server = redact_text(url.trim());
+        let url = RedisUrl::parse(url.trim()).map_err(|e| bad_url(&server, e))?;
+        Self::connect_named(rank, world_size, &url, server, job, &env)
+    }
+
+    /// Like [`RedisCollective::connect_with`], for a URL parsed already
+    /// (e.g. the cache's location), named in messages by its `Display`.
+    pub fn connect_to(
+        rank: u32,
+        world_size: u32,
+        url: &RedisUrl,
+        job: JobId,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<RedisCollective, CollectiveError> {
+        Self::connect_named(rank, world_size, url, url.to_string(), job, &env)
+    }
+
+    /// Connects to `url`, named `server` in messages.
+    pub(crate) fn connect_named(
+        rank: u32,
+        world_size: u32,
+        url: &RedisUrl,
+        server: String,
+        job: JobId,
+        env: &impl Fn(&str) -> Option<String>,
+    ) -> Result<RedisCollective, CollectiveError> {
         if rank >= world_size {
             return Err(CollectiveError::InvalidArgument(format!(
                 "rank {rank} is not below world size {world_size}"
             )));
         }
-        let server = redact_url(url.trim());
-        let bad_url = |reason: String| CollectiveError::Redis {
-            server: server.clone(),
-            action: "reading the URL".into(),
-            reason: format!(
-                "{reason}; the form is redis://[user:password@]host[:port][/db][?prefix=NAME]"
-            ),
-        };
-        let prefix = prefix_of(url).map_err(bad_url)?;
-        let client = redis::Client::open(url.trim()).map_err(|e| bad_url(e.to_string()))?;
-        let client = match env(PASSWORD_ENV).filter(|p| !p.is_empty()) {
-            Some(password)
-                if client.get_connection_info().redis_settings().password().is_none() =>
-            {
-                let info = client.get_connection_info().clone();
-                let settings = info.redis_settings().clone().set_password(password);
-                redis::Client::open(info.set_redis_settings(settings))
-                    .map_err(|e| bad_url(e.to_string()))?
-            }
-            _ => client,
-        };
-        let connect_timeout = connect_timeout_with(&env)?;
-        let ns = format!("{prefix}:collective:{}", job.dir_name());
+        let connect_timeout = ranktune_redis::connect_timeout_with(env)
+            .map_err(|e| CollectiveError::InvalidArgument(e.to_string()))?;
+        let endpoint = Endpoint::new(url, connect_timeout, env).map_err(|e| bad_url(&server, e))?;
+        let ns = format!("{}:collective:{}", url.prefix, job.dir_name());
         let transport = RedisTransport {
-            rank,
-            world_size,
-            job,
+            member: Member::new(rank, world_size, job),
             server,
-            client,
+            endpoint,
             con: None,
-            connect_timeout,
             ns,
             session: None,
-            nonce: new_nonce(),
-            pid: std::process::id(),
-            host: ranktune_core::rank::host_name(),
-            cleared_hellos: false,
             deadline: Instant::now(),
             ttl: MIN_TTL,
             inbox: BTreeMap::new(),
@@ -902,7 +625,9 @@ super::delegate_collective!(RedisCollective);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::OpKind;
     use crate::{on_threads, Collective};
+    use ranktune_redis::CONNECT_TIMEOUT_ENV;
     use ranktune_testkit::redis::RedisServer;
     use std::sync::{Arc, Barrier};
 
@@ -934,23 +659,6 @@ mod tests {
     }
 
     #[test]
-    fn urls_are_recognized_and_redacted() {
-        assert!(is_redis_url("redis://h"));
-        assert!(is_redis_url("  Redis://h:1/2"));
-        assert!(is_redis_url("rediss://h"));
-        assert!(!is_redis_url("redis:/h"));
-        assert!(!is_redis_url("./redis://h"));
-        assert!(!is_redis_url("rediss"));
-        assert_eq!(redact_url("redis://a:b:c@h"), "redis://a:***@h");
-        assert_eq!(redact_url("redis://user@h"), "redis://user@h");
-        assert_eq!(redact_url("rediss://u:p%40ss@h:1/0#x"), "rediss://u:***@h:1/0#x");
-        assert_eq!(redact_url("no url"), "no url");
-        assert_eq!(prefix_of("redis://h/0?prefix=team-a").unwrap(), "team-a");
-        assert_eq!(prefix_of("redis://h/0").unwrap(), "ranktune");
-        assert!(prefix_of("redis://h/0?prefix=a*b").unwrap_err().contains("\"a*b\""));
-    }
-
-    #[test]
     fn encode_decode_round_trip_and_corruption() {
         let env = Envelope {
             kind: OpKind::Broadcast,
@@ -969,15 +677,29 @@ mod tests {
     }
 
     #[test]
-    fn connect_timeout_variable_is_checked() {
-        let env =
-            |v: &'static str| move |n: &str| (n == CONNECT_TIMEOUT_ENV).then(|| v.to_string());
-        assert_eq!(connect_timeout_with(&no_env).unwrap(), DEFAULT_CONNECT_TIMEOUT);
-        assert_eq!(connect_timeout_with(&env("0.5")).unwrap(), Duration::from_millis(500));
-        for bad in ["0", "-1", "soon", "inf"] {
-            let err = connect_timeout_with(&env(bad)).unwrap_err().to_string();
-            assert!(err.contains(CONNECT_TIMEOUT_ENV) && err.contains(bad), "{err}");
+    fn the_endpoint_rules_are_the_cache_store_rules() {
+        // One prefix rule: `/` and up to 200 characters, as the cache allows.
+        let err = |url: &str, env: &dyn Fn(&str) -> Option<String>| {
+            RedisCollective::connect_with(0, 2, url, job("x"), env).err().unwrap().to_string()
+        };
+        for prefix in ["team/a", &"p".repeat(200)] {
+            let e = err(&format!("redis://127.0.0.1:1/0?prefix={prefix}"), &no_env);
+            assert!(e.contains("connecting"), "{prefix}: {e}");
         }
+        for prefix in ["a*b", &"p".repeat(201)] {
+            let e = err(&format!("redis://127.0.0.1:1/0?prefix={prefix}"), &no_env);
+            assert!(e.contains("reading the URL") && e.contains("must be 1-200"), "{e}");
+        }
+        // One timeout rule: over an hour is fine, 1e7 s or 0 is not.
+        let timeout = |v: &'static str| move |n: &str| (n == CONNECT_TIMEOUT_ENV).then(|| v.into());
+        assert!(err("redis://127.0.0.1:1/0", &timeout("7200")).contains("connecting"));
+        for bad in ["0", "1e7", "soon"] {
+            let e = err("redis://127.0.0.1:1/0", &timeout(bad));
+            assert!(e.contains(CONNECT_TIMEOUT_ENV) && e.contains(bad), "{e}");
+        }
+        // A password holding `/` is a password, and never printed.
+        let e = err("redis://u:se/cret@127.0.0.1:1/0", &no_env);
+        assert!(e.contains("redis://u:***@127.0.0.1:1/0") && !e.contains("cret"), "{e}");
     }
 
     #[test]
@@ -1131,7 +853,7 @@ mod tests {
         c0.barrier("join", LONG).unwrap();
         let t = c0.0.transport_mut();
         t.session = Some(session.clone());
-        t.world_size = 2;
+        t.member.world_size = 2;
         t.deadline = Instant::now() + LONG;
         let err = t.fetch(1, 1).unwrap_err().to_string();
         assert!(err.contains(&key) && err.contains("bad header"), "{err}");

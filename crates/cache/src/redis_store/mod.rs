@@ -56,19 +56,21 @@ use crate::file::{max_file_bytes, FileStore};
 use crate::location::RedisUrl;
 use crate::store::{Loaded, RemovePredicate, Resolver, SaveReport, Store};
 use crate::CacheError;
-use redis::{ConnectionAddr, IntoConnectionInfo, RedisConnectionInfo, Value};
+use ranktune_redis::Endpoint;
+use redis::Value;
 use std::collections::BTreeMap;
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
-/// Environment variable: seconds to wait for a connection (default 5).
-pub const REDIS_CONNECT_TIMEOUT_ENV: &str = "RANKTUNE_REDIS_CONNECT_TIMEOUT";
+/// Environment variable: seconds to wait for a connection (default 5); the
+/// endpoint's ([`ranktune_redis`]), shared with the collectives.
+pub const REDIS_CONNECT_TIMEOUT_ENV: &str = ranktune_redis::CONNECT_TIMEOUT_ENV;
 /// Environment variable: seconds to wait for each reply (default 30).
-pub const REDIS_TIMEOUT_ENV: &str = "RANKTUNE_REDIS_TIMEOUT";
+pub const REDIS_TIMEOUT_ENV: &str = ranktune_redis::TIMEOUT_ENV;
 /// Default connect timeout.
-pub const DEFAULT_REDIS_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub const DEFAULT_REDIS_CONNECT_TIMEOUT: Duration = ranktune_redis::DEFAULT_CONNECT_TIMEOUT;
 /// Default reply timeout.
-pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_REDIS_TIMEOUT: Duration = ranktune_redis::DEFAULT_TIMEOUT;
 /// The most bytes one entry's value may have; longer ones are skipped.
 pub const MAX_ENTRY_BYTES: usize = 1 << 20;
 
@@ -105,37 +107,17 @@ impl Default for RedisConfig {
     }
 }
 
-fn seconds_from_env(name: &str, default: Duration) -> Result<Duration, CacheError> {
-    match std::env::var(name) {
-        Err(_) => Ok(default),
-        Ok(s) if s.trim().is_empty() => Ok(default),
-        Ok(s) => s
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|v| v.is_finite() && *v > 0.0 && *v < 1e7)
-            .map(Duration::from_secs_f64)
-            .ok_or_else(|| {
-                CacheError::Invalid(format!(
-                    "{name}={s:?} is not a positive number of seconds; set it to e.g. {}",
-                    default.as_secs()
-                ))
-            }),
-    }
-}
-
 impl RedisConfig {
     /// The defaults, with the timeouts from `RANKTUNE_REDIS_CONNECT_TIMEOUT`
     /// and `RANKTUNE_REDIS_TIMEOUT` (seconds, fractions allowed) and the
     /// read cap from `RANKTUNE_CACHE_MAX_BYTES`. A malformed value is an
     /// error, never silently the default.
     pub fn from_env() -> Result<RedisConfig, CacheError> {
+        let env = |name: &str| std::env::var(name).ok();
+        let invalid = |e: ranktune_redis::RedisError| CacheError::Invalid(e.to_string());
         Ok(RedisConfig {
-            connect_timeout: seconds_from_env(
-                REDIS_CONNECT_TIMEOUT_ENV,
-                DEFAULT_REDIS_CONNECT_TIMEOUT,
-            )?,
-            timeout: seconds_from_env(REDIS_TIMEOUT_ENV, DEFAULT_REDIS_TIMEOUT)?,
+            connect_timeout: ranktune_redis::connect_timeout_with(&env).map_err(invalid)?,
+            timeout: ranktune_redis::timeout_with(&env).map_err(invalid)?,
             max_entry_bytes: MAX_ENTRY_BYTES,
             max_total_bytes: max_file_bytes()?,
         })
@@ -147,7 +129,7 @@ impl RedisConfig {
 pub struct RedisStore {
     url: RedisUrl,
     cfg: RedisConfig,
-    info: redis::ConnectionInfo,
+    endpoint: Endpoint,
     conn: Mutex<Option<redis::Connection>>,
 }
 
@@ -202,41 +184,10 @@ impl RedisStore {
     /// contacted by the first operation). The password is the URL's, or
     /// `RANKTUNE_REDIS_PASSWORD`'s when the URL has none.
     pub fn new(url: RedisUrl, cfg: RedisConfig) -> Result<RedisStore, CacheError> {
-        if url.tls && !cfg!(feature = "tls") {
-            return Err(CacheError::Invalid(format!(
-                "{url}: this build of ranktune has no TLS support (rediss://); rebuild with the \
-                 `tls` feature (cargo build --features tls) or use redis:// inside a trusted \
-                 network"
-            )));
-        }
-        #[cfg(feature = "tls")]
-        if url.tls {
-            // rustls needs one crypto provider per process; ring's, unless
-            // the application installed another (then this is a no-op).
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
-        let addr = if url.tls {
-            ConnectionAddr::TcpTls {
-                host: url.host.clone(),
-                port: url.port,
-                insecure: false,
-                tls_params: None,
-            }
-        } else {
-            ConnectionAddr::Tcp(url.host.clone(), url.port)
-        };
-        let mut settings = RedisConnectionInfo::default().set_db(i64::from(url.db));
-        if let Some(user) = &url.user {
-            settings = settings.set_username(user);
-        }
-        if let Some(password) = url.password_or_env() {
-            settings = settings.set_password(password);
-        }
-        let info = addr
-            .into_connection_info()
-            .map_err(|e| CacheError::Invalid(format!("{url}: {e}")))?
-            .set_redis_settings(settings);
-        Ok(RedisStore { url, cfg, info, conn: Mutex::new(None) })
+        let env = |name: &str| std::env::var(name).ok();
+        let endpoint = Endpoint::new(&url, cfg.connect_timeout, &env)
+            .map_err(|e| CacheError::Invalid(e.to_string()))?;
+        Ok(RedisStore { url, cfg, endpoint, conn: Mutex::new(None) })
     }
 
     /// The location, for messages (password redacted).
@@ -294,11 +245,7 @@ impl RedisStore {
     }
 
     fn connect(&self, action: &'static str) -> Result<redis::Connection, CacheError> {
-        let client =
-            redis::Client::open(self.info.clone()).map_err(|e| self.fail(action, &e, true))?;
-        let conn = client
-            .get_connection_with_timeout(self.cfg.connect_timeout)
-            .map_err(|e| self.fail(action, &e, true))?;
+        let conn = self.endpoint.connect().map_err(|e| self.fail(action, &e, true))?;
         conn.set_read_timeout(Some(self.cfg.timeout)).map_err(|e| self.fail(action, &e, true))?;
         conn.set_write_timeout(Some(self.cfg.timeout)).map_err(|e| self.fail(action, &e, true))?;
         Ok(conn)

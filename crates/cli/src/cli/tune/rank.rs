@@ -231,10 +231,10 @@ fn connect(
     // Redis server, RANKTUNE_COLLECTIVE's choice, or MPI (see
     // collective::from_env_for_cache).
     let meet = match cache {
-        CacheLocation::File(p) => p.clone(),
-        CacheLocation::Redis(u) => PathBuf::from(u.connection_url()),
+        CacheLocation::File(p) => collective::CacheAt::File(p),
+        CacheLocation::Redis(u) => collective::CacheAt::Redis(u),
     };
-    let coll = collective::from_env_for_cache(info, &meet).with_context(|| {
+    let coll = collective::from_env_for_cache(info, meet).with_context(|| {
         let why =
             if args.strategy.is_none() { " (the default for more than one rank)" } else { "" };
         // The collective's error names where (directory, redacted server).
