@@ -151,18 +151,6 @@ impl JobId {
     }
 }
 
-/// The run's id from the process environment, as `(value, source)`: the
-/// tuple form of [`JobId::detect`].
-pub fn job_id() -> Option<(String, &'static str)> {
-    JobId::detect().map(|j| (j.value, j.source))
-}
-
-/// [`JobId::detect_with`] as `(value, source)`, for callers that keep the
-/// two apart (the trace recorder).
-pub fn job_id_with(env: impl Fn(&str) -> Option<String>) -> Option<(String, &'static str)> {
-    JobId::detect_with(env).map(|j| (j.value, j.source))
-}
-
 /// A fresh random hex nonce of 32 digits (std's `RandomState` is seeded from
 /// the OS): for ids unique to one launch or one rendezvous.
 pub fn new_nonce() -> String {

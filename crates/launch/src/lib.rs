@@ -83,7 +83,7 @@ pub use protocol::{
 pub use ranktune_core::rank::LAUNCHER_VARS;
 pub use streams::STDERR_TAIL_LINES;
 
-use ranktune_collective::JobId;
+use ranktune_core::job::JobId;
 use serde::de::DeserializeOwned;
 use std::ffi::{OsStr, OsString};
 use std::process::{Command, ExitStatus, Stdio};

@@ -48,7 +48,7 @@ impl TraceSession {
     /// The file's header says which run it belongs to, so that files of
     /// different runs are never mixed by analysis: `otherData.run_id` is
     /// [`TraceConfig::run_id`], else the launcher's job id
-    /// ([`ranktune_core::job::job_id_with`]: `RANKTUNE_JOB_ID`, torchrun,
+    /// ([`ranktune_core::job::JobId::detect_with`]: `RANKTUNE_JOB_ID`, torchrun,
     /// MPI, Slurm, …), else `base-<ns>` from a shared clock base
     /// (`RANKTUNE_TRACE_BASE_NS`), else, for a one-rank job, an id of this
     /// process; a multi-rank job with none of these has no run id (analysis
@@ -202,8 +202,8 @@ fn run_header(
     };
     let (run_id, run_id_source) = if let Some(id) = cfg.run_id.clone() {
         (Some(id), "TraceConfig::run_id")
-    } else if let Some((id, source)) = ranktune_core::job::job_id_with(&env) {
-        (Some(id), source)
+    } else if let Some(job) = ranktune_core::job::JobId::detect_with(&env) {
+        (Some(job.value), job.source)
     } else if let Some(b) = shared {
         (Some(format!("base-{b}")), crate::config::BASE_VAR)
     } else if rank.world_size <= 1 {
