@@ -408,8 +408,9 @@ pub struct CollectiveSkew {
     pub caused_us: f64,
 }
 
-/// The first position where the ranks of a group diverge.
-#[derive(Debug, Clone, PartialEq)]
+/// The first position where the ranks of a group diverge (in the summary's
+/// JSON document as it is).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Mismatch {
     /// Process group name, when recorded.
     pub group: Option<String>,

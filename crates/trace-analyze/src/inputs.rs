@@ -83,6 +83,16 @@ pub struct Resolved {
     pub left_out: Vec<RankedInput>,
 }
 
+impl Resolved {
+    /// The run of the inputs: `None` when none is recorded or the inputs
+    /// mix several (`all_runs`).
+    pub fn run_id(&self) -> Option<&str> {
+        let first = self.inputs.first().and_then(|i| i.run_id.as_deref());
+        let one = self.inputs.iter().all(|i| i.run_id.as_deref() == first);
+        first.filter(|_| one)
+    }
+}
+
 /// Options of [`resolve_with`].
 #[derive(Debug, Clone, Default)]
 pub struct ResolveOptions {
