@@ -12,7 +12,6 @@
 //!
 //! Run: `cargo bench --bench trace_merge`
 use ranktune_testkit::synth::{self, JobSpec, Shape};
-use ranktune_trace_analyze as analyze;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;

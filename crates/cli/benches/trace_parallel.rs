@@ -21,7 +21,6 @@
 //!
 //! Run: `cargo bench -p ranktune --bench trace_parallel`
 use ranktune_testkit::synth::{self, JobSpec, Shape};
-use ranktune_trace_analyze as analyze;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
