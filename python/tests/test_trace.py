@@ -40,6 +40,8 @@ def test_four_processes_trace_into_one_directory_then_merge_and_summary(tmp_path
     s = trace.summary(d)
     assert [x["rank"] for x in s["ranks"]] == [0, 1, 2, 3]
     assert all(x["steps"] == 5 for x in s["ranks"])
+    # The same document as `trace summary --json`, input facts included.
+    assert s["left_out"] == [] and "run_id" in s
     merged = tmp_path / "merged.json"
     report = trace.merge(d, merged)
     assert [x["rank"] for x in report["ranks"]] == [0, 1, 2, 3]

@@ -11,7 +11,7 @@
 //! temporary directory.
 //!
 //! Run: `cargo bench --bench trace_merge`
-use ranktune_trace_analyze::{self as analyze, JobSpec, Shape};
+use ranktune_testkit::synth::{self, JobSpec, Shape};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -70,7 +70,7 @@ fn main() {
     let ops = 500;
     let probe = JobSpec { ranks, steps: 1, ops_per_step: ops, ..JobSpec::default() };
     let mut v = Vec::new();
-    analyze::write_rank(&probe, 0, &mut v).expect("probe");
+    synth::write_rank(&probe, 0, &mut v).expect("probe");
     let steps = ((mb * 1e6) / v.len() as f64).ceil().max(1.0) as u32;
     let spec = JobSpec {
         ranks,
@@ -87,7 +87,7 @@ fn main() {
     let files: Vec<PathBuf> = if reuse {
         (0..ranks).map(|r| inputs.join(spec.file_name(r))).collect()
     } else {
-        analyze::write_job(&spec, &inputs).expect("generate")
+        synth::write_job(&spec, &inputs).expect("generate")
     };
     let bytes: u64 = files.iter().map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0)).sum();
     let total_mb = bytes as f64 / 1e6;

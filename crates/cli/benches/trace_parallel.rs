@@ -20,7 +20,7 @@
 //! (default: the temporary directory; /dev/shm takes the disk out).
 //!
 //! Run: `cargo bench -p ranktune --bench trace_parallel`
-use ranktune_trace_analyze::{self as analyze, JobSpec, Shape};
+use ranktune_testkit::synth::{self, JobSpec, Shape};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -71,7 +71,7 @@ fn generate(dir: &Path, ranks: u32, mb: f64) -> (Vec<PathBuf>, f64) {
     let ops = 500;
     let probe = JobSpec { ranks, steps: 1, ops_per_step: ops, ..JobSpec::default() };
     let mut v = Vec::new();
-    analyze::write_rank(&probe, 0, &mut v).expect("probe");
+    synth::write_rank(&probe, 0, &mut v).expect("probe");
     let steps = ((mb * 1e6) / v.len() as f64).ceil().max(1.0) as u32;
     let spec = JobSpec {
         ranks,
@@ -83,7 +83,7 @@ fn generate(dir: &Path, ranks: u32, mb: f64) -> (Vec<PathBuf>, f64) {
         ..JobSpec::default()
     };
     std::fs::create_dir_all(dir).expect("mkdir");
-    let files = analyze::write_job(&spec, dir).expect("generate");
+    let files = synth::write_job(&spec, dir).expect("generate");
     let bytes: u64 = files.iter().map(|f| std::fs::metadata(f).map_or(0, |m| m.len())).sum();
     (files, bytes as f64 / 1e6)
 }

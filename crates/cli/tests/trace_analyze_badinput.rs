@@ -218,14 +218,14 @@ fn files_that_are_not_traces_are_skipped_with_a_warning() {
 }
 
 fn sample() -> Vec<u8> {
-    let spec = ranktune_trace_analyze::JobSpec {
+    let spec = ranktune_testkit::synth::JobSpec {
         ranks: 1,
         steps: 2,
         ops_per_step: 3,
         ..Default::default()
     };
     let mut v = Vec::new();
-    ranktune_trace_analyze::write_rank(&spec, 0, &mut v).unwrap();
+    ranktune_testkit::synth::write_rank(&spec, 0, &mut v).unwrap();
     v
 }
 

@@ -2,8 +2,9 @@
 //! with no pid collisions, names and sort order by rank, thread names kept,
 //! flows kept per rank, absolute and first-step clocks, gzip in and out,
 //! rank detection and its errors.
+use ranktune_testkit::synth::{self, JobSpec, Shape};
 use ranktune_testkit::Cli;
-use ranktune_trace_analyze::{self as analyze, Align, JobSpec, MergeOptions, Shape};
+use ranktune_trace_analyze::{self as analyze, Align, MergeOptions};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -51,7 +52,7 @@ fn kineto_job(dir: &Path, skew: u64) -> Vec<std::path::PathBuf> {
         base_skew_ns: skew,
         ..JobSpec::default()
     };
-    analyze::write_job(&spec, dir).unwrap()
+    synth::write_job(&spec, dir).unwrap()
 }
 
 #[test]
@@ -165,7 +166,7 @@ fn clocks_absolute_and_first_step() {
 fn ranktune_traces_and_gzip_inputs() {
     let dir = tempfile::tempdir().unwrap();
     let spec = JobSpec { ranks: 3, shape: Shape::Ranktune, ..JobSpec::default() };
-    let files = analyze::write_job(&spec, dir.path()).unwrap();
+    let files = synth::write_job(&spec, dir.path()).unwrap();
     // Gzip rank 1's file (name keeps the rank).
     let raw = std::fs::read(&files[1]).unwrap();
     let gz_path = dir.path().join("trace_1.json.gz");
@@ -207,7 +208,7 @@ fn ranktune_traces_and_gzip_inputs() {
 fn rank_conflict_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let spec = JobSpec { ranks: 2, shape: Shape::Kineto, ..JobSpec::default() };
-    let files = analyze::write_job(&spec, dir.path()).unwrap();
+    let files = synth::write_job(&spec, dir.path()).unwrap();
     // A copy of rank 1's file under another name claims rank 1 again.
     let copy = dir.path().join("other.pt.trace.json");
     std::fs::copy(&files[1], &copy).unwrap();
@@ -310,7 +311,7 @@ fn output_is_deterministic_and_can_be_read_back() {
         shape: Shape::Kineto,
         ..JobSpec::default()
     };
-    analyze::write_job(&spec, dir.path()).unwrap();
+    synth::write_job(&spec, dir.path()).unwrap();
     let res = analyze::resolve(&[dir.path().display().to_string()], &[]).unwrap();
     let out_dir = tempfile::tempdir().unwrap();
     let a = out_dir.path().join("a.json");

@@ -2,13 +2,14 @@
 //! synchronized job with all-reduce (where its steps are NOT the longest)
 //! and in one without collectives; single rank; no step markers; JSON schema;
 //! the HTML report.
+use ranktune_testkit::synth::{self, JobSpec, Shape};
 use ranktune_testkit::Cli;
-use ranktune_trace_analyze::{self as analyze, JobSpec, Method, Shape, SummaryOptions};
+use ranktune_trace_analyze::{self as analyze, Method, SummaryOptions};
 use serde_json::Value;
 
 fn job(spec: &JobSpec) -> (tempfile::TempDir, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
-    let files = analyze::write_job(spec, dir.path()).unwrap();
+    let files = synth::write_job(spec, dir.path()).unwrap();
     let files = files.iter().map(|p| p.display().to_string()).collect();
     (dir, files)
 }

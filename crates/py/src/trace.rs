@@ -166,7 +166,8 @@ fn resolve(paths: Vec<String>) -> Result<analyze::Resolved, String> {
         .map_err(|e| format!("reading the trace inputs: {}", ranktune_core::error_chain::Chain(&e)))
 }
 
-/// `trace summary --json` as a dict.
+/// `trace summary --json` as a dict (the same document, built by
+/// ranktune-trace-analyze).
 #[pyfunction]
 #[pyo3(signature = (paths, top=10))]
 fn trace_summary(py: Python<'_>, paths: Vec<String>, top: usize) -> PyResult<PyObject> {
@@ -180,16 +181,7 @@ fn trace_summary(py: Python<'_>, paths: Vec<String>, top: usize) -> PyResult<PyO
             .map_err(|e| {
                 format!("summarizing the traces: {}", ranktune_core::error_chain::Chain(&e))
             })?;
-            let mut doc = s.to_json();
-            if let Some(obj) = doc.as_object_mut() {
-                let mut w: Vec<serde_json::Value> =
-                    res.warnings.iter().map(|w| serde_json::Value::from(w.as_str())).collect();
-                if let Some(serde_json::Value::Array(more)) = obj.remove("warnings") {
-                    w.extend(more);
-                }
-                obj.insert("warnings".into(), w.into());
-            }
-            Ok(doc)
+            Ok(s.document(&res).to_json())
         })
         .map_err(errors::msg)?;
     convert::to_py(py, &doc)

@@ -39,6 +39,7 @@
 //! | `wait` | bounded waits for a child, kills and signals |
 //! | `files` | the names of the files a test left in a directory |
 //! | `redis` | a real `redis-server` on a free loopback port for one test ([`redis::RedisServer`]) |
+//! | `synth` | synthetic multi-rank trace files for the trace analysis' tests and benchmarks ([`synth::write_job`]) |
 //!
 //! Nothing here sleeps to let a child get on: waits are woken by the child
 //! (its exit, its next line), and the one poll (a job's kill requests) has
@@ -51,6 +52,7 @@ mod files;
 mod job;
 mod lines;
 pub mod redis;
+pub mod synth;
 mod wait;
 
 pub use child::{child_test, child_test_args, child_var, child_var_parsed, test_binary};

@@ -7,7 +7,7 @@
 //! cargo run -p ranktune-trace-analyze --example blame_demo -- demo
 //! ranktune trace summary demo
 //! ```
-use ranktune_trace_analyze::{write_job, CommArgs, JobSpec, Shape};
+use ranktune_testkit::synth::{write_job, CommArgs, JobSpec, Shape};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let Some(dir) = std::env::args().nth(1) else {

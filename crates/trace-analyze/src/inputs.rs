@@ -83,6 +83,16 @@ pub struct Resolved {
     pub left_out: Vec<RankedInput>,
 }
 
+impl Resolved {
+    /// The run of the inputs: `None` when none is recorded or the inputs
+    /// mix several (`all_runs`).
+    pub fn run_id(&self) -> Option<&str> {
+        let first = self.inputs.first().and_then(|i| i.run_id.as_deref());
+        let one = self.inputs.iter().all(|i| i.run_id.as_deref() == first);
+        first.filter(|_| one)
+    }
+}
+
 /// Options of [`resolve_with`].
 #[derive(Debug, Clone, Default)]
 pub struct ResolveOptions {
@@ -214,13 +224,40 @@ pub fn resolve(inputs: &[String], explicit: &[(PathBuf, u32)]) -> Result<Resolve
     resolve_with(inputs, explicit, &ResolveOptions::default())
 }
 
-/// [`resolve`] with options.
+/// [`resolve`] with options. One step per function: the inputs expanded
+/// and the `--rank` files checked against them, each file's header read
+/// into a [`RankedInput`], the one file without a rank made rank 0, the
+/// newest complete run kept, and the ranks checked for conflicts.
 pub fn resolve_with(
     inputs: &[String],
     explicit: &[(PathBuf, u32)],
     opts: &ResolveOptions,
 ) -> Result<Resolved, AnalyzeError> {
     let files = expand(inputs)?;
+    check_explicit(&files, explicit)?;
+    let mut res = Resolved::default();
+    let mut unranked = Vec::new();
+    for path in files {
+        match read_input(path, explicit, &mut res.warnings)? {
+            Some((input, true)) => res.inputs.push(input),
+            Some((input, false)) => unranked.push(input),
+            None => {}
+        }
+    }
+    place_unranked(&mut res, unranked)?;
+    if res.inputs.is_empty() {
+        return Err(no_traces(inputs, &res.warnings));
+    }
+    if !opts.all_runs {
+        keep_newest_run(&mut res);
+    }
+    res.inputs.sort_by_key(|i| i.rank);
+    check_conflicts(&res.inputs)?;
+    Ok(res)
+}
+
+/// Every file named by `--rank` must be among the inputs.
+fn check_explicit(files: &[PathBuf], explicit: &[(PathBuf, u32)]) -> Result<(), AnalyzeError> {
     for (f, _) in explicit {
         if !files.iter().any(|p| same_file(p, f)) {
             return Err(AnalyzeError::BadInput {
@@ -229,128 +266,137 @@ pub fn resolve_with(
             });
         }
     }
-    let mut res = Resolved::default();
-    let mut unranked = Vec::new();
-    for path in files {
-        let mut reader = match TraceReader::open(&path) {
-            Ok(r) => r,
-            Err(e @ AnalyzeError::NotATrace { .. }) => {
-                res.warnings.push(format!("skipped {e}"));
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
-        if reader.meta("ranktuneMerged").is_some() {
-            res.warnings.push(format!(
-                "skipped {}: it is the output of `ranktune trace merge`, not one rank's trace",
+    Ok(())
+}
+
+/// One file's header as a [`RankedInput`], and whether its rank was found
+/// (else it is rank 0 for now, [`RankSource::Default`]); `None`, with a
+/// warning, when the file is not one rank's trace.
+fn read_input(
+    path: PathBuf,
+    explicit: &[(PathBuf, u32)],
+    warnings: &mut Vec<String>,
+) -> Result<Option<(RankedInput, bool)>, AnalyzeError> {
+    let mut reader = match TraceReader::open(&path) {
+        Ok(r) => r,
+        Err(e @ AnalyzeError::NotATrace { .. }) => {
+            warnings.push(format!("skipped {e}"));
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    if reader.meta("ranktuneMerged").is_some() {
+        warnings.push(format!(
+            "skipped {}: it is the output of `ranktune trace merge`, not one rank's trace",
+            path.display()
+        ));
+        return Ok(None);
+    }
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let named =
+        explicit.iter().any(|(f, _)| same_file(&path, f)) || rank_from_name(&name).is_some();
+    let (info, base) = header_meta(&mut reader, named)?;
+    let base_ns = clock_base(&path, base.as_ref(), warnings);
+    let field = |key: &str| info.as_ref().and_then(|i| i.get(key));
+    let info_rank = field("rank")
+        .and_then(|r| r.as_u64().or_else(|| r.as_str()?.parse().ok()))
+        .and_then(|r| u32::try_from(r).ok());
+    let world_size =
+        field("world_size").and_then(|r| r.as_u64()).and_then(|r| u32::try_from(r).ok());
+    let backend = field("backend").and_then(|r| r.as_str()).map(str::to_owned);
+    let run_id = reader
+        .meta("otherData")
+        .and_then(|o| o.get("run_id"))
+        .and_then(|r| r.as_str())
+        .map(str::to_owned);
+    let found = explicit
+        .iter()
+        .find(|(f, _)| same_file(&path, f))
+        .map(|(_, r)| (*r, RankSource::Explicit))
+        .or(info_rank.map(|r| (r, RankSource::DistributedInfo)))
+        .or(rank_from_name(&name).map(|r| (r, RankSource::FileName)));
+    let (rank, source) = found.unwrap_or((0, RankSource::Default));
+    let input = RankedInput { rank, path, source, base_ns, world_size, backend, run_id };
+    Ok(Some((input, found.is_some())))
+}
+
+/// A file's `distributedInfo` and `baseTimeNanoseconds`. They come before
+/// the events; when the rank is nowhere else (`named` is false) and the
+/// file is in object form, the file is read to the end for a
+/// `distributedInfo` after them (rare).
+fn header_meta(
+    reader: &mut TraceReader,
+    named: bool,
+) -> Result<(Option<serde_json::Value>, Option<serde_json::Value>), AnalyzeError> {
+    let mut info = reader.meta("distributedInfo").cloned();
+    let mut base = reader.meta("baseTimeNanoseconds").cloned();
+    if info.is_none() && !named && reader.form() == super::reader::Form::Object {
+        reader.drain()?;
+        info = reader.meta("distributedInfo").cloned();
+        base = base.or_else(|| reader.meta("baseTimeNanoseconds").cloned());
+    }
+    Ok((info, base))
+}
+
+/// The file's clock base in ns (0 without one). A clock base is
+/// nanoseconds since the Unix epoch: anything outside 0..=i64::MAX (year
+/// 2262) is not a time, and would overflow the merge's shifts; it is taken
+/// as 0, with a warning.
+fn clock_base(path: &Path, base: Option<&serde_json::Value>, warnings: &mut Vec<String>) -> i128 {
+    let value = base.and_then(|v| {
+        v.as_u64()
+            .map(i128::from)
+            .or_else(|| v.as_i64().map(i128::from))
+            .or_else(|| v.as_f64().filter(|f| f.is_finite()).map(|f| f as i128))
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+    });
+    match (base, value) {
+        (None, _) => 0,
+        (Some(_), Some(b)) if (0..=i128::from(i64::MAX)).contains(&b) => b,
+        (Some(raw), _) => {
+            warnings.push(format!(
+                "{}: baseTimeNanoseconds {raw} is not a time in nanoseconds since 1970; \
+                 its times are taken as absolute",
                 path.display()
             ));
-            continue;
-        }
-        let mut info = reader.meta("distributedInfo").cloned();
-        let mut base = reader.meta("baseTimeNanoseconds").cloned();
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let named =
-            explicit.iter().any(|(f, _)| same_file(&path, f)) || rank_from_name(&name).is_some();
-        if info.is_none() && !named && reader.form() == super::reader::Form::Object {
-            // The rank may follow the events (rare): read to the end.
-            reader.drain()?;
-            info = reader.meta("distributedInfo").cloned();
-            base = base.or_else(|| reader.meta("baseTimeNanoseconds").cloned());
-        }
-        let base_value = base.as_ref().and_then(|v| {
-            v.as_u64()
-                .map(i128::from)
-                .or_else(|| v.as_i64().map(i128::from))
-                .or_else(|| v.as_f64().filter(|f| f.is_finite()).map(|f| f as i128))
-                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-        });
-        // A clock base is nanoseconds since the Unix epoch: anything outside
-        // 0..=i64::MAX (year 2262) is not a time, and would overflow the
-        // shifts below.
-        let base_ns = match (base.as_ref(), base_value) {
-            (None, _) => 0,
-            (Some(_), Some(b)) if (0..=i128::from(i64::MAX)).contains(&b) => b,
-            (Some(raw), _) => {
-                res.warnings.push(format!(
-                    "{}: baseTimeNanoseconds {raw} is not a time in nanoseconds since 1970; \
-                     its times are taken as absolute",
-                    path.display()
-                ));
-                0
-            }
-        };
-        let info_rank = info
-            .as_ref()
-            .and_then(|i| i.get("rank"))
-            .and_then(|r| r.as_u64().or_else(|| r.as_str()?.parse().ok()))
-            .and_then(|r| u32::try_from(r).ok());
-        let world_size = info
-            .as_ref()
-            .and_then(|i| i.get("world_size"))
-            .and_then(|r| r.as_u64())
-            .and_then(|r| u32::try_from(r).ok());
-        let backend = info
-            .as_ref()
-            .and_then(|i| i.get("backend"))
-            .and_then(|r| r.as_str())
-            .map(str::to_owned);
-        let run_id = reader
-            .meta("otherData")
-            .and_then(|o| o.get("run_id"))
-            .and_then(|r| r.as_str())
-            .map(str::to_owned);
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let found = explicit
-            .iter()
-            .find(|(f, _)| same_file(&path, f))
-            .map(|(_, r)| (*r, RankSource::Explicit))
-            .or(info_rank.map(|r| (r, RankSource::DistributedInfo)))
-            .or(rank_from_name(&name).map(|r| (r, RankSource::FileName)));
-        let mut input = RankedInput {
-            rank: 0,
-            path: path.clone(),
-            source: RankSource::Default,
-            base_ns,
-            world_size,
-            backend,
-            run_id,
-        };
-        match found {
-            Some((rank, source)) => {
-                input.rank = rank;
-                input.source = source;
-                res.inputs.push(input);
-            }
-            None => unranked.push(input),
+            0
         }
     }
-    if !unranked.is_empty() {
-        if unranked.len() == 1 && res.inputs.is_empty() {
-            let mut only = unranked.remove(0);
-            res.warnings.push(format!(
-                "{}: no rank in the file or its name; treating it as rank 0",
-                only.path.display()
-            ));
-            only.rank = 0;
-            res.inputs.push(only);
-        } else {
-            return Err(AnalyzeError::NoRank { path: unranked[0].path.display().to_string() });
-        }
+}
+
+/// Files without a rank: the only input becomes rank 0 (with a warning);
+/// among others, one is an error.
+fn place_unranked(res: &mut Resolved, mut unranked: Vec<RankedInput>) -> Result<(), AnalyzeError> {
+    if unranked.is_empty() {
+        return Ok(());
     }
-    if res.inputs.is_empty() {
-        let mut why = inputs.join(", ");
-        for w in &res.warnings {
-            why.push_str("; ");
-            why.push_str(w);
-        }
-        return Err(AnalyzeError::NoTraces(why));
+    if unranked.len() == 1 && res.inputs.is_empty() {
+        let mut only = unranked.remove(0);
+        res.warnings.push(format!(
+            "{}: no rank in the file or its name; treating it as rank 0",
+            only.path.display()
+        ));
+        only.rank = 0;
+        res.inputs.push(only);
+        Ok(())
+    } else {
+        Err(AnalyzeError::NoRank { path: unranked[0].path.display().to_string() })
     }
-    if !opts.all_runs {
-        keep_newest_run(&mut res);
+}
+
+/// No trace among `inputs`: the error names them and every warning.
+fn no_traces(inputs: &[String], warnings: &[String]) -> AnalyzeError {
+    let mut why = inputs.join(", ");
+    for w in warnings {
+        why.push_str("; ");
+        why.push_str(w);
     }
-    res.inputs.sort_by_key(|i| i.rank);
-    for w in res.inputs.windows(2) {
+    AnalyzeError::NoTraces(why)
+}
+
+/// Two files of one rank (in `inputs`, sorted by rank) are an error.
+fn check_conflicts(inputs: &[RankedInput]) -> Result<(), AnalyzeError> {
+    for w in inputs.windows(2) {
         if w[0].rank == w[1].rank {
             return Err(AnalyzeError::RankConflict {
                 rank: w[0].rank,
@@ -361,7 +407,7 @@ pub fn resolve_with(
             });
         }
     }
-    Ok(res)
+    Ok(())
 }
 
 /// A run's key: its id and world size.

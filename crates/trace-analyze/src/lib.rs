@@ -37,12 +37,12 @@
 //! scanner), input discovery and rank detection ([`resolve`]), the streaming
 //! merge ([`merge`], to Chrome JSON or Perfetto's protobuf format), the
 //! summary and straggler verdict ([`summarize`]), the matching of
-//! collectives across ranks and who made whom wait ([`Collectives`]), and
-//! its HTML report ([`Summary::to_html`]), plus synthetic traces for tests
-//! and benchmarks ([`write_job`]). It must never load a whole trace into
-//! memory, never evaluate anything read from a file, and never panic on bad
-//! input: bad events are skipped and reported as warnings naming the file.
-//! It never records traces (that is `ranktune-trace`).
+//! collectives across ranks and who made whom wait ([`Collectives`]), the
+//! summary's JSON document ([`SummaryDocument`]) and its HTML report
+//! ([`Summary::to_html`]). It must never load a whole trace into memory,
+//! never evaluate anything read from a file, and never panic on bad input:
+//! bad events are skipped and reported as warnings naming the file. It never
+//! records traces (that is `ranktune-trace`).
 //!
 //! Modules (all private; what users need is re-exported here) depend one
 //! way, and all may use `error`:
@@ -53,12 +53,13 @@
 //!           └──▶ collectives ─▶ reader, json
 //!         merge ───▶ inputs, timefmt, naming, perfetto
 //!                    perfetto ─▶ reader, json, timefmt, naming
-//! synth (uses nothing of the crate)
+//! document ─▶ summary, inputs, collectives
 //! ```
 //!
 //! `merge` and `summary` also use `reader` and `json` directly.
 
 mod collectives;
+mod document;
 mod error;
 mod html;
 mod inputs;
@@ -68,11 +69,14 @@ mod naming;
 mod perfetto;
 mod reader;
 mod summary;
-mod synth;
 mod timefmt;
 
 pub use collectives::{
     CollectiveCalls, CollectiveSkew, Collectives, Culprit, Mismatch, RankBlame, Source, MAX_CALLS,
+};
+pub use document::{
+    BlameEntry, CollectivesEntry, CulpritEntry, InputsEntry, RankEntry, SkewEntry, SpanEntry,
+    SpanExtra, StepSpread, StragglerEntry, SummaryDocument, SUMMARY_SCHEMA,
 };
 pub use error::AnalyzeError;
 pub use inputs::{
@@ -93,4 +97,3 @@ pub use summary::{
     judge, judge_with, summarize, Method, RankSummary, SpanStat, Step, Straggler, Summary,
     SummaryOptions, MAX_COLLECTIVE_INTERVALS, STRAGGLER_THRESHOLD,
 };
-pub use synth::{write_job, write_rank, CommArgs, JobSpec, Shape};

@@ -17,7 +17,6 @@ use super::inputs::RankedInput;
 use super::json;
 use super::reader::TraceReader;
 use super::AnalyzeError;
-use serde_json::{json, Value};
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
@@ -153,7 +152,8 @@ pub enum Method {
 }
 
 impl Method {
-    fn as_str(self) -> &'static str {
+    /// The name the JSON document gives it.
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Method::OutsideCollectives => "outside-collectives",
             Method::StepTime => "step-time",
@@ -969,116 +969,7 @@ fn extra_span(ranks: &[RankSummary], slow: usize) -> Option<(String, f64)> {
     best
 }
 
-fn r3(v: f64) -> Value {
-    json!((v * 1000.0).round() / 1000.0)
-}
-
-fn span_json(s: &SpanStat) -> Value {
-    json!({
-        "name": s.name,
-        "count": s.count,
-        "total_us": r3(s.total_us),
-        "self_us": r3(s.self_us),
-        "collective": s.collective,
-    })
-}
-
 impl Summary {
-    /// The `--json` document (schema in docs/trace-analysis.md).
-    pub fn to_json(&self) -> Value {
-        let ranks: Vec<Value> = self
-            .ranks
-            .iter()
-            .map(|r| {
-                json!({
-                    "rank": r.rank,
-                    "file": r.file,
-                    "events": r.events,
-                    "steps": r.steps.len(),
-                    "step_mean_us": r.step_mean_us.map(r3),
-                    "step_median_us": r.step_median_us.map(r3),
-                    "step_p90_us": r.step_p90_us.map(r3),
-                    "step_times_us": r.steps.iter().map(|s| r3(s.dur_us)).collect::<Vec<_>>(),
-                    "step_collective_us": r.steps.iter().map(|s| r3(s.collective_us)).collect::<Vec<_>>(),
-                    "busy_us": r3(r.busy_us),
-                    "collective_us": r3(r.collective_us),
-                    "outside_collective_us": r3(r.outside_collective_us()),
-                    "top_spans_total": r.top_total(self.top).iter().map(span_json).collect::<Vec<_>>(),
-                    "top_spans_self": r.top_self(self.top).iter().map(span_json).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
-        let means: Vec<(u32, f64)> =
-            self.ranks.iter().filter_map(|r| r.step_mean_us.map(|m| (r.rank, m))).collect();
-        let spread = if means.len() >= 2 {
-            let min = means.iter().min_by(|a, b| a.1.total_cmp(&b.1));
-            let max = means.iter().max_by(|a, b| a.1.total_cmp(&b.1));
-            match (min, max) {
-                (Some(lo), Some(hi)) => json!({
-                    "fastest_rank": lo.0,
-                    "fastest_mean_us": r3(lo.1),
-                    "slowest_rank": hi.0,
-                    "slowest_mean_us": r3(hi.1),
-                    "spread_pct": if lo.1 > 0.0 { r3((hi.1 - lo.1) / lo.1 * 100.0) } else { Value::Null },
-                }),
-                _ => Value::Null,
-            }
-        } else {
-            Value::Null
-        };
-        let straggler = match &self.straggler {
-            None => Value::Null,
-            Some(s) => json!({
-                "rank": s.rank,
-                "reason": s.reason,
-                "method": s.method.as_str(),
-                "value_us": r3(s.value_us),
-                "others_median_us": r3(s.others_us),
-                "excess_pct": r3(s.excess * 100.0),
-                "span": s.span.as_ref().map(|(n, d)| json!({"name": n, "extra_us": r3(*d)})),
-                "collective": s.collective.as_ref().map(|k| json!({
-                    "name": k.name,
-                    "group": k.group,
-                    "count": k.count,
-                    "wait_caused_us": r3(k.caused_us),
-                })),
-            }),
-        };
-        let c = &self.collectives;
-        let collectives = json!({
-            "matched": c.matched,
-            "mismatched": c.mismatched,
-            "per_rank": c.per_rank.iter().map(|b| json!({
-                "rank": b.rank,
-                "last_count": b.last_count,
-                "wait_caused_us": r3(b.wait_caused_us),
-                "wait_suffered_us": r3(b.wait_suffered_us),
-            })).collect::<Vec<_>>(),
-            "worst": c.worst.iter().map(|w| json!({
-                "name": w.name,
-                "group": w.group,
-                "seq": w.seq,
-                "skew_us": r3(w.skew_us),
-                "last_rank": w.last_rank,
-            })).collect::<Vec<_>>(),
-            "mismatches": c.mismatches.iter().map(|m| json!({
-                "group": m.group,
-                "position": m.position,
-                "by_seq": m.by_seq,
-                "detail": m.detail,
-            })).collect::<Vec<_>>(),
-        });
-        json!({
-            "schema": "ranktune.trace.summary/1",
-            "verdict": self.verdict,
-            "straggler": straggler,
-            "step_spread": spread,
-            "ranks": ranks,
-            "collectives": collectives,
-            "warnings": self.warnings,
-        })
-    }
-
     /// The report for people: the verdict first, details below.
     pub fn to_text(&self) -> String {
         let mut o = String::new();

@@ -3,11 +3,12 @@
 //! every step's first collective named by wait caused (while counting last
 //! arrivals names another rank), and a skipped collective reported at its
 //! position.
-use ranktune_trace_analyze::{self as analyze, CommArgs, JobSpec, Method, Shape, SummaryOptions};
+use ranktune_testkit::synth::{self, CommArgs, JobSpec, Shape};
+use ranktune_trace_analyze::{self as analyze, Method, SummaryOptions};
 
 fn summarize(spec: &JobSpec) -> analyze::Summary {
     let dir = tempfile::tempdir().unwrap();
-    analyze::write_job(spec, dir.path()).unwrap();
+    synth::write_job(spec, dir.path()).unwrap();
     let res = analyze::resolve(&[dir.path().display().to_string()], &[]).unwrap();
     assert_eq!(res.inputs.len() as u32, spec.ranks);
     analyze::summarize(&res.inputs, &SummaryOptions::default()).unwrap()

@@ -1,10 +1,11 @@
 //! `merge` to Perfetto's protobuf format, decoded with the crate's prost
 //! messages and checked against the JSON merge of the same inputs; and the
 //! same bytes for any number of workers, for both formats and the summary.
+use ranktune_testkit::synth::{write_job, write_rank, JobSpec, Shape};
 use ranktune_trace_analyze::perfetto_proto::{NameField, TracePacket, TYPE_SLICE_BEGIN};
 use ranktune_trace_analyze::{
-    decode_pftrace, merge, merge_to, resolve, resolve_with, summarize, write_job, write_rank,
-    JobSpec, MergeOptions, OutputFormat, ResolveOptions, Shape, SummaryOptions,
+    decode_pftrace, merge, merge_to, resolve, resolve_with, summarize, MergeOptions, OutputFormat,
+    ResolveOptions, SummaryOptions,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;

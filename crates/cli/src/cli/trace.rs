@@ -188,22 +188,7 @@ pub fn run(cmd: TraceCommand) -> anyhow::Result<ExitCode> {
                     .with_context(|| format!("writing the HTML report {}", path.display()))?;
             }
             if a.json {
-                let mut doc = s.to_json();
-                if let Some(obj) = doc.as_object_mut() {
-                    let mut w: Vec<serde_json::Value> =
-                        res.warnings.iter().map(|w| serde_json::Value::from(w.as_str())).collect();
-                    if let Some(serde_json::Value::Array(more)) = obj.remove("warnings") {
-                        w.extend(more);
-                    }
-                    obj.insert("warnings".into(), w.into());
-                    let left: Vec<String> =
-                        res.left_out.iter().map(|f| f.path.display().to_string()).collect();
-                    obj.insert("left_out".into(), left.into());
-                    // The run summarized (null: none recorded, or --all-runs mixed several).
-                    let first = res.inputs.first().and_then(|i| i.run_id.as_deref());
-                    let one = res.inputs.iter().all(|i| i.run_id.as_deref() == first);
-                    obj.insert("run_id".into(), first.filter(|_| one).into());
-                }
+                let doc = s.document(&res).to_json();
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             } else {
                 print!("{}", s.to_text());

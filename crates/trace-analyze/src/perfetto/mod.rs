@@ -171,7 +171,7 @@ struct Conv {
 const FLUSH_AT: usize = 1 << 20;
 
 /// One rank's conversion, pulled a chunk at a time: [`RankEncoder::open`],
-/// then [`RankEncoder::next_chunk`] until it returns false, then
+/// then [`RankEncoder::packets`] until it returns false, then
 /// [`RankEncoder::finish`]. The chunk boundaries depend only on this rank's
 /// own events, and every chunk holds whole packets of this rank's one
 /// sequence, so chunks of different ranks may be interleaved in the output.
@@ -223,7 +223,7 @@ impl RankEncoder {
     /// Appends the rank's next chunk of packets to `out` (about 1 MiB: it
     /// ends after the event that reaches [`FLUSH_AT`]); returns false once
     /// the rank has ended (then `out` holds its last packets, maybe none).
-    pub fn next_chunk(&mut self, out: &mut Vec<u8>) -> Result<bool, AnalyzeError> {
+    pub fn packets(&mut self, out: &mut Vec<u8>) -> Result<bool, AnalyzeError> {
         if self.ended {
             return Ok(false);
         }

@@ -4,8 +4,9 @@
 //! pid = rank), with an optional planted straggler, with or without
 //! collectives. Deterministic for a given [`JobSpec`].
 //!
-//! It only writes files; it never reads traces and is not used by the
-//! analysis itself.
+//! It only writes files; it never reads traces, and it knows nothing of
+//! `ranktune-trace-analyze` (the files are its only contract with the
+//! analysis, so the analysis' own tests can use it as a dev-dependency).
 
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
