@@ -27,6 +27,7 @@
 
 use crate::file::{read_cache_bytes, FileStore};
 use crate::flashinfer::{self, FlashinferError};
+use crate::store::Store;
 use crate::triton::{self, TritonError};
 use crate::trtllm::{self, ConvertError};
 use crate::vllm_moe::{self, MoeError};
