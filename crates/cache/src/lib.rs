@@ -65,6 +65,7 @@ mod file;
 mod identity;
 pub mod json_text;
 mod label;
+mod limit;
 mod listing;
 mod location;
 mod memory;
@@ -82,12 +83,12 @@ pub use document::{CacheData, Metadata};
 pub use entry::{Candidate, Entry, EntryKey, Identity, Section, Stats};
 pub use error::CacheError;
 pub use file::{
-    check_parent_dir, lock_timeout_from_env, max_file_bytes, read_cache_bytes, read_cache_file,
-    write_cache_file, FileStore, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_FILE_BYTES, LOCK_TIMEOUT_ENV,
-    MAX_FILE_BYTES_ENV, MAX_UNLOCKED_SPOOLS,
+    check_parent_dir, lock_timeout_from_env, read_cache_bytes, read_cache_file, write_cache_file,
+    FileStore, DEFAULT_LOCK_TIMEOUT, LOCK_TIMEOUT_ENV, MAX_UNLOCKED_SPOOLS,
 };
 pub use identity::is_stale;
 pub use label::{bucket_label, bucket_size, tactic_label};
+pub use limit::{max_file_bytes, DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV};
 pub use listing::entry_listing;
 pub use location::{
     redact_text, CacheLocation, RedisUrl, DEFAULT_REDIS_PREFIX, REDIS_PASSWORD_ENV,

@@ -2,37 +2,17 @@
 //! output, permissions, temp files, identities, lock timeout.
 
 use ranktune_cache::{CacheData, CacheError, Entry, EntryKey, FileStore, Identity, Section, Store};
+use ranktune_testkit::cache_fixtures::{self as fixtures, in_section as update};
 use ranktune_testkit::{file_names, remove_spools};
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 fn key(op: &str, n: u64) -> EntryKey {
-    EntryKey {
-        op: op.into(),
-        runner: "blocked".into(),
-        fingerprint: "f0".into(),
-        bucket: vec![vec![n, 64]],
-    }
+    fixtures::key(op, &[&[n, 64]])
 }
 
 fn entry(tactic: i64, time_us: f64, env: &str) -> Entry {
-    Entry {
-        runner_index: 0,
-        tactic: serde_json::json!(tactic),
-        time_us,
-        candidates: vec![],
-        checksum: "sum".into(),
-        env: env.into(),
-        created_unix: 1_700_000_000,
-    }
-}
-
-fn update(section: Section, items: &[(EntryKey, Entry)]) -> CacheData {
-    let mut d = CacheData::default();
-    for (k, e) in items {
-        d.insert(section, k.clone(), e.clone());
-    }
-    d
+    Entry { time_us, env: env.into(), ..fixtures::entry(serde_json::json!(tactic)) }
 }
 
 #[test]

@@ -5,7 +5,8 @@
 //! set; the `child` test below is their entry point and does nothing when
 //! the variable is unset.
 
-use ranktune_cache::{read_cache_file, CacheData, Entry, EntryKey, FileStore, Section, Store};
+use ranktune_cache::{read_cache_file, CacheData, EntryKey, FileStore, Section, Store};
+use ranktune_testkit::cache_fixtures::{self as fixtures, tiled_entry as entry};
 use ranktune_testkit::{child_test, child_var_parsed, file_names, kill, LineReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -14,24 +15,7 @@ use std::time::{Duration, Instant};
 const CHILD_ENV: &str = "RANKTUNE_TEST_CHILD";
 
 fn key(op: &str, a: u64, b: u64) -> EntryKey {
-    EntryKey {
-        op: op.into(),
-        runner: "blocked".into(),
-        fingerprint: "f0".into(),
-        bucket: vec![vec![a, b]],
-    }
-}
-
-fn entry(tactic: u64) -> Entry {
-    Entry {
-        runner_index: 1,
-        tactic: serde_json::json!({"tile": [tactic, 8], "order": "ikj"}),
-        time_us: 10.0 + tactic as f64,
-        candidates: vec![],
-        checksum: "sum".into(),
-        env: "env0".into(),
-        created_unix: 1_700_000_000,
-    }
+    fixtures::key(op, &[&[a, b]])
 }
 
 /// The entries rank `rank` saves in round `round`, save `save`.

@@ -10,9 +10,10 @@
 //! every test here skips loudly; in CI they must run.
 
 use ranktune_cache::{
-    new_wins, CacheData, CacheError, CacheLocation, Entry, EntryKey, Identity, RedisConfig,
-    RedisStore, RedisUrl, Section, Store,
+    new_wins, CacheData, CacheError, CacheLocation, EntryKey, Identity, RedisConfig, RedisStore,
+    RedisUrl, Section, Store,
 };
+use ranktune_testkit::cache_fixtures::{self as fixtures, tiled_entry as entry};
 use ranktune_testkit::redis::RedisServer;
 use ranktune_testkit::{child_test, child_var, child_var_parsed, kill, LineReader};
 use std::process::{Child, Stdio};
@@ -21,24 +22,7 @@ use std::time::{Duration, Instant};
 const CHILD_ENV: &str = "RANKTUNE_TEST_CHILD";
 
 fn key(op: &str, a: u64, b: u64) -> EntryKey {
-    EntryKey {
-        op: op.into(),
-        runner: "blocked".into(),
-        fingerprint: "f0".into(),
-        bucket: vec![vec![a, b]],
-    }
-}
-
-fn entry(tactic: u64) -> Entry {
-    Entry {
-        runner_index: 1,
-        tactic: serde_json::json!({"tile": [tactic, 8], "order": "ikj"}),
-        time_us: 10.0 + tactic as f64,
-        candidates: vec![],
-        checksum: "sum".into(),
-        env: "env0".into(),
-        created_unix: 1_700_000_000,
-    }
+    fixtures::key(op, &[&[a, b]])
 }
 
 fn url(server: &RedisServer, prefix: &str) -> RedisUrl {

@@ -2,26 +2,14 @@
 //! holds twice: what every load and every rewrite does with them.
 
 use ranktune_cache::{CacheData, Entry, EntryKey, FileStore, Section, Store};
+use ranktune_testkit::cache_fixtures as fixtures;
 
 fn key(op: &str, n: u64) -> EntryKey {
-    EntryKey {
-        op: op.into(),
-        runner: "blocked".into(),
-        fingerprint: "f0".into(),
-        bucket: vec![vec![n]],
-    }
+    fixtures::key(op, &[&[n]])
 }
 
 fn entry(tactic: i64, created_unix: u64) -> Entry {
-    Entry {
-        runner_index: 0,
-        tactic: serde_json::json!(tactic),
-        time_us: 1.0,
-        candidates: vec![],
-        checksum: "sum".into(),
-        env: "e".into(),
-        created_unix,
-    }
+    Entry { created_unix, ..fixtures::entry(serde_json::json!(tactic)) }
 }
 
 fn line(op: &str, n: u64, tactic: i64, created_unix: u64) -> String {

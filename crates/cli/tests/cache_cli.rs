@@ -1,6 +1,7 @@
 //! `ranktune cache show|check|prune` as users run them.
 
 use ranktune_cache::{CacheData, Entry, EntryKey, FileStore, Identity, Section, Store};
+use ranktune_testkit::cache_fixtures as fixtures;
 use ranktune_testkit::{Cli, Output};
 use std::os::fd::AsRawFd;
 use std::path::Path;
@@ -12,23 +13,16 @@ fn ranktune(args: &[&str], envs: &[(&str, &str)]) -> Output {
 }
 
 fn key(op: &str, m: u64) -> EntryKey {
-    EntryKey {
-        op: op.into(),
-        runner: "blocked".into(),
-        fingerprint: "f0".into(),
-        bucket: vec![vec![m, 64]],
-    }
+    fixtures::key(op, &[&[m, 64]])
 }
 
 fn entry(tactic: i64, env: &str) -> Entry {
     Entry {
-        runner_index: 0,
-        tactic: serde_json::json!(tactic),
         time_us: 10.0 + tactic as f64,
-        candidates: vec![],
         checksum: "c".into(),
         env: env.into(),
         created_unix: 1_764_480_000,
+        ..fixtures::entry(serde_json::json!(tactic))
     }
 }
 

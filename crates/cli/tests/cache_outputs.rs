@@ -4,9 +4,8 @@
 //! its own input; path and count errors that name the problem; nothing left
 //! next to a file after a failed operation.
 
-use ranktune_cache::{
-    bucket_label, tactic_label, CacheData, Entry, EntryKey, FileStore, Section, Store,
-};
+use ranktune_cache::{bucket_label, tactic_label, Entry, EntryKey, FileStore, Section, Store};
+use ranktune_testkit::cache_fixtures as fixtures;
 use ranktune_testkit::{file_names, Cli, Output, LAUNCHER_VARS};
 use std::path::Path;
 
@@ -19,32 +18,15 @@ fn ranktune(dir: &Path, args: &[&str]) -> Output {
 }
 
 fn key(op: &str, runner: &str, m: u64) -> EntryKey {
-    EntryKey {
-        op: op.into(),
-        runner: runner.into(),
-        fingerprint: "f0".into(),
-        bucket: vec![vec![m, 512], vec![m, 512]],
-    }
+    EntryKey { runner: runner.into(), ..fixtures::key(op, &[&[m, 512], &[m, 512]]) }
 }
 
 fn entry(tactic: serde_json::Value, time_us: f64) -> Entry {
-    Entry {
-        runner_index: 0,
-        tactic,
-        time_us,
-        candidates: vec![],
-        checksum: "c".into(),
-        env: "e".into(),
-        created_unix: 1_764_480_000,
-    }
+    Entry { time_us, checksum: "c".into(), created_unix: 1_764_480_000, ..fixtures::entry(tactic) }
 }
 
 fn save(path: &Path, entries: &[(Section, EntryKey, Entry)]) {
-    let mut d = CacheData::default();
-    for (s, k, e) in entries {
-        d.insert(*s, k.clone(), e.clone());
-    }
-    FileStore::new(path).save(&d).unwrap();
+    FileStore::new(path).save(&fixtures::cache_of(entries)).unwrap();
 }
 
 #[test]

@@ -6,6 +6,7 @@
 use ranktune_cache::{
     write_cache_file, CacheData, Entry, EntryKey, FileStore, Identity, Section, Store,
 };
+use ranktune_testkit::cache_fixtures as fixtures;
 use ranktune_testkit::{remove_spools, Cli, Running};
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -14,30 +15,21 @@ use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 fn key(op: &str) -> EntryKey {
-    EntryKey {
-        op: op.into(),
-        runner: "blocked".into(),
-        fingerprint: "f0".into(),
-        bucket: vec![vec![64]],
-    }
+    fixtures::key(op, &[&[64]])
 }
 
 fn entry(tactic: i64, env: &str, created: u64) -> Entry {
     Entry {
-        runner_index: 0,
-        tactic: serde_json::json!(tactic),
         time_us: 10.0,
-        candidates: vec![],
         checksum: "c".into(),
         env: env.into(),
         created_unix: created,
+        ..fixtures::entry(serde_json::json!(tactic))
     }
 }
 
 fn one(op: &str, e: Entry) -> CacheData {
-    let mut d = CacheData::default();
-    d.insert(Section::Rank(0), key(op), e);
-    d
+    fixtures::in_section(Section::Rank(0), &[(key(op), e)])
 }
 
 /// Holds `<cache>.lock` exclusively until dropped.

@@ -10,29 +10,23 @@
 //! at once.
 
 use ranktune_cache::{write_cache_file, CacheData, Entry, EntryKey, FileStore, Section, Store};
+use ranktune_testkit::cache_fixtures as fixtures;
 use ranktune_testkit::{Cli, Output};
 use std::path::{Path, PathBuf};
 
 fn key(op: &str) -> EntryKey {
-    EntryKey { op: op.into(), runner: "r".into(), fingerprint: "f0".into(), bucket: vec![vec![64]] }
+    EntryKey { runner: "r".into(), ..fixtures::key(op, &[&[64]]) }
 }
 
 fn one(op: &str, tactic: i64) -> CacheData {
-    let mut d = CacheData::default();
-    d.insert(
-        Section::Rank(0),
-        key(op),
-        Entry {
-            runner_index: 0,
-            tactic: serde_json::json!(tactic),
-            time_us: 10.0,
-            candidates: vec![],
-            checksum: "c".into(),
-            env: "0123456789abcdef".into(),
-            created_unix: 100,
-        },
-    );
-    d
+    let e = Entry {
+        time_us: 10.0,
+        checksum: "c".into(),
+        env: "0123456789abcdef".into(),
+        created_unix: 100,
+        ..fixtures::entry(serde_json::json!(tactic))
+    };
+    fixtures::in_section(Section::Rank(0), &[(key(op), e)])
 }
 
 /// Builds a shared object whose `flock` always fails with `ENOLCK`.

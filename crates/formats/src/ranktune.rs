@@ -4,7 +4,7 @@
 //! cache crate's (`FileStore::save`), never an export.
 
 use crate::{Format, Imported, Input, SourceError};
-use ranktune_cache::FileStore;
+use ranktune_cache::{FileStore, Store};
 use serde_json::Value;
 
 /// ranktune's cache file.

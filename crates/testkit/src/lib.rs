@@ -40,12 +40,15 @@
 //! | `files` | the names of the files a test left in a directory |
 //! | `redis` | a real `redis-server` on a free loopback port for one test ([`redis::RedisServer`]) |
 //! | `synth` | synthetic multi-rank trace files for the trace analysis' tests and benchmarks ([`synth::write_job`]) |
+//! | `cache_fixtures` | (feature `cache`) the keys, entries and caches the cache tests build |
 //!
 //! Nothing here sleeps to let a child get on: waits are woken by the child
 //! (its exit, its next line), and the one poll (a job's kill requests) has
 //! a short interval. No wait is unbounded where a hung child could block the
 //! suite, and no child outlives the handle a test holds of it.
 
+#[cfg(feature = "cache")]
+pub mod cache_fixtures;
 mod child;
 mod cli;
 mod files;

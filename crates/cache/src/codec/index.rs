@@ -194,138 +194,174 @@ impl<'a> Scanner<'a> {
         Ok(i + j + 1)
     }
 
-    /// Scans `buf`, whose first byte is at offset `base`.
+    /// Scans `buf`, whose first byte is at offset `base`, one step at a
+    /// time: each step reads what the state it starts in expects.
     fn feed(&mut self, buf: &[u8], base: u64) -> Result<(), ScanError> {
         let mut i = 0;
         while i < buf.len() {
-            if self.state == State::InKey {
-                i = self.key_string(buf, i, base)?;
-                continue;
+            i = self.step(buf, i, base)?;
+        }
+        Ok(())
+    }
+
+    /// One step from `buf[i]` (`i < buf.len()`); returns the index after
+    /// what it consumed (`i` itself when it only changed the state).
+    #[inline]
+    fn step(&mut self, buf: &[u8], i: usize, base: u64) -> Result<usize, ScanError> {
+        if self.state == State::InKey {
+            return self.key_string(buf, i, base);
+        }
+        if self.in_string {
+            return self.value_string(buf, i, base);
+        }
+        let b = buf[i];
+        let at = base + i as u64;
+        match self.state {
+            State::Skipping => Ok(self.skipping(buf, i, base)),
+            State::SkipGate(k) => Ok(self.skip_gate(k, b, i)),
+            State::InValue if self.scalar => Ok(self.scalar_byte(b, i, at)),
+            State::InValue => self.value_byte(buf, i, at),
+            _ if is_blank(b) => Ok(i + 1),
+            _ => self.between_values(b, at).map(|()| i + 1),
+        }
+    }
+
+    /// A string inside a value, from `i`; the value ends with it when it
+    /// is the whole value. Returns the index after what was consumed.
+    fn value_string(&mut self, buf: &[u8], i: usize, base: u64) -> Result<usize, ScanError> {
+        let i = self.string(buf, i, base)?;
+        if !self.in_string && self.stack.is_empty() && self.state == State::InValue {
+            self.finish_value(base + i as u64);
+        }
+        Ok(i)
+    }
+
+    /// The `k`th byte after the `[` of an array the caller skips: still the
+    /// one-element-per-line layout, or another one, then scanned byte by
+    /// byte (the bytes taken so far were blanks, and `b` is scanned again).
+    fn skip_gate(&mut self, k: u8, b: u8, i: usize) -> usize {
+        if b != SKIP_GATE[usize::from(k)] {
+            self.stack.push(b']');
+            self.state = State::InValue;
+            return i;
+        }
+        self.state = if usize::from(k) + 1 == SKIP_GATE.len() {
+            self.tail.clear();
+            State::Skipping
+        } else {
+            State::SkipGate(k + 1)
+        };
+        i + 1
+    }
+
+    /// A byte of a bare literal or number; any other byte ends it and is
+    /// scanned again, as what follows the value.
+    fn scalar_byte(&mut self, b: u8, i: usize, at: u64) -> usize {
+        if is_literal(b) {
+            return i + 1;
+        }
+        self.scalar = false;
+        self.finish_value(at);
+        i
+    }
+
+    /// A byte inside an array or object value (outside its strings): the
+    /// one-entry-per-line fast path at a newline, else brackets, commas and
+    /// JSON token bytes one at a time. Returns the index after what was
+    /// consumed.
+    #[inline]
+    fn value_byte(&mut self, buf: &[u8], i: usize, at: u64) -> Result<usize, ScanError> {
+        let b = buf[i];
+        if b == b'\n' && self.stack.len() == 1 && self.first == b'[' {
+            if let Some((n, comma)) = canonical_line(&buf[i..]) {
+                self.nonempty = true;
+                self.commas += u64::from(comma);
+                return Ok(i + n);
             }
-            if self.in_string {
-                i = self.string(buf, i, base)?;
-                if !self.in_string && self.stack.is_empty() && self.state == State::InValue {
-                    self.finish_value(base + i as u64);
+        }
+        if self.stack.len() == 1 && !is_blank(b) && b != b']' {
+            self.nonempty = true;
+        }
+        match b {
+            b'"' => self.in_string = true,
+            b'[' | b'{' => {
+                if self.stack.len() >= MAX_DEPTH {
+                    return Err(ScanError::Bad(format!(
+                        "not valid JSON: nested more than {MAX_DEPTH} deep at byte {at}"
+                    )));
                 }
-                continue;
+                self.stack.push(if b == b'[' { b']' } else { b'}' });
             }
-            if self.state == State::Skipping {
-                i = self.skipping(buf, i, base);
-                continue;
+            b']' | b'}' => {
+                if self.stack.pop() != Some(b) {
+                    return Err(bad("a closing bracket that does not match", b, at));
+                }
+                if self.stack.is_empty() {
+                    self.finish_value(at + 1);
+                }
             }
-            let b = buf[i];
-            let at = base + i as u64;
-            match self.state {
-                State::SkipGate(k) => {
-                    if b == SKIP_GATE[usize::from(k)] {
-                        self.state = if usize::from(k) + 1 == SKIP_GATE.len() {
-                            self.tail.clear();
-                            State::Skipping
-                        } else {
-                            State::SkipGate(k + 1)
-                        };
-                        i += 1;
-                    } else {
-                        // Another layout: scan it byte by byte (the bytes
-                        // taken so far were blanks).
-                        self.stack.push(b']');
-                        self.state = State::InValue;
-                    }
-                    continue;
+            b',' if self.stack.len() == 1 => self.commas += 1,
+            b',' | b':' => {}
+            _ if is_blank(b) || is_literal(b) => {}
+            _ => return Err(bad("a byte that is not JSON", b, at)),
+        }
+        Ok(i + 1)
+    }
+
+    /// A byte (not a blank) outside every value: the document's braces, a
+    /// field name's opening quote, the `:`, the `,`, or a value's first
+    /// byte.
+    fn between_values(&mut self, b: u8, at: u64) -> Result<(), ScanError> {
+        match self.state {
+            State::Start => {
+                if b != b'{' {
+                    return Err(bad("expected a JSON object", b, at));
                 }
-                State::InValue if self.scalar => {
-                    if is_literal(b) {
-                        i += 1;
-                        continue;
-                    }
-                    self.scalar = false;
-                    self.finish_value(at);
-                    continue; // the byte is the AfterValue's
-                }
-                State::InValue => {
-                    if b == b'\n' && self.stack.len() == 1 && self.first == b'[' {
-                        if let Some((n, comma)) = canonical_line(&buf[i..]) {
-                            self.nonempty = true;
-                            self.commas += u64::from(comma);
-                            i += n;
-                            continue;
-                        }
-                    }
-                    if self.stack.len() == 1 && !is_blank(b) && b != b']' {
-                        self.nonempty = true;
-                    }
-                    match b {
-                        b'"' => self.in_string = true,
-                        b'[' | b'{' => {
-                            if self.stack.len() >= MAX_DEPTH {
-                                return Err(ScanError::Bad(format!(
-                                    "not valid JSON: nested more than {MAX_DEPTH} deep at byte {at}"
-                                )));
-                            }
-                            self.stack.push(if b == b'[' { b']' } else { b'}' });
-                        }
-                        b']' | b'}' => {
-                            if self.stack.pop() != Some(b) {
-                                return Err(bad("a closing bracket that does not match", b, at));
-                            }
-                            if self.stack.is_empty() {
-                                self.finish_value(at + 1);
-                                i += 1;
-                                continue;
-                            }
-                        }
-                        b',' if self.stack.len() == 1 => self.commas += 1,
-                        b',' | b':' => {}
-                        _ if is_blank(b) || is_literal(b) => {}
-                        _ => return Err(bad("a byte that is not JSON", b, at)),
-                    }
-                }
-                _ if is_blank(b) => {}
-                State::Start => {
-                    if b != b'{' {
-                        return Err(bad("expected a JSON object", b, at));
-                    }
-                    self.state = State::Key { first: true };
-                }
-                State::Key { first } => match b {
-                    b'"' => {
-                        self.key.clear();
-                        self.key.push(b'"');
-                        self.key_escaped = false;
-                        self.state = State::InKey;
-                    }
-                    b'}' if first => self.state = State::End,
-                    _ => return Err(bad("expected a field name", b, at)),
-                },
-                State::Colon => {
-                    if b != b':' {
-                        return Err(bad("expected ':'", b, at));
-                    }
-                    self.state = State::ValueStart;
-                }
-                State::ValueStart => {
-                    self.start = at;
-                    self.first = b;
-                    self.commas = 0;
-                    self.nonempty = false;
-                    self.state = State::InValue;
-                    match b {
-                        b'"' => self.in_string = true,
-                        b'[' if (self.skip)(&self.name) => self.state = State::SkipGate(0),
-                        b'[' | b'{' => self.stack.push(if b == b'[' { b']' } else { b'}' }),
-                        _ if is_literal(b) => self.scalar = true,
-                        _ => return Err(bad("expected a value", b, at)),
-                    }
-                }
-                State::AfterValue => match b {
-                    b',' => self.state = State::Key { first: false },
-                    b'}' => self.state = State::End,
-                    _ => return Err(bad("expected ',' or '}'", b, at)),
-                },
-                State::End => return Err(bad("text after the document's end", b, at)),
-                State::InKey | State::Skipping => unreachable!("handled above"),
+                self.state = State::Key { first: true };
             }
-            i += 1;
+            State::Key { first } => match b {
+                b'"' => {
+                    self.key.clear();
+                    self.key.push(b'"');
+                    self.key_escaped = false;
+                    self.state = State::InKey;
+                }
+                b'}' if first => self.state = State::End,
+                _ => return Err(bad("expected a field name", b, at)),
+            },
+            State::Colon => {
+                if b != b':' {
+                    return Err(bad("expected ':'", b, at));
+                }
+                self.state = State::ValueStart;
+            }
+            State::ValueStart => self.value_start(b, at)?,
+            State::AfterValue => match b {
+                b',' => self.state = State::Key { first: false },
+                b'}' => self.state = State::End,
+                _ => return Err(bad("expected ',' or '}'", b, at)),
+            },
+            State::End => return Err(bad("text after the document's end", b, at)),
+            State::InKey | State::InValue | State::SkipGate(_) | State::Skipping => {
+                unreachable!("taken by `step`")
+            }
+        }
+        Ok(())
+    }
+
+    /// A value's first byte: where it starts, and what kind it is.
+    fn value_start(&mut self, b: u8, at: u64) -> Result<(), ScanError> {
+        self.start = at;
+        self.first = b;
+        self.commas = 0;
+        self.nonempty = false;
+        self.state = State::InValue;
+        match b {
+            b'"' => self.in_string = true,
+            b'[' if (self.skip)(&self.name) => self.state = State::SkipGate(0),
+            b'[' | b'{' => self.stack.push(if b == b'[' { b']' } else { b'}' }),
+            _ if is_literal(b) => self.scalar = true,
+            _ => return Err(bad("expected a value", b, at)),
         }
         Ok(())
     }

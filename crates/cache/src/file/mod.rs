@@ -67,22 +67,22 @@
 mod fold;
 mod lock;
 mod read;
+mod save;
 mod spool;
 mod sys;
 mod trust;
 mod write;
 
-pub use read::{max_file_bytes, read_cache_bytes, DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV};
+pub use read::read_cache_bytes;
 
 use crate::codec::{self, EntryText, ParseError, Parsed, Stored};
 use crate::document::CacheData;
-use crate::entry::{Entry, EntryKey, Identity, Section};
+use crate::entry::{Entry, EntryKey, Section};
 use crate::error::io;
-use crate::store::{Loaded, RemovePredicate, Resolver, SaveReport, Store};
+use crate::store::{self, Loaded, RemovePredicate, Resolver, SaveReport, Store};
 use crate::CacheError;
 use lock::{Acquired, LockGuard};
 use ranktune_core::atomic_file;
-use spool::SpoolState;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
@@ -97,24 +97,6 @@ pub const LOCK_TIMEOUT_ENV: &str = "RANKTUNE_LOCK_TIMEOUT";
 
 /// Temp files of killed writers that nobody can be writing any more.
 const STALE_TEMP_AGE: Duration = Duration::from_secs(600);
-
-/// Group commit: the lock holder waits until the spool has been quiet this
-/// long before folding (see `spool::settle`)...
-const GATHER_QUIET: Duration = Duration::from_millis(20);
-/// ...but never longer than this.
-const GATHER_CAP: Duration = Duration::from_millis(500);
-
-/// How many times a save writes its spool again when it vanished before
-/// being folded, before it fails.
-const SAVE_ATTEMPTS: usize = 3;
-
-/// How one attempt of a save ended.
-enum Saved {
-    /// Its entries are in the cache (or, unlocked, in the spool).
-    Done(SaveReport),
-    /// Its spool file disappeared without being folded: not saved.
-    Vanished(PathBuf),
-}
 
 /// The most saves that may wait unfolded in the spool of a cache whose
 /// filesystem refuses locks: an unlocked save never deletes a spool (it
@@ -276,14 +258,6 @@ impl FileStore {
     /// The spool directory, `<path>.spool`.
     pub fn spool_path(&self) -> PathBuf {
         spool::spool_dir(&self.path)
-    }
-
-    /// Reads the cache without changing anything on disk: no lock, nothing
-    /// set aside, nothing logged. A file that does not parse is
-    /// [`CacheError::Corrupt`]; bad entries are skipped and listed in
-    /// [`Loaded::warnings`]. For `cache show` and `cache check`.
-    pub fn inspect(&self) -> Result<Loaded, CacheError> {
-        self.resolved()?.load_with(Aside::Never)
     }
 
     /// Reads the main file, entries held as `E` (`strict`: see
@@ -576,14 +550,8 @@ impl FileStore {
     /// snapshot, drop saves that returned), so it never runs without the
     /// lock: where the filesystem cannot lock, it is refused with the way
     /// out.
-    fn lock_for_edit(
-        &self,
-        warnings: &mut Vec<String>,
-    ) -> Result<(bool, Option<LockGuard>), CacheError> {
-        match self.try_edit_lock(warnings)? {
-            Ok(g) => Ok((true, Some(g))),
-            Err(why) => Err(self.refuse_unlocked_edit(&why)),
-        }
+    fn lock_for_edit(&self, warnings: &mut Vec<String>) -> Result<LockGuard, CacheError> {
+        self.try_edit_lock(warnings)?.map_err(|why| self.refuse_unlocked_edit(&why))
     }
 
     /// Takes the lock for an edit, waiting up to the timeout; `Ok(Err(why))`
@@ -629,44 +597,6 @@ impl FileStore {
             trust::fs_name(&self.path),
         ))
     }
-
-    /// The part of `update` that will be written: valid entries, plus the
-    /// identities they refer to. Borrows `update` when it is all valid and
-    /// complete (the usual case: no copy of the entries).
-    pub(crate) fn prepare(update: &CacheData) -> (Cow<'_, CacheData>, Vec<String>) {
-        static CURRENT: std::sync::OnceLock<(Identity, String)> = std::sync::OnceLock::new();
-        let (current, current_digest) = CURRENT.get_or_init(|| {
-            let id = Identity::current();
-            let digest = id.digest();
-            (id, digest)
-        });
-        let mut warnings = Vec::new();
-        let mut invalid = std::collections::BTreeSet::new();
-        let mut needs_current = false;
-        for (section, key, entry) in update.iter() {
-            if let Err(why) = codec::validate_entry(key, entry) {
-                warnings.push(format!("not saving entry {section} {key}: {why}"));
-                invalid.insert((section, key.clone()));
-            } else if entry.env == *current_digest {
-                needs_current = true;
-            }
-        }
-        needs_current &= !update.metadata.environments.contains_key(current_digest);
-        if invalid.is_empty() && !needs_current {
-            return (Cow::Borrowed(update), warnings);
-        }
-        let mut out = CacheData { extras: update.extras.clone(), ..CacheData::default() };
-        out.metadata.environments = update.metadata.environments.clone();
-        if needs_current {
-            out.metadata.environments.insert(current_digest.clone(), current.clone());
-        }
-        for (section, key, entry) in update.iter() {
-            if !invalid.contains(&(section, key.clone())) {
-                out.insert(section, key.clone(), entry.clone());
-            }
-        }
-        (Cow::Owned(out), warnings)
-    }
 }
 
 impl Store for FileStore {
@@ -674,18 +604,47 @@ impl Store for FileStore {
         self.path.display().to_string()
     }
 
-    /// [`FileStore::inspect`]: no lock, nothing set aside.
+    /// Reads the cache without changing anything on disk: no lock, nothing
+    /// set aside, nothing logged. A file that does not parse is
+    /// [`CacheError::Corrupt`]; bad entries are skipped and listed in
+    /// [`Loaded::warnings`]. For `cache show` and `cache check`.
     fn inspect(&self) -> Result<Loaded, CacheError> {
-        FileStore::inspect(self)
+        self.resolved()?.load_with(Aside::Never)
     }
 
-    /// [`FileStore::save_resolving`]: decided under the lock.
+    /// Like [`Store::save`], but where the store already holds an entry
+    /// under the same key, `take_new(section, key, stored, new)` decides —
+    /// under the lock, against the entry as stored at that moment (with
+    /// every waiting save folded in), so a save that lands between a
+    /// caller's read and this save is judged by the rule, not overwritten.
+    /// `cache merge -o` uses it with the "newest wins" rule. `written` in
+    /// the report is the number of entries of `update` that were stored.
     fn save_resolving(
         &self,
         update: &CacheData,
         take_new: &Resolver<'_>,
     ) -> Result<SaveReport, CacheError> {
-        FileStore::save_resolving(self, update, take_new)
+        let this = self.resolved()?;
+        check_parent_dir(&this.path)?;
+        this.refuse_foreign_file()?;
+        let (update, mut warnings) = store::prepare(update);
+        let _guard = this.lock_for_edit(&mut warnings)?;
+        let mut written = 0;
+        let mut edit = |doc: &mut CacheData<EntryText>| -> Result<usize, CacheError> {
+            let mut winners = CacheData::default();
+            winners.metadata.environments = update.metadata.environments.clone();
+            for (section, key, entry) in update.iter() {
+                let stored = doc.get(section, key).and_then(EntryText::entry);
+                if stored.as_ref().is_none_or(|old| take_new(section, key, old, entry)) {
+                    winners.insert(section, key.clone(), EntryText::new(key, entry));
+                }
+            }
+            written = winners.len();
+            Ok(usize::from(doc.apply(winners)))
+        };
+        let (total, _, fold_warnings) = this.fold(true, false, Some(&mut edit))?;
+        warnings.extend(fold_warnings);
+        Ok(SaveReport { written, total, warnings, superseded: 0 })
     }
 
     /// Loads the cache plus any saves not yet folded into it. A file that
@@ -763,13 +722,13 @@ impl Store for FileStore {
             return self.save(update);
         }
         let this = self.resolved()?;
-        let (update, mut warnings) = Self::prepare(update);
+        let (update, mut warnings) = store::prepare(update);
         let written = update.len();
         if let Some(parent) = this.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(io("creating directory", parent))?;
         }
-        let (locked, _guard) = match this.try_edit_lock(&mut warnings)? {
-            Ok(g) => (true, Some(g)),
+        let _guard = match this.try_edit_lock(&mut warnings)? {
+            Ok(g) => g,
             // Without the lock, nothing may be removed: save the entries
             // plainly and keep the rank entries they supersede (a reader
             // then sees both, which changes no decision).
@@ -816,7 +775,7 @@ impl Store for FileStore {
         // rebuilt one at a time as they are written, so a rank's collective
         // save holds its own sections, not the file.
         let (total, _, fold_warnings) = this.fold_probed(
-            locked,
+            true,
             false,
             Some(&mut edit),
             Some((&remove, &[Section::Shared], &superseded)),
@@ -828,160 +787,6 @@ impl Store for FileStore {
 }
 
 impl FileStore {
-    fn save_resolved(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
-        let (update, warnings) = Self::prepare(update);
-        let written = update.len();
-        if written == 0 && update.metadata.environments.is_empty() {
-            return Ok(SaveReport { written, total: 0, warnings, superseded: 0 });
-        }
-        check_parent_dir(&self.path)?;
-        self.refuse_foreign_file()?;
-        let mut vanished = Vec::new();
-        for _ in 0..SAVE_ATTEMPTS {
-            match self.save_once(&update, warnings.clone())? {
-                Saved::Done(mut report) => {
-                    report.warnings.extend(vanished.iter().map(|p: &PathBuf| {
-                        format!(
-                            "spool file {} disappeared before it was folded (something other \
-                             than ranktune removed it); saved again",
-                            p.display()
-                        )
-                    }));
-                    return Ok(report);
-                }
-                Saved::Vanished(p) => vanished.push(p),
-            }
-        }
-        Err(CacheError::Invalid(format!(
-            "this save's spool file disappeared before it was folded into {}, {SAVE_ATTEMPTS} \
-             times ({}); something other than ranktune removes files in {} — nothing was saved. \
-             Stop whatever cleans that directory (a tmp cleaner, another user's script), or use \
-             another cache path",
-            self.path.display(),
-            vanished.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
-            self.spool_path().display()
-        )))
-    }
-
-    /// One attempt of a save: writes the spool file, then waits until it is
-    /// folded (by this process or a lock holder). [`Saved::Vanished`] when
-    /// it disappeared without being folded.
-    fn save_once(
-        &self,
-        update: &CacheData,
-        mut warnings: Vec<String>,
-    ) -> Result<Saved, CacheError> {
-        let written = update.len();
-        let (spool_file, _waiter) = spool::write_spool(
-            &self.spool_path(),
-            &self.path,
-            trust::SideModes::of(&self.path),
-            || codec::cache_to_bytes(update),
-        )?;
-        // Done waiting once the spool file was folded (or set aside, which
-        // `settled` turns into an error); any other error is not "done".
-        let folded_elsewhere = || {
-            matches!(
-                spool::state(&spool_file),
-                Ok(SpoolState::Folded | SpoolState::SetAside(_) | SpoolState::Vanished)
-            )
-        };
-        let outcome = if self.locking {
-            lock::acquire(
-                &self.lock_path(),
-                &self.path,
-                trust::SideModes::of(&self.path),
-                self.lock_timeout,
-                folded_elsewhere,
-            )
-        } else {
-            Ok(Acquired::Unsupported(std::io::Error::other("locking turned off")))
-        };
-        let (locked, _guard) = match outcome {
-            Ok(Acquired::Done) => {
-                return self.settled(
-                    &spool_file,
-                    SaveReport { written, total: written, warnings, superseded: 0 },
-                )
-            }
-            Ok(Acquired::Locked(g)) => {
-                warnings.extend(trust::warn_if_node_local_locks(&self.path));
-                (true, Some(g))
-            }
-            Ok(Acquired::Unsupported(e)) => {
-                let waiting = spool::list(&self.spool_path())?.len();
-                if waiting > MAX_UNLOCKED_SPOOLS {
-                    // Withdraw this save's own spool (the only one an
-                    // unlocked save may delete): an error means not saved.
-                    let _ = std::fs::remove_file(&spool_file);
-                    return Err(CacheError::Invalid(format!(
-                        "cannot lock {} on {} ({e}), and {} saves already wait unfolded in {} \
-                         (at most {MAX_UNLOCKED_SPOOLS}); refusing to add more. Nothing is \
-                         lost: a save on a filesystem with locks folds them (copy the cache and \
-                         its .spool to a local disk, save there, copy back), or use a redis:// \
-                         cache",
-                        self.lock_path().display(),
-                        trust::fs_name(&self.path),
-                        waiting - 1,
-                        self.spool_path().display()
-                    )));
-                }
-                warnings.push(self.warn_no_lock(&e.to_string()));
-                (false, None)
-            }
-            Err(e) => {
-                // Withdraw the spool so that an error means "not saved";
-                // if it is already gone, a lock holder folded it: saved.
-                return match std::fs::remove_file(&spool_file) {
-                    Err(r) if r.kind() == std::io::ErrorKind::NotFound => self.settled(
-                        &spool_file,
-                        SaveReport { written, total: written, warnings, superseded: 0 },
-                    ),
-                    _ => {
-                        spool::remove_if_empty(&self.spool_path());
-                        Err(e)
-                    }
-                };
-            }
-        };
-        if locked && folded_elsewhere() {
-            return self.settled(
-                &spool_file,
-                SaveReport { written, total: written, warnings, superseded: 0 },
-            );
-        }
-        if locked {
-            let t = std::time::Instant::now();
-            spool::settle(&self.spool_path(), GATHER_QUIET, GATHER_CAP);
-            tracing::debug!("gathered saves for {:?}", t.elapsed());
-        }
-        if !locked && matches!(spool::state(&spool_file), Ok(SpoolState::Vanished)) {
-            return Ok(Saved::Vanished(spool_file));
-        }
-        let (total, _, fold_warnings) = match self.fold(locked, false, None) {
-            Ok(r) => r,
-            Err(e) => {
-                // Withdraw the spool so that an error means "not saved" and
-                // nothing lingers (e.g. next to a file of a newer version).
-                let _ = std::fs::remove_file(&spool_file);
-                spool::remove_if_empty(&self.spool_path());
-                return Err(e);
-            }
-        };
-        warnings.extend(fold_warnings);
-        match spool::state(&spool_file) {
-            // Our own fold found this save's spool damaged and set it aside.
-            Ok(SpoolState::SetAside(p)) => Err(Self::spool_set_aside(&p)),
-            // It vanished before our fold read it.
-            Ok(SpoolState::Vanished) => Ok(Saved::Vanished(spool_file)),
-            Ok(SpoolState::Folded) => {
-                spool::forget_folded(&spool_file);
-                Ok(Saved::Done(SaveReport { written, total, warnings, superseded: 0 }))
-            }
-            _ => Ok(Saved::Done(SaveReport { written, total, warnings, superseded: 0 })),
-        }
-    }
-
     /// Before the first write next to a file ranktune has not written yet
     /// (no lock file beside it), checks that the file is one this build may
     /// rewrite, so that a save into a TensorRT-LLM cache or a newer format
@@ -1002,82 +807,16 @@ impl FileStore {
         }
     }
 
-    fn spool_set_aside(aside: &Path) -> CacheError {
-        CacheError::Invalid(format!(
-            "this save's spool file was damaged before it was folded into the cache and was set \
-             aside as {}; nothing was saved, save again",
-            aside.display()
-        ))
-    }
-
-    /// The result of a save whose spool file is no longer waiting: folded
-    /// is saved, set aside is an error, vanished is to be saved again.
-    fn settled(&self, spool_file: &Path, report: SaveReport) -> Result<Saved, CacheError> {
-        match spool::state(spool_file) {
-            Ok(SpoolState::Folded) => {
-                spool::forget_folded(spool_file);
-                Ok(Saved::Done(report))
-            }
-            Ok(SpoolState::SetAside(p)) => Err(Self::spool_set_aside(&p)),
-            Ok(SpoolState::Vanished) => Ok(Saved::Vanished(spool_file.to_path_buf())),
-            Ok(SpoolState::Waiting) => Err(CacheError::Invalid(format!(
-                "spool file {} reappeared after it was folded; is something else writing to {}?",
-                spool_file.display(),
-                self.spool_path().display()
-            ))),
-            Err(source) => Err(CacheError::Io {
-                action: "checking spool file",
-                path: spool_file.into(),
-                source,
-            }),
-        }
-    }
-
     /// Folds every waiting save and applies `edit`, under the lock (with
     /// malformed entries dropped). `written` in the report is what the edit
     /// changed.
     fn edit_resolved(&self, edit: &mut Edit<'_>) -> Result<SaveReport, CacheError> {
         self.refuse_foreign_file()?;
         let mut warnings = Vec::new();
-        let (locked, _guard) = self.lock_for_edit(&mut warnings)?;
-        let (total, edited, fold_warnings) = self.fold(locked, true, Some(edit))?;
+        let _guard = self.lock_for_edit(&mut warnings)?;
+        let (total, edited, fold_warnings) = self.fold(true, true, Some(edit))?;
         warnings.extend(fold_warnings);
         Ok(SaveReport { written: edited, total, warnings, superseded: 0 })
-    }
-
-    /// Like [`Store::save`], but where the store already holds an entry
-    /// under the same key, `take_new(section, key, stored, new)` decides —
-    /// under the lock, against the entry as stored at that moment (with
-    /// every waiting save folded in), so a save that lands between a
-    /// caller's read and this save is judged by the rule, not overwritten.
-    /// `cache merge -o` uses it with the "newest wins" rule. `written` in
-    /// the report is the number of entries of `update` that were stored.
-    pub fn save_resolving(
-        &self,
-        update: &CacheData,
-        take_new: &Resolver<'_>,
-    ) -> Result<SaveReport, CacheError> {
-        let this = self.resolved()?;
-        check_parent_dir(&this.path)?;
-        this.refuse_foreign_file()?;
-        let (update, mut warnings) = Self::prepare(update);
-        let (locked, _guard) = this.lock_for_edit(&mut warnings)?;
-        let mut written = 0;
-        let mut edit = |doc: &mut CacheData<EntryText>| -> Result<usize, CacheError> {
-            let mut winners = CacheData::default();
-            winners.metadata.environments = update.metadata.environments.clone();
-            for (section, key, entry) in update.iter() {
-                let stored = doc.get(section, key).and_then(EntryText::entry);
-                if stored.as_ref().is_none_or(|old| take_new(section, key, old, entry)) {
-                    winners.insert(section, key.clone(), EntryText::new(key, entry));
-                }
-            }
-            written = winners.len();
-            Ok(usize::from(doc.apply(winners)))
-        };
-        let (total, _, fold_warnings) = this.fold(locked, false, Some(&mut edit))?;
-        warnings.extend(fold_warnings);
-        Ok(SaveReport { written, total, warnings, superseded: 0 })
     }
 }
 

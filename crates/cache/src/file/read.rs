@@ -3,38 +3,17 @@
 //! by a save), and never more than a size limit, read without trusting the
 //! size the file system reports for an allocation.
 //!
-//! This module owns the "what may be read as a cache" rule and the size
-//! limit. It must never modify, move or lock anything.
+//! This module owns the "what may be read as a cache" rule and applies the
+//! size limit (`limit.rs`). It must never modify, move or lock anything.
 
 use super::sys;
 use crate::error::io;
+use crate::limit::{max_file_bytes, MAX_FILE_BYTES_ENV};
 use crate::CacheError;
 use std::fs::FileType;
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
-
-/// Environment variable that sets the largest cache file ranktune reads, in
-/// bytes (default [`DEFAULT_MAX_FILE_BYTES`]).
-pub const MAX_FILE_BYTES_ENV: &str = "RANKTUNE_CACHE_MAX_BYTES";
-
-/// The largest cache file ranktune reads unless told otherwise: 1 GiB (a
-/// cache with millions of entries is far smaller).
-pub const DEFAULT_MAX_FILE_BYTES: u64 = 1 << 30;
-
-/// The size limit from `RANKTUNE_CACHE_MAX_BYTES`, or
-/// [`DEFAULT_MAX_FILE_BYTES`] when unset; a malformed value is an error.
-pub fn max_file_bytes() -> Result<u64, CacheError> {
-    match std::env::var(MAX_FILE_BYTES_ENV) {
-        Err(_) => Ok(DEFAULT_MAX_FILE_BYTES),
-        Ok(s) if s.trim().is_empty() => Ok(DEFAULT_MAX_FILE_BYTES),
-        Ok(s) => s.trim().parse::<u64>().map_err(|_| {
-            CacheError::Invalid(format!(
-                "{MAX_FILE_BYTES_ENV}={s:?} is not a number of bytes; set it to e.g. {DEFAULT_MAX_FILE_BYTES}"
-            ))
-        }),
-    }
-}
 
 /// What kind of thing `t` is, in words, when it is not a regular file.
 fn odd_kind(t: FileType) -> Option<&'static str> {

@@ -46,15 +46,26 @@
 //! connection that failed is dropped and the next operation reconnects, so
 //! a restarted server is picked up.
 //!
+//! # Always built
+//!
+//! This backend is not behind a cargo feature. Its one dependency, the
+//! `redis` client, is built anyway: every program that uses the cache (the
+//! tuner, the CLI, the Python package) also uses `ranktune-collective`,
+//! whose Redis transport needs the same client. A feature would save no
+//! build, and would make `redis://` locations — accepted wherever a cache
+//! path is ([`CacheLocation`](crate::CacheLocation)) — fail at run time in
+//! some builds. Only TLS (`rediss://`), which adds rustls, is a feature
+//! (`tls`).
+//!
 //! Owns the Redis layout and its scripts. Never logs (warnings are
 //! returned), never prints a password, never runs anything it reads.
 
 use crate::codec::{self, EntryText, FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME};
 use crate::document::CacheData;
 use crate::entry::{Entry, EntryKey, Identity, Section};
-use crate::file::{max_file_bytes, FileStore};
+use crate::limit::max_file_bytes;
 use crate::location::RedisUrl;
-use crate::store::{Loaded, RemovePredicate, Resolver, SaveReport, Store};
+use crate::store::{self, Loaded, RemovePredicate, Resolver, SaveReport, Store};
 use crate::CacheError;
 use ranktune_redis::Endpoint;
 use redis::Value;
@@ -599,46 +610,6 @@ impl RedisStore {
             Some(RawValue::TooLong(_)) => Expect::Any,
         }
     }
-
-    /// Saves like [`Store::save`], but where an entry is stored under the
-    /// same key, `take_new(section, key, stored, new)` decides, against the
-    /// entry as stored at the moment of the save (compare-and-set).
-    pub fn save_resolving(
-        &self,
-        update: &CacheData,
-        take_new: &Resolver<'_>,
-    ) -> Result<SaveReport, CacheError> {
-        let (update, mut warnings) = FileStore::prepare(update);
-        let sections: Vec<Section> = update.sections.keys().copied().collect();
-        let mut report = self.edit_decided("saving into", Some(&sections), |stored, _| {
-            let mut edit =
-                Edit { environments: update.metadata.environments.clone(), ..Edit::default() };
-            let mut written = 0;
-            for (section, key, entry) in update.iter() {
-                let field = field_of(key);
-                let old = stored.get(&section).and_then(|h| h.get(&field));
-                let parsed = old.and_then(|v| self.parse_value(section, &field, v).ok());
-                let wins = match (&old, &parsed) {
-                    (None, _) => true,
-                    (Some(_), Some((_, e))) => take_new(section, key, e, entry),
-                    // A malformed stored value is replaced.
-                    (Some(_), None) => true,
-                };
-                if wins {
-                    written += 1;
-                    edit.sections.entry(section).or_default().push(FieldEdit {
-                        field,
-                        expected: Self::expect_of(old),
-                        new: Some(value_of(key, entry)),
-                    });
-                }
-            }
-            (edit, written)
-        })?;
-        warnings.append(&mut report.warnings);
-        report.warnings = warnings;
-        Ok(report)
-    }
 }
 
 impl Store for RedisStore {
@@ -662,7 +633,7 @@ impl Store for RedisStore {
     }
 
     fn save(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
-        let (update, warnings) = FileStore::prepare(update);
+        let (update, warnings) = store::prepare(update);
         let written = update.len();
         if written == 0 && update.metadata.environments.is_empty() {
             return Ok(SaveReport { written, total: 0, warnings, superseded: 0 });
@@ -744,7 +715,7 @@ impl Store for RedisStore {
         if !update.sections.contains_key(&Section::Shared) {
             return self.save(update);
         }
-        let (update, mut warnings) = FileStore::prepare(update);
+        let (update, mut warnings) = store::prepare(update);
         let written = update.len();
         let mut superseded = 0;
         let mut report = self.edit_decided("saving into", None, |stored, _| {
@@ -760,7 +731,7 @@ impl Store for RedisStore {
                         continue;
                     };
                     if update.get(*section, &key).is_none()
-                        && crate::store::superseded_by(&update, *section, &key, &entry)
+                        && store::superseded_by(&update, *section, &key, &entry)
                     {
                         superseded += 1;
                         edit.sections.entry(*section).or_default().push(FieldEdit {
@@ -786,11 +757,43 @@ impl Store for RedisStore {
         Ok(report)
     }
 
+    /// Saves like [`Store::save`], but where an entry is stored under the
+    /// same key, `take_new(section, key, stored, new)` decides, against the
+    /// entry as stored at the moment of the save (compare-and-set).
     fn save_resolving(
         &self,
         update: &CacheData,
         take_new: &Resolver<'_>,
     ) -> Result<SaveReport, CacheError> {
-        RedisStore::save_resolving(self, update, take_new)
+        let (update, mut warnings) = store::prepare(update);
+        let sections: Vec<Section> = update.sections.keys().copied().collect();
+        let mut report = self.edit_decided("saving into", Some(&sections), |stored, _| {
+            let mut edit =
+                Edit { environments: update.metadata.environments.clone(), ..Edit::default() };
+            let mut written = 0;
+            for (section, key, entry) in update.iter() {
+                let field = field_of(key);
+                let old = stored.get(&section).and_then(|h| h.get(&field));
+                let parsed = old.and_then(|v| self.parse_value(section, &field, v).ok());
+                let wins = match (&old, &parsed) {
+                    (None, _) => true,
+                    (Some(_), Some((_, e))) => take_new(section, key, e, entry),
+                    // A malformed stored value is replaced.
+                    (Some(_), None) => true,
+                };
+                if wins {
+                    written += 1;
+                    edit.sections.entry(section).or_default().push(FieldEdit {
+                        field,
+                        expected: Self::expect_of(old),
+                        new: Some(value_of(key, entry)),
+                    });
+                }
+            }
+            (edit, written)
+        })?;
+        warnings.append(&mut report.warnings);
+        report.warnings = warnings;
+        Ok(report)
     }
 }
