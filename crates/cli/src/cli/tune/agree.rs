@@ -78,12 +78,11 @@ fn fix_command(report: &JobReport, args: &TuneArgs) -> String {
 
 /// A path as one shell word: as it is when it needs no quoting, else in
 /// single quotes.
-fn shell_word(p: &std::path::Path) -> String {
-    let s = p.display().to_string();
+fn shell_word(s: &str) -> String {
     let plain =
         !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+:,@".contains(c));
     if plain {
-        s
+        s.to_string()
     } else {
         format!("'{}'", s.replace('\'', r"'\''"))
     }

@@ -251,11 +251,11 @@ fn cache_location(flag: Option<&OsStr>) -> anyhow::Result<CacheLocation> {
 }
 
 /// How the report names the cache: the path, or the URL with its password
-/// redacted.
-fn shown(cache: &CacheLocation) -> PathBuf {
+/// redacted (a URL never travels as a path).
+fn shown(cache: &CacheLocation) -> String {
     match cache {
-        CacheLocation::File(p) => p.clone(),
-        CacheLocation::Redis(u) => PathBuf::from(u.to_string()),
+        CacheLocation::File(p) => p.display().to_string(),
+        CacheLocation::Redis(u) => u.to_string(),
     }
 }
 

@@ -11,7 +11,6 @@ use super::labels::tactic_label;
 use ranktune_cache::Entry;
 use ranktune_tune::{OpStats, Source, TuneRecord};
 use serde::{Deserialize, Serialize};
-use std::path::PathBuf;
 
 /// One bucket's result in a report.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -75,7 +74,7 @@ pub struct RankReport {
 /// The whole job's report (`--json`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct JobReport {
-    pub(super) cache: PathBuf,
+    pub(super) cache: String,
     pub(super) world_size: u32,
     /// How the ranks shared tuning.
     pub(super) strategy: String,
@@ -91,7 +90,7 @@ pub struct JobReport {
 
 impl JobReport {
     /// The job's report from its ranks' reports (in rank order).
-    pub(super) fn new(cache: PathBuf, ranks: Vec<RankReport>, wall_seconds: f64) -> Self {
+    pub(super) fn new(cache: String, ranks: Vec<RankReport>, wall_seconds: f64) -> Self {
         JobReport {
             cache,
             world_size: ranks.first().map_or(1, |r| r.world_size),

@@ -160,7 +160,7 @@ fn write_totals(out: &mut String, report: &JobReport) -> fmt::Result {
     let c = &report.counts;
     if c.tuned == 0 && c.misses == 0 {
         let lookups = c.hits + c.misses;
-        let cache = report.cache.display();
+        let cache = &report.cache;
         return writeln!(
             out,
             "nothing to tune: all {lookups} lookups hit the cache {cache} ({ranks} rank{plural})"
@@ -178,7 +178,7 @@ fn write_totals(out: &mut String, report: &JobReport) -> fmt::Result {
         c.failed_tactics
     )?;
     let (saved, shared) = distinct_saved(report);
-    write!(out, "saved {saved} entries to {}", report.cache.display())?;
+    write!(out, "saved {saved} entries to {}", report.cache)?;
     if shared > 0 && ranks > 1 {
         write!(out, " ({shared} of them in the shared section, written by every rank)")?;
     }
