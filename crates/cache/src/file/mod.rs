@@ -545,6 +545,19 @@ impl FileStore {
         )
     }
 
+    /// Takes this cache's lock (the sidecar `<file>.lock`, with the cache's
+    /// modes), waiting at most the lock timeout; `done` says, while it
+    /// waits, that the lock is no longer needed.
+    fn acquire_lock(&self, done: impl FnMut() -> bool) -> Result<lock::Acquired, CacheError> {
+        lock::acquire(
+            &self.lock_path(),
+            &self.path,
+            trust::SideModes::of(&self.path),
+            self.lock_timeout,
+            done,
+        )
+    }
+
     /// Takes the lock for an edit (remove, resolving save), waiting up to
     /// the timeout. An edit can remove entries (or, folding from an older
     /// snapshot, drop saves that returned), so it never runs without the
@@ -561,13 +574,7 @@ impl FileStore {
         warnings: &mut Vec<String>,
     ) -> Result<Result<LockGuard, String>, CacheError> {
         let outcome = if self.locking {
-            lock::acquire(
-                &self.lock_path(),
-                &self.path,
-                trust::SideModes::of(&self.path),
-                self.lock_timeout,
-                || false,
-            )?
+            self.acquire_lock(|| false)?
         } else {
             Acquired::Unsupported(std::io::Error::other("locking turned off"))
         };

@@ -7,7 +7,7 @@
 //! entries (resolving and superseding saves, removals) take the lock
 //! first and are the parent module's; this module never runs them.
 
-use super::lock::{self, Acquired, LockGuard};
+use super::lock::{Acquired, LockGuard};
 use super::spool::{self, SpoolState};
 use super::{check_parent_dir, trust, FileStore, MAX_UNLOCKED_SPOOLS};
 use crate::codec;
@@ -146,13 +146,7 @@ impl FileStore {
         warnings: &mut Vec<String>,
     ) -> Result<Option<SaveLock>, CacheError> {
         let outcome = if self.locking {
-            lock::acquire(
-                &self.lock_path(),
-                &self.path,
-                trust::SideModes::of(&self.path),
-                self.lock_timeout,
-                || folded_elsewhere(spool_file),
-            )
+            self.acquire_lock(|| folded_elsewhere(spool_file))
         } else {
             Ok(Acquired::Unsupported(std::io::Error::other("locking turned off")))
         };
