@@ -33,11 +33,14 @@ pub struct SummaryOptions {
     pub top: usize,
     /// Files read at once, one per worker thread; 0 means one per core.
     pub jobs: usize,
+    /// How much slower than the others (a fraction: 0.05 is 5%) a rank must
+    /// be to be named a straggler; [`STRAGGLER_THRESHOLD`] by default.
+    pub straggler_threshold: f64,
 }
 
 impl Default for SummaryOptions {
     fn default() -> Self {
-        SummaryOptions { top: 10, jobs: 0 }
+        SummaryOptions { top: 10, jobs: 0, straggler_threshold: STRAGGLER_THRESHOLD }
     }
 }
 
@@ -634,7 +637,7 @@ pub fn summarize(inputs: &[RankedInput], opts: &SummaryOptions) -> Result<Summar
     let pairs: Vec<(u32, &CollectiveCalls)> =
         ranks.iter().map(|r| (r.rank, &r.collectives)).collect();
     let collectives = collectives::analyze(&pairs);
-    let (straggler, verdict) = judge_with(&ranks, &collectives);
+    let (straggler, verdict) = judge_with(&ranks, &collectives, opts.straggler_threshold);
     Ok(Summary { ranks, straggler, verdict, warnings, top: opts.top, collectives })
 }
 
@@ -649,6 +652,13 @@ fn median(mut v: Vec<f64>) -> f64 {
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
+}
+
+/// A fraction as a percentage without needless digits: `0.05` → `5`,
+/// `0.025` → `2.5`.
+fn percent(fraction: f64) -> String {
+    let p = format!("{:.2}", fraction * 100.0);
+    p.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Formats microseconds for people: `812 µs`, `12.3 ms`, `1.23 s`.
@@ -679,8 +689,10 @@ pub(crate) fn method_for(ranks: &[RankSummary]) -> Method {
     }
 }
 
-/// Finds the slow rank among `ranks`; returns it and the one-line verdict.
-pub fn judge(ranks: &[RankSummary]) -> (Option<Straggler>, String) {
+/// Finds the slow rank among `ranks`: the one more than `threshold` (a
+/// fraction, [`STRAGGLER_THRESHOLD`] by default) slower than the others'
+/// median; returns it and the one-line verdict.
+pub fn judge(ranks: &[RankSummary], threshold: f64) -> (Option<Straggler>, String) {
     if ranks.len() < 2 {
         let line = match ranks.first() {
             Some(r) => match r.step_mean_us {
@@ -717,12 +729,12 @@ pub fn judge(ranks: &[RankSummary]) -> (Option<Straggler>, String) {
         Method::StepTime => "mean step time",
         Method::BusyTime => "busy time (no step markers)",
     };
-    if excess < STRAGGLER_THRESHOLD {
+    if excess < threshold {
         let line = format!(
-            "No straggler: {what} is within {:.1}% across {} ranks (threshold {:.0}%).",
+            "No straggler: {what} is within {:.1}% across {} ranks (threshold {}%).",
             excess.max(0.0) * 100.0,
             ranks.len(),
-            STRAGGLER_THRESHOLD * 100.0
+            percent(threshold)
         );
         return (None, line);
     }
@@ -784,10 +796,14 @@ pub fn judge(ranks: &[RankSummary]) -> (Option<Straggler>, String) {
 /// Like [`judge`], but when collectives were matched across ranks the slow
 /// rank is the one that caused the most wait at them (arrived last, by how
 /// much), named when its wait caused per step exceeds the other ranks'
-/// median by [`STRAGGLER_THRESHOLD`] of a step.
-pub fn judge_with(ranks: &[RankSummary], c: &Collectives) -> (Option<Straggler>, String) {
+/// median by `threshold` of a step ([`STRAGGLER_THRESHOLD`] by default).
+pub fn judge_with(
+    ranks: &[RankSummary],
+    c: &Collectives,
+    threshold: f64,
+) -> (Option<Straggler>, String) {
     if ranks.len() < 2 || c.matched == 0 {
-        return judge(ranks);
+        return judge(ranks, threshold);
     }
     let per = |i: usize| ranks[i].per();
     let figs: Vec<f64> =
@@ -805,15 +821,15 @@ pub fn judge_with(ranks: &[RankSummary], c: &Collectives) -> (Option<Straggler>,
     let excess = if scale > 0.0 { (value - others) / scale } else { 0.0 };
     let s = &ranks[slow];
     let unit = if s.steps.is_empty() { "" } else { " per step" };
-    if excess < STRAGGLER_THRESHOLD {
+    if excess < threshold {
         let line = format!(
-            "No straggler: the most wait any rank caused at the {} matched collectives is {}{unit} (rank {}), {:.1}% of a step ({}) more than the other ranks (threshold {:.0}%).",
+            "No straggler: the most wait any rank caused at the {} matched collectives is {}{unit} (rank {}), {:.1}% of a step ({}) more than the other ranks (threshold {}%).",
             c.matched,
             fmt_us(value),
             s.rank,
             excess.max(0.0) * 100.0,
             fmt_us(scale),
-            STRAGGLER_THRESHOLD * 100.0
+            percent(threshold)
         );
         return (None, line);
     }

@@ -19,7 +19,7 @@ use std::process::ExitCode;
 #[command(name = "ranktune", version, about, long_about = None)]
 struct Cli {
     /// More log output (-v info, -vv debug). `RANKTUNE_LOG` sets a filter directly.
-    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, display_order = 1000)]
     verbose: u8,
 
     #[command(subcommand)]
@@ -30,12 +30,15 @@ struct Cli {
 enum Command {
     /// Tune the built-in CPU kernels into the shared cache (the main job).
     #[command(after_help = "Examples:
-  ranktune tune --ranks 2                          # 2 local ranks into ./ranktune-cache.json
-  ranktune tune --quick --ops gemm --max-tokens 64 # a few seconds
+  ranktune tune --ranks 2                 # 2 local ranks into ./ranktune-cache.json
+  ranktune tune --quick --ops gemm        # small shapes: a few seconds
   mpirun -n 4 ranktune tune --cache /shared/tune.json --trace traces/
   ranktune tune --ranks 4 --strategy merge --json
-  ranktune tune --ranks 2 --quick --model examples/models/smollm2-135m.json   # a real model's GEMMs
-  ranktune tune --model examples/models/mixtral-8x7b.json --tp 8      # split as 8 TP ranks hold it")]
+
+  # A real model's GEMMs; --quick stops at 64 tokens (about 30 s for SmolLM2
+  # on one rank), without it every bucket up to 1024 tokens is tuned:
+  ranktune tune --quick --model examples/models/smollm2-135m.json
+  ranktune tune --quick --model examples/models/mixtral-8x7b.json --tp 8")]
     Tune(tune::TuneArgs),
     /// Inspect, check, compare, merge, prune, import and export tuning caches.
     #[command(subcommand)]

@@ -11,14 +11,15 @@ use std::process::ExitCode;
 pub enum TraceCommand {
     /// Merge per-rank traces onto one timeline (one process group per rank).
     #[command(after_help = "Examples:
-  ranktune trace merge traces/ -o merged.json          # open in https://ui.perfetto.dev
-  ranktune trace merge traces/ -o merged.pftrace       # Perfetto's own format: smaller, opens multi-GB jobs
+  ranktune trace merge traces/ -o merged.json     # open in https://ui.perfetto.dev
+  ranktune trace merge traces/ -o merged.pftrace  # Perfetto's format: multi-GB jobs
   ranktune trace merge traces/ -o merged.json.gz --align first-step")]
     Merge(MergeArgs),
     /// Per-rank step times and top spans, and which rank is slow and where.
     #[command(after_help = "Examples:
-  ranktune trace summary traces/                       # per-rank steps and the straggler
-  ranktune trace summary traces/ --html report.html    # with charts
+  ranktune trace summary traces/                # per-rank steps and the straggler
+  ranktune trace summary traces/ --html r.html  # with charts
+  ranktune trace summary traces/ --straggler-threshold 10
   ranktune trace summary traces/ --json")]
     Summary(SummaryArgs),
 }
@@ -85,6 +86,24 @@ pub struct SummaryArgs {
     /// Spans listed per rank.
     #[arg(long, default_value_t = 10)]
     top: usize,
+    /// How much slower than the other ranks, in percent, a rank must be to
+    /// be named a straggler (by the wait it caused at collectives, as a share
+    /// of a step; else by time outside collectives, step or busy time).
+    #[arg(long, value_name = "PERCENT", default_value = "5", value_parser = parse_percent)]
+    straggler_threshold: f64,
+}
+
+/// A percentage above 0 and at most 1000, returned as a fraction.
+fn parse_percent(s: &str) -> Result<f64, String> {
+    let p: f64 = s
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number: give a percentage such as 5 or 2.5"))?;
+    if !(p > 0.0 && p <= 1000.0) {
+        return Err(format!("{s}% is out of range: give a percentage above 0 and at most 1000"));
+    }
+    Ok(p / 100.0)
 }
 
 /// An input that names nothing on disk may be the path template a job was
@@ -177,7 +196,11 @@ pub fn run(cmd: TraceCommand) -> anyhow::Result<ExitCode> {
             let res = resolve(&a.input)?;
             let s = analyze::summarize(
                 &res.inputs,
-                &analyze::SummaryOptions { top: a.top, jobs: a.input.jobs() },
+                &analyze::SummaryOptions {
+                    top: a.top,
+                    jobs: a.input.jobs(),
+                    straggler_threshold: a.straggler_threshold,
+                },
             )
             .context("summarizing the traces")?;
             for w in &s.warnings {

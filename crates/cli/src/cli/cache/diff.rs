@@ -23,9 +23,9 @@ or with a time change above --time-threshold; with --all, no evidence change eit
 1 when something is, 2 on trouble (a file missing or unreadable, a bad flag).
 
 Examples:
-  ranktune cache diff old.json new.json                      # choices and >10% time changes
-  ranktune cache diff old.json new.json --time-threshold 0   # every time change
-  ranktune cache diff tune.json trtllm-cache.json --json     # JSON for scripts")]
+  ranktune cache diff old.json new.json              # choices, >10% time changes
+  ranktune cache diff old.json new.json --time-threshold 0  # every time change
+  ranktune cache diff tune.json trtllm-cache.json --json    # JSON for scripts")]
 pub struct DiffArgs {
     /// The old cache.
     pub a: PathBuf,

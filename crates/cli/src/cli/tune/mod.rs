@@ -107,7 +107,7 @@ pub struct TuneArgs {
     /// choice, stored once in the `shared` section. Waits are bounded by
     /// RANKTUNE_STRATEGY_TIMEOUT seconds (default 300). [default: parallel
     /// with more than one rank, independent for one]
-    #[arg(long, value_name = "STRATEGY", env = "RANKTUNE_STRATEGY")]
+    #[arg(long, value_name = "STRATEGY", env = "RANKTUNE_STRATEGY", hide_env_values = true)]
     strategy: Option<Strategy>,
     /// This process's rank, overriding the launcher's variables (with
     /// --world-size; for one rank of a job started by hand, or when stale
