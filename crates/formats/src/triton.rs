@@ -3,9 +3,12 @@
 //! Triton writes, for each tuning key of a kernel, one file
 //! `<cache dir>/<hash>/<kernel>.autotune.json` holding one line of
 //! `json.dumps` (default separators, no final newline):
-//! `{"key": [<str() of each key argument's value, then of each tensor
+//! `{"key": [<each key argument's value, then str() of each tensor
 //! argument's dtype>], "configs_timings": [[<Config.__dict__>, <timing>],
-//! …]}`. A config is `{"kwargs": {…}, "num_warps": …, "num_ctas": …,
+//! …]}`. Releases 3.4-3.9 write the key's values raw (ints stay ints);
+//! newer Triton writes `str()` of each; both are read, a value standing for
+//! its `str()` (`true` as `True`, `null` as `None`), and an export writes each value the way
+//! the imported file did. A config is `{"kwargs": {…}, "num_warps": …, "num_ctas": …,
 //! "num_stages": …, "maxnreg": …, "pre_hook": null, "ir_override": …}`; a
 //! timing is what the benchmarker returned for the quantiles `(0.5, 0.2,
 //! 0.8)`, in milliseconds — a list of three floats, `[Infinity, Infinity,
@@ -224,14 +227,17 @@ pub fn import_file(path: &str, bytes: &[u8]) -> Result<Imported, FormatError> {
     let key = match doc.get("key") {
         Some(OValue::Array(items)) if !items.is_empty() => items
             .iter()
-            .map(|v| match v {
-                OValue::Scalar(t) if t.starts_with('"') => serde_json::from_str::<String>(t).ok(),
-                _ => None,
+            .enumerate()
+            .map(|(i, v)| {
+                key_value(v).ok_or_else(|| {
+                    FormatError::Shape(format!(
+                        "\"key\"[{i}] is {}, not a string, number, bool or null (Triton's \
+                         tuning keys hold the values of scalar arguments); fix or remove the file",
+                        ordered::write(v, Layout { indent: None, final_newline: false })
+                    ))
+                })
             })
-            .collect::<Option<Vec<String>>>()
-            .ok_or_else(|| {
-                FormatError::Shape("\"key\" holds a value that is not a string".into())
-            })?,
+            .collect::<Result<Vec<String>, FormatError>>()?,
         Some(OValue::Array(_)) => return Err(FormatError::Shape("\"key\" is empty".into())),
         Some(_) => return Err(FormatError::Shape("\"key\" is not a list".into())),
         None => return Err(FormatError::Shape("no \"key\"".into())),
@@ -299,6 +305,49 @@ pub fn import_file(path: &str, bytes: &[u8]) -> Result<Imported, FormatError> {
     );
     out.data.insert(Section::Rank(0), key, entry);
     Ok(out)
+}
+
+/// One tuning-key value as the string `str()` gives in Python: newer
+/// Triton writes that string; releases 3.4-3.9 write the raw value, so a
+/// number stays as written (`1024`, `0.1`: Python wrote its `repr`, which
+/// is its `str`), `true`/`false`/`null` are `True`/`False`/`None` and the
+/// bare `Infinity`, `-Infinity`, `NaN` are `inf`, `-inf`, `nan`. `None`
+/// for a list or an object.
+fn key_value(v: &OValue) -> Option<String> {
+    let OValue::Scalar(t) = v else { return None };
+    Some(match &**t {
+        t if t.starts_with('"') => serde_json::from_str::<String>(t).ok()?,
+        "true" => "True".into(),
+        "false" => "False".into(),
+        "null" => "None".into(),
+        "Infinity" => "inf".into(),
+        "-Infinity" => "-inf".into(),
+        "NaN" => "nan".into(),
+        t => t.to_string(),
+    })
+}
+
+/// The key a file holds as written, when a recorded file's text has one
+/// that stands for `tuning_key`: each raw (not string) value whose `str()`
+/// is the tuning key's value stays raw, so a file from Triton 3.4-3.9
+/// exports as it was; every other value is its string.
+fn key_as_written(tuning_key: &[String], recorded: Option<&str>) -> Vec<OValue> {
+    let recorded = match recorded.map(parse_python_json) {
+        Some(Ok(OValue::Object(members))) => members.into_iter().find(|(k, _)| k == "key"),
+        _ => None,
+    };
+    let raw = match recorded {
+        Some((_, OValue::Array(items))) if items.len() == tuning_key.len() => items,
+        _ => Vec::new(),
+    };
+    tuning_key
+        .iter()
+        .enumerate()
+        .map(|(i, k)| match raw.get(i) {
+            Some(v) if key_value(v).as_ref() == Some(k) => v.clone(),
+            _ => OValue::string(k),
+        })
+        .collect()
 }
 
 /// `a < b` as Python compares two lists of floats.
@@ -523,6 +572,7 @@ fn ms_of(us: f64) -> f64 {
 /// config and timing the recorded file (`recorded`, its text) holds gets
 /// that timing as the file wrote it, numbers and all.
 fn write_file(tuning_key: &[String], entry: &Entry, recorded: Option<&str>) -> String {
+    let recorded_text = recorded;
     let recorded = recorded_timings(recorded);
     let config = |tactic: &Value| {
         let Value::Object(map) = tactic else { return OValue::from_value(tactic) };
@@ -562,7 +612,7 @@ fn write_file(tuning_key: &[String], entry: &Entry, recorded: Option<&str>) -> S
             .collect()
     };
     let doc = OValue::Object(vec![
-        ("key".into(), OValue::Array(tuning_key.iter().map(|k| OValue::string(k)).collect())),
+        ("key".into(), OValue::Array(key_as_written(tuning_key, recorded_text))),
         ("configs_timings".into(), OValue::Array(pairs)),
     ]);
     ordered::write(&doc, Layout { indent: None, final_newline: false })
@@ -773,6 +823,28 @@ mod tests {
         assert!(parse_python_json("[Infinityx]").is_err());
         assert!(lexically_less(&[1.0, 5.0], &[1.0, 6.0]));
         assert!(!lexically_less(&[1.0, 5.0], &[1.0, 5.0]));
+    }
+
+    #[test]
+    fn raw_key_values_read_as_python_str() {
+        let v = parse_python_json(
+            "[4096, 0.1, true, false, null, Infinity, -Infinity, NaN, \"x\", 1e-05, [1], {}]",
+        )
+        .unwrap();
+        let OValue::Array(items) = v else { panic!() };
+        let read: Vec<Option<String>> = items.iter().map(key_value).collect();
+        let want = ["4096", "0.1", "True", "False", "None", "inf", "-inf", "nan", "x", "1e-05"];
+        let want: Vec<Option<String>> =
+            want.iter().map(|s| Some(s.to_string())).chain([None, None]).collect();
+        assert_eq!(read, want);
+        let key: Vec<String> = ["4096", "x", "7"].iter().map(|s| s.to_string()).collect();
+        let written = key_as_written(&key, Some("{\"key\": [4096, \"x\", \"7\"]}"));
+        assert_eq!(written, [OValue::scalar("4096"), OValue::string("x"), OValue::string("7")]);
+        // A recorded key of another length, or none: every value a string.
+        for recorded in [Some("{\"key\": [4096]}"), None, Some("not json")] {
+            let written = key_as_written(&key, recorded);
+            assert!(written.iter().all(|v| matches!(v, OValue::Scalar(t) if t.starts_with('"'))));
+        }
     }
 
     #[test]
