@@ -45,11 +45,15 @@ impl RankChoice {
     }
 }
 
-/// One problem [`check`] found. `Display` is the line `cache check` prints.
+/// One finding of [`check`]. `Display` is the line `cache check` prints.
+/// Not every finding is a defect: entries measured on another machine (an
+/// imported TensorRT-LLM file, a cache tuned on the GPU nodes) are a fact
+/// about the file, see [`Problem::is_defect`].
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Problem {
-    /// Entries of one section measured in another environment than this one.
+    /// Entries of one section measured in another environment than this
+    /// one: kept, and used where that environment runs, not here.
     Stale {
         /// The section.
         section: Section,
@@ -71,6 +75,19 @@ pub enum Problem {
         /// Each distinct choice and the sections that made it (at least two).
         choices: Vec<(RankChoice, Vec<Section>)>,
     },
+}
+
+impl Problem {
+    /// Whether this finding is something wrong with the cache (ranks that
+    /// disagree), rather than a fact to report (entries measured elsewhere,
+    /// which that machine uses and this one retunes). `cache check` exits 1
+    /// only for defects.
+    pub fn is_defect(&self) -> bool {
+        match self {
+            Problem::Stale { .. } => false,
+            Problem::Divergent { .. } => true,
+        }
+    }
 }
 
 /// At most this many characters of a tactic in a problem's line.
@@ -98,8 +115,9 @@ impl fmt::Display for Problem {
         match self {
             Problem::Stale { section, env, described, current, count } => write!(
                 f,
-                "stale: {section}: {count} entries measured under environment {env} ({described}), \
-                 not this machine's {current}; they are not used (remove them with `ranktune cache prune`)"
+                "measured elsewhere: {section}: {count} entries of environment {env} ({described}), \
+                 not this machine's {current}; kept for that environment, not used here \
+                 (`ranktune cache prune` would delete these {count} entries)"
             ),
             Problem::Divergent { op, bucket, choices } => {
                 write!(f, "ranks disagree on {op} {}: ", crate::bucket_label(bucket))?;

@@ -70,13 +70,57 @@ impl Identity {
         format!("{:016x}", fnv1a64(canonical.as_bytes()))
     }
 
-    /// One line for people: `ranktune 0.1.0, cpu "Model", x86_64+avx2, 8 cores`.
+    /// One line for people: `ranktune 0.1.0, cpu "Model", x86_64+avx2, 8
+    /// cores` for ranktune's own measurements; for entries imported from
+    /// another library, which library measured them and on what:
+    /// `measured by TensorRT-LLM 1.2.0rc1 on cuda "NVIDIA H200", 9.0`.
+    ///
+    /// ```
+    /// let mut id = ranktune_cache::Identity::current();
+    /// assert!(id.describe().starts_with("ranktune "));
+    /// id.lib_version = "trtllm-1.2.0rc1".into();
+    /// assert!(id.describe().starts_with("measured by TensorRT-LLM 1.2.0rc1 on "));
+    /// ```
     pub fn describe(&self) -> String {
-        format!(
-            "ranktune {}, {} \"{}\", {}, {} cores",
-            self.lib_version, self.device_kind, self.device_name, self.capability, self.cores
-        )
+        let Some((library, version)) = foreign_library(&self.lib_version) else {
+            return format!(
+                "ranktune {}, {} \"{}\", {}, {} cores",
+                self.lib_version, self.device_kind, self.device_name, self.capability, self.cores
+            );
+        };
+        let mut line = format!("measured by {library}");
+        if !version.is_empty() && version != "unknown" {
+            line.push(' ');
+            line.push_str(version);
+        }
+        line.push_str(&format!(" on {} \"{}\"", self.device_kind, self.device_name));
+        if !self.capability.is_empty() && self.capability != "unknown" {
+            line.push_str(", ");
+            line.push_str(&self.capability);
+        }
+        if self.cores > 0 {
+            line.push_str(&format!(", {} cores", self.cores));
+        }
+        line
     }
+}
+
+/// The libraries whose files ranktune imports, by the `lib_version` their
+/// importers (crate `ranktune-formats`) give the entries' identities: a
+/// prefix followed by the library's version, or the whole value.
+const FOREIGN_LIBRARIES: &[(&str, &str)] = &[
+    ("trtllm-", "TensorRT-LLM"),
+    ("flashinfer-", "FlashInfer"),
+    ("vllm-moe-triton-", "a vLLM/SGLang fused-MoE config, Triton"),
+    ("triton", "Triton"),
+];
+
+/// The library that measured entries of this `lib_version`, and its
+/// version, when it is not ranktune.
+pub fn foreign_library(lib_version: &str) -> Option<(&'static str, &str)> {
+    FOREIGN_LIBRARIES
+        .iter()
+        .find_map(|(prefix, name)| lib_version.strip_prefix(prefix).map(|v| (*name, v)))
 }
 
 /// True when `entry` was measured under another environment than

@@ -86,7 +86,7 @@ pub use file::{
     check_parent_dir, lock_timeout_from_env, read_cache_bytes, read_cache_file, write_cache_file,
     FileStore, DEFAULT_LOCK_TIMEOUT, LOCK_TIMEOUT_ENV, MAX_UNLOCKED_SPOOLS,
 };
-pub use identity::is_stale;
+pub use identity::{foreign_library, is_stale};
 pub use label::{bucket_label, bucket_size, tactic_label};
 pub use limit::{max_file_bytes, DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV};
 pub use listing::entry_listing;

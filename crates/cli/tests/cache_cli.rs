@@ -96,7 +96,7 @@ fn check_reports_one_line_per_problem() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
     assert!(
-        lines[0].starts_with("stale: rank_2: 1 entries") && lines[0].contains(&other),
+        lines[0].starts_with("measured elsewhere: rank_2: 1 entries") && lines[0].contains(&other),
         "{text}"
     );
     assert!(lines[1].starts_with("ranks disagree on gemm 128x64:"), "{text}");

@@ -87,4 +87,19 @@ mod tests {
         let w: Vec<&str> = writable().map(|f| f.name()).collect();
         assert_eq!(w, ["triton", "vllm-moe", "trtllm", "flashinfer"]);
     }
+
+    /// Every importer's identities say which library measured the entries
+    /// (`Identity::describe`), not a ranktune version.
+    #[test]
+    fn every_imported_identity_names_its_library() {
+        for (lib_version, name) in [
+            (format!("{}1.2.0rc1", trtllm::LIB_VERSION_PREFIX), "TensorRT-LLM"),
+            (format!("{}0.7.4", flashinfer::LIB_VERSION_PREFIX), "FlashInfer"),
+            (format!("{}3.9.0", vllm_moe::LIB_VERSION_PREFIX), "vLLM/SGLang"),
+            (triton::LIB_VERSION.to_string(), "Triton"),
+        ] {
+            let found = ranktune_cache::foreign_library(&lib_version);
+            assert!(found.is_some_and(|(lib, _)| lib.contains(name)), "{lib_version}: {found:?}");
+        }
+    }
 }

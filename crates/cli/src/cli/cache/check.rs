@@ -1,7 +1,8 @@
 //! `ranktune cache check FILE`: is this cache healthy? Exit 0 when it is;
 //! otherwise exit 1 with one line per problem: the file does not parse,
-//! bad entries, stale entries, ranks that would run different code for the
-//! same op and bucket. Read-only. What counts as a problem is
+//! bad entries, ranks that would run different code for the same op and
+//! bucket. Entries measured in another environment are listed too, but
+//! they are not a defect (exit 0 when they are all there is). Read-only. What counts as a problem is
 //! `ranktune_cache::check`'s; this module only reads the file and prints.
 
 use super::common::{exists, is_empty_file, location, open_store};
@@ -34,13 +35,30 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             }
             lines.extend(loaded.warnings.iter().cloned());
             let current = Identity::current().digest();
-            lines.extend(
-                ranktune_cache::check(&loaded.data, &current).iter().map(|p| p.to_string()),
-            );
+            let (defects, elsewhere): (Vec<_>, Vec<_>) =
+                ranktune_cache::check(&loaded.data, &current)
+                    .into_iter()
+                    .partition(|p| p.is_defect());
+            lines.extend(defects.iter().map(|p| p.to_string()));
+            for p in &elsewhere {
+                println!("{p}");
+            }
             if lines.is_empty() {
                 let sections: std::collections::BTreeSet<_> = loaded.data.sections.keys().collect();
+                let others: usize = elsewhere
+                    .iter()
+                    .map(|p| match p {
+                        ranktune_cache::Problem::Stale { count, .. } => *count,
+                        _ => 0,
+                    })
+                    .sum();
+                let note = if others > 0 {
+                    format!("; {others} of them measured elsewhere, not used here")
+                } else {
+                    String::new()
+                };
                 println!(
-                    "{loc}: healthy ({} entries in {} section(s))",
+                    "{loc}: healthy ({} entries in {} section(s){note})",
                     loaded.data.len(),
                     sections.len()
                 );
