@@ -112,3 +112,48 @@ fn trace_summary_names_the_threshold_and_takes_another() {
         assert!(err.contains("percentage"), "{bad}: {err}");
     }
 }
+
+/// The straggler verdict reads at a glance: a short headline, then one
+/// figure per line, no line longer than a terminal.
+#[test]
+fn the_straggler_verdict_is_a_headline_and_a_table() {
+    let dir = tempfile::tempdir().unwrap();
+    for (collectives, shape, headline) in [
+        (true, Shape::Kineto, "Straggler: rank 2 made the others wait at collectives."),
+        (false, Shape::Ranktune, "Straggler: rank 2 has the longest steps."),
+    ] {
+        let job = dir.path().join(format!("job-{collectives}"));
+        std::fs::create_dir(&job).unwrap();
+        let spec = JobSpec {
+            ranks: 4,
+            steps: 6,
+            straggler: Some((2, 0.6)),
+            collectives,
+            shape,
+            ..JobSpec::default()
+        };
+        synth::write_job(&spec, &job).unwrap();
+        let out = ranktune().args(["trace", "summary"]).arg(&job).run();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let text = String::from_utf8(out.stdout).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some(headline), "{text}");
+        let facts: Vec<&str> = lines.by_ref().take_while(|l| !l.is_empty()).collect();
+        assert!(facts.len() >= 2, "{text}");
+        for f in &facts {
+            assert!(f.starts_with("  ") && f.chars().count() <= 100, "{f:?}\n{text}");
+        }
+        // The values start in one column.
+        let col = |l: &str| {
+            l[2..].find("  ").map(|i| i + 2 + l[2 + i..].len() - l[2 + i..].trim_start().len())
+        };
+        let cols: Vec<_> = facts.iter().map(|f| col(f)).collect();
+        assert!(cols.windows(2).all(|w| w[0] == w[1]), "{cols:?}\n{text}");
+        if collectives {
+            assert!(
+                facts.iter().any(|f| f.contains("arrived last") && f.contains("of 6 matched")),
+                "{text}"
+            );
+        }
+    }
+}

@@ -171,8 +171,14 @@ impl Method {
 pub struct Straggler {
     /// The rank.
     pub rank: u32,
-    /// One human-readable sentence.
+    /// One human-readable sentence (the JSON `reason`).
     pub reason: String,
+    /// The same at a glance: a short headline (`rank 3 made the others wait
+    /// at collectives`) ...
+    pub headline: String,
+    /// ... and the figures behind it, one `(what, value)` per line, as
+    /// `trace summary` prints them under the headline.
+    pub facts: Vec<(String, String)>,
     /// How it was found.
     pub method: Method,
     /// Its figure (per step where there are steps), µs.
@@ -740,6 +746,24 @@ pub fn judge(ranks: &[RankSummary], threshold: f64) -> (Option<Straggler>, Strin
     }
     let s = &ranks[slow];
     let span = extra_span(ranks, slow);
+    let (headline, figure_name) = match method {
+        Method::OutsideCollectives | Method::WaitCaused => {
+            (format!("rank {} is slow outside collectives", s.rank), "outside collectives per step")
+        }
+        Method::StepTime => (format!("rank {} has the longest steps", s.rank), "mean step"),
+        Method::BusyTime => {
+            (format!("rank {} is the busiest (no step markers)", s.rank), "busy time")
+        }
+    };
+    let mut facts = vec![(
+        figure_name.to_string(),
+        format!(
+            "{} vs {} on the other ranks (+{:.0}%)",
+            fmt_us(value),
+            fmt_us(others),
+            excess * 100.0
+        ),
+    )];
     let mut reason = match method {
         Method::OutsideCollectives | Method::WaitCaused => {
             let waits: Vec<f64> = ranks
@@ -748,6 +772,14 @@ pub fn judge(ranks: &[RankSummary], threshold: f64) -> (Option<Straggler>, Strin
                 .filter(|(i, _)| *i != slow)
                 .map(|(_, r)| r.collective_us / r.per())
                 .collect();
+            facts.push((
+                "its wait in collectives per step".into(),
+                format!(
+                    "{} while the others wait {} for it",
+                    fmt_us(s.collective_us / s.per()),
+                    fmt_us(median(waits.clone()))
+                ),
+            ));
             format!(
                 "rank {} is slow: {} per step outside collectives vs {} on the other ranks (+{:.0}%); it waits {} per step in collectives while the others wait {} for it",
                 s.rank,
@@ -776,12 +808,15 @@ pub fn judge(ranks: &[RankSummary], threshold: f64) -> (Option<Straggler>, Strin
     if let Some((name, delta)) = &span {
         let unit = if s.steps.is_empty() { "" } else { " per step" };
         reason.push_str(&format!("; the extra time goes to `{name}` (+{}{unit})", fmt_us(*delta)));
+        facts.push(("extra time goes to".into(), format!("`{name}` (+{}{unit})", fmt_us(*delta))));
     }
     let line = format!("Straggler: {reason}.");
     (
         Some(Straggler {
             rank: s.rank,
             reason,
+            headline,
+            facts,
             method,
             value_us: value,
             others_us: others,
@@ -835,18 +870,44 @@ pub fn judge_with(
     }
     let b = &c.per_rank[slow];
     let total = c.total_caused_us();
+    let share = if total > 0.0 { b.wait_caused_us / total * 100.0 } else { 0.0 };
+    let headline = format!("rank {} made the others wait at collectives", s.rank);
+    let mut facts = vec![
+        (
+            format!("wait caused{unit}"),
+            format!("{} vs {} on the other ranks", fmt_us(value), fmt_us(others)),
+        ),
+        (
+            "wait caused in all".to_string(),
+            format!("{} ({share:.0}% of the wait any rank caused)", fmt_us(b.wait_caused_us)),
+        ),
+        (
+            "arrived last".to_string(),
+            format!("at {} of {} matched collectives", b.last_count, c.matched),
+        ),
+    ];
     let mut reason = format!(
         "rank {} made the others wait: {} of wait caused{unit} at collectives vs {} on the other ranks ({} in all, {:.0}% of the wait caused by any rank; last at {} of {} matched collectives)",
         s.rank,
         fmt_us(value),
         fmt_us(others),
         fmt_us(b.wait_caused_us),
-        if total > 0.0 { b.wait_caused_us / total * 100.0 } else { 0.0 },
+        share,
         b.last_count,
         c.matched
     );
     let culprit = c.culprits.iter().find(|k| k.rank == s.rank).cloned();
     if let Some(k) = &culprit {
+        facts.push((
+            "most at".into(),
+            format!(
+                "`{}`{}: {} of wait over {} times last",
+                k.name,
+                k.group.as_ref().map_or(String::new(), |g| format!(" in group {g}")),
+                fmt_us(k.caused_us),
+                k.count
+            ),
+        ));
         reason.push_str(&format!(
             "; most at `{}`{} ({} of wait over {} times last)",
             k.name,
@@ -855,6 +916,10 @@ pub fn judge_with(
             k.count
         ));
         if let Some((name, extra)) = &k.span {
+            facts.push((
+                "after".into(),
+                format!("`{name}` (+{} vs the span before it on the others)", fmt_us(*extra)),
+            ));
             reason.push_str(&format!(
                 ", after `{name}` (+{} vs the span before it on the other ranks)",
                 fmt_us(*extra)
@@ -862,6 +927,15 @@ pub fn judge_with(
         }
     }
     if let Some(often) = c.most_often_last().filter(|o| o.rank != s.rank) {
+        facts.push((
+            "last more often".into(),
+            format!(
+                "rank {} ({} times), but it caused only {}",
+                often.rank,
+                often.last_count,
+                fmt_us(often.wait_caused_us)
+            ),
+        ));
         reason.push_str(&format!(
             "; rank {} arrived last more often ({} times) but caused only {}",
             often.rank,
@@ -876,6 +950,14 @@ pub fn judge_with(
         .filter(|(i, _)| *i != slow)
         .map(|(i, r)| r.wait_suffered_us / per(i))
         .collect();
+    facts.push((
+        format!("its own wait{unit}"),
+        format!(
+            "{} while the others wait {} for it",
+            fmt_us(b.wait_suffered_us / per(slow)),
+            fmt_us(median(suffered.clone()))
+        ),
+    ));
     reason.push_str(&format!(
         "; it waits {}{unit} in collectives while the others wait {} for it",
         fmt_us(b.wait_suffered_us / per(slow)),
@@ -887,6 +969,8 @@ pub fn judge_with(
         Some(Straggler {
             rank: s.rank,
             reason,
+            headline,
+            facts,
             method: Method::WaitCaused,
             value_us: value,
             others_us: others,
@@ -989,8 +1073,22 @@ impl Summary {
     /// The report for people: the verdict first, details below.
     pub fn to_text(&self) -> String {
         let mut o = String::new();
-        o.push_str(&self.verdict);
-        o.push_str("\n\n");
+        match &self.straggler {
+            // A headline, then its figures one per line.
+            Some(st) => {
+                o.push_str(&format!("Straggler: {}.\n", st.headline));
+                let width = st.facts.iter().map(|(k, _)| k.chars().count()).max().unwrap_or(0);
+                for (k, v) in &st.facts {
+                    let pad = width - k.chars().count();
+                    o.push_str(&format!("  {k}{:pad$}  {v}\n", ""));
+                }
+                o.push('\n');
+            }
+            None => {
+                o.push_str(&self.verdict);
+                o.push_str("\n\n");
+            }
+        }
         o.push_str(&format!(
             "{:>5} {:>6} {:>10} {:>10} {:>10} {:>10} {:>13} {:>12}  file\n",
             "rank", "steps", "mean", "median", "p90", "busy", "collectives", "outside"
