@@ -36,8 +36,11 @@ class Tensor:
         self.dtype = Dtype(dtype)
 
 
-def main(out_dir):
-    cache_dir = tempfile.mkdtemp(prefix="triton-fixtures-")
+def setup(cache_dir):
+    """Triton's real autotuner over two real kernels, caching in `cache_dir`,
+    with the GPU parts stood in. Returns `(plan, calls)`: `plan` is the list
+    of timings the stand-in benchmark hands out (None raises OutOfResources),
+    `calls` the tuned calls as `(timings, tuned_kernel, args)`."""
     os.environ["TRITON_CACHE_DIR"] = cache_dir
     import triton
     import triton.language as tl
@@ -112,20 +115,25 @@ def main(out_dir):
         ([[3e-05, 2.5e-05, 3.5e-05], [1.0, 1.0, 1.0], [3e-05, 2.4e-05, 9.9e-05]], 1, 7, 65536,
          "gelu,tanh", (f32, f32, f32)),
     ]
-    for timings, m, n, k, act, (a, b, c) in runs:
-        plan[:] = timings
-        tuned_mm.cache.clear()
-        tuned_mm.run(a, b, c, m, n, k, act)
-        assert not plan
+    calls = [(timings, tuned_mm, (a, b, c, m, n, k, act)) for timings, m, n, k, act, (a, b, c) in runs]
 
     scale_configs = [triton.Config({"BLOCK": 256}, num_warps=2), triton.Config({"BLOCK": 1024}, num_warps=4)]
     tuned_scale = triton.autotune(configs=scale_configs, key=["n", "scale", "EVEN"], do_bench=do_bench,
                                   cache_results=True)(scale_kernel)
     for timings, n, scale, even in [([0.25, 0.125], 4096, 1.5, True), ([[0.5, 0.4, 0.6], [0.5, 0.4, 0.6]], 3, 0.1, False)]:
+        calls.append((timings, tuned_scale, (Tensor("torch.float16"), n, scale, even)))
+    return plan, calls
+
+
+def main(out_dir):
+    cache_dir = tempfile.mkdtemp(prefix="triton-fixtures-")
+    plan, calls = setup(cache_dir)
+    for timings, tuned, args in calls:
         plan[:] = timings
-        tuned_scale.cache.clear()
-        tuned_scale.run(Tensor("torch.float16"), n, scale, even)
+        tuned.cache.clear()
+        tuned.run(*args)
         assert not plan
+    import triton
 
     if os.path.exists(out_dir):
         shutil.rmtree(out_dir)
