@@ -34,6 +34,22 @@ pub fn child_test_args(name: &str, ignored: bool) -> Vec<String> {
     args
 }
 
+/// The name libtest gives the test `name` declared in the module whose
+/// `module_path!()` is `module_path`: the path without the crate, so a test
+/// in a module of a grouped test binary (`tests/cache/main.rs` with `mod
+/// cache_processes;`) is `cache_processes::child`.
+///
+/// ```
+/// assert_eq!(ranktune_testkit::test_path("cache::cache_processes", "child"), "cache_processes::child");
+/// assert_eq!(ranktune_testkit::test_path("trace_process", "child"), "child");
+/// ```
+pub fn test_path(module_path: &str, name: &str) -> String {
+    match module_path.split_once("::") {
+        Some((_, rest)) => format!("{rest}::{name}"),
+        None => name.to_string(),
+    }
+}
+
 /// A command that re-runs the current test binary with exactly the test
 /// `name` (see [`child_test_args`]). The caller adds the variables that
 /// tell the child what to do, and the child's stdio.

@@ -58,7 +58,7 @@ pub mod redis;
 pub mod synth;
 mod wait;
 
-pub use child::{child_test, child_test_args, child_var, child_var_parsed, test_binary};
+pub use child::{child_test, child_test_args, child_var, child_var_parsed, test_binary, test_path};
 pub use cli::{Cli, Output, Running, DEFAULT_LIMIT};
 pub use files::{file_names, remove_spools};
 pub use job::{await_kill, write_result, JobSpec, RankJob, LAUNCHER_VARS};

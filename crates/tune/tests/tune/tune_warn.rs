@@ -1,6 +1,6 @@
 //! A miss outside tuning warns once per (op, bucket), and a hit logs nothing.
 
-mod tune_support;
+use crate::tune_support;
 
 use std::io::Write;
 use std::sync::atomic::AtomicU64;

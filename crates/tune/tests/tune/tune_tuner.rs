@@ -1,7 +1,7 @@
 //! choose_one: hits, misses, fallbacks, tuning, ties, failures, stale
 //! entries, and the session's save on every way out.
 
-mod tune_support;
+use crate::tune_support;
 
 use ranktune_cache::MemoryStore;
 use ranktune_cache::{CacheData, Section, Store};

@@ -15,7 +15,7 @@ use ranktune_cache::{
 };
 use ranktune_testkit::cache_fixtures::{self as fixtures, tiled_entry as entry};
 use ranktune_testkit::redis::RedisServer;
-use ranktune_testkit::{child_test, child_var, child_var_parsed, kill, LineReader};
+use ranktune_testkit::{child_test, child_var, child_var_parsed, kill, test_path, LineReader};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
@@ -61,7 +61,7 @@ fn batch(rank: u32, save: u64, n: u64) -> CacheData {
 }
 
 fn spawn_child(mode: &str, url: &str, extra: &[(&str, String)]) -> Child {
-    let mut cmd = child_test("child", false);
+    let mut cmd = child_test(&test_path(module_path!(), "child"), false);
     cmd.env(CHILD_ENV, mode).env("CHILD_URL", url).envs(extra.iter().map(|(k, v)| (k, v)));
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap()
 }

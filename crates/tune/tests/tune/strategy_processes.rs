@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use ranktune_cache::Stats;
 use ranktune_collective as collective;
 use ranktune_core::rank::{RankInfo, RankOverrides};
-use ranktune_testkit::{await_kill, child_var, write_result, JobSpec, RankJob};
+use ranktune_testkit::{await_kill, child_var, test_path, write_result, JobSpec, RankJob};
 use ranktune_tune::strategy::{timeout_from_env, BucketCtx, Coordinator, Measured, Strategy};
 use serde_json::{json, Value};
 
@@ -133,7 +133,7 @@ fn spawn_job(
     out: &Path,
     vars: &[(&str, &str)],
 ) -> RankJob {
-    let test = "strategy_child";
+    let test = &test_path(module_path!(), "strategy_child");
     match meet {
         Meet::Dir => JobSpec { test, world, job_id, dir, out, vars, limit: JOB_LIMIT }.start(),
         Meet::Redis(url) => {

@@ -1,6 +1,6 @@
 //! Bucket generation and mapping, the clamp, constraints and profiles.
 
-mod tune_support;
+use crate::tune_support;
 
 use proptest::prelude::*;
 use ranktune_tune::*;

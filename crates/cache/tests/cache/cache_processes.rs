@@ -7,7 +7,7 @@
 
 use ranktune_cache::{read_cache_file, CacheData, EntryKey, FileStore, Section, Store};
 use ranktune_testkit::cache_fixtures::{self as fixtures, tiled_entry as entry};
-use ranktune_testkit::{child_test, child_var_parsed, file_names, kill, LineReader};
+use ranktune_testkit::{child_test, child_var_parsed, file_names, kill, test_path, LineReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
@@ -30,7 +30,7 @@ fn batch(rank: u32, round: u64, save: u64, n: u64) -> CacheData {
 }
 
 fn spawn_child(mode: &str, cache: &Path, extra: &[(&str, String)]) -> Child {
-    let mut cmd = child_test("child", false);
+    let mut cmd = child_test(&test_path(module_path!(), "child"), false);
     cmd.env(CHILD_ENV, mode).env("CHILD_CACHE", cache).envs(extra.iter().map(|(k, v)| (k, v)));
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap()
 }

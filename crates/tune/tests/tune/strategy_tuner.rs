@@ -2,7 +2,7 @@
 //! tuner, virtual clock and rank-dependent costs, talking through an
 //! in-process collective group.
 
-mod tune_support;
+use crate::tune_support;
 
 use ranktune_cache::MemoryStore;
 use ranktune_cache::{CacheData, Entry, EntryKey, Section, Store};

@@ -1,0 +1,22 @@
+//! The integration tests of `ranktune`, one module per topic, linked into one test
+//! binary: one link instead of one per file (a fresh `cargo test` spends most
+//! of its time linking test binaries).
+
+mod cache_cli;
+mod cache_formats_cli;
+mod cache_interop_cli;
+mod cache_outputs;
+mod cache_races;
+mod cache_redis_cli;
+mod cache_special_files;
+mod cache_without_locks;
+mod check_measured_elsewhere;
+mod e2e_trace;
+mod help_and_thresholds;
+mod strategy_cli;
+mod trace_analyze_badinput;
+mod trace_analyze_merge;
+mod trace_analyze_summary;
+mod trace_runs;
+mod tune_cli;
+mod tune_signals;
