@@ -82,7 +82,7 @@ impl RedisUrl {
             return Err(url_error("it is not a redis:// or rediss:// URL"));
         };
         let rest = &text[text.find("://").map_or(0, |i| i + 3)..];
-        parse_rest(rest, tls)
+        parse_rest(rest, tls).map_err(|e| scrub(e, rest))
     }
 
     /// Whether a password was given in the URL.
@@ -135,6 +135,27 @@ impl fmt::Debug for RedisUrl {
     }
 }
 
+/// `e` with no echo of the user information: when the text holds an `@`
+/// and the reason could quote what lies before it (the user information was
+/// not recognised, or the reason holds part of it), the reason becomes a
+/// fixed sentence that quotes nothing.
+fn scrub(e: RedisError, rest: &str) -> RedisError {
+    let Some(at) = rest.rfind('@') else { return e };
+    let RedisError::Url { reason } = &e else { return e };
+    let secret = &rest[..at];
+    let echoes = split_userinfo(rest).0.is_none()
+        || secret.split(':').skip(1).any(|p| !p.is_empty() && reason.contains(p));
+    if echoes {
+        url_error(
+            "its user information (before the last `@`) or the host part after it is malformed \
+             (expected redis://[user[:password]@]host[:port][/db][?prefix=P]; a password may \
+             also be given in RANKTUNE_REDIS_PASSWORD)",
+        )
+    } else {
+        e
+    }
+}
+
 fn url_error(reason: impl Into<String>) -> RedisError {
     RedisError::Url { reason: reason.into() }
 }
@@ -171,14 +192,23 @@ fn split_userinfo(rest: &str) -> (Option<&str>, &str) {
 /// ```
 pub fn redact_text(text: &str) -> String {
     let Some(start) = text.find("://").map(|i| i + 3) else { return text.to_string() };
-    let (userinfo, after) = split_userinfo(&text[start..]);
+    // Independent of the URL parsing: everything between `://` and the last
+    // `@` is user information, whatever it holds, so a password with `/`,
+    // `?`, `#` or `@` in it is never echoed, even when the URL is refused.
+    let rest = &text[start..];
+    let (userinfo, after) = match rest.rfind('@') {
+        Some(at) => (Some(&rest[..at]), &rest[at + 1..]),
+        None => (None, rest),
+    };
     let mut out = text[..start].to_string();
     if let Some(userinfo) = userinfo {
         match userinfo.split_once(':') {
-            Some((user, _)) => {
+            Some((user, _)) if !user.contains(['/', '?', '#']) => {
                 out.push_str(user);
                 out.push_str(":***");
             }
+            Some(_) => out.push_str("***"),
+            None if userinfo.contains(['/', '?', '#']) => out.push_str("***"),
             None => out.push_str(userinfo),
         }
         out.push('@');
@@ -418,7 +448,9 @@ mod tests {
     #[test]
     fn redaction_of_unparsed_text() {
         assert_eq!(redact_text("redis://u:pw@h:1/0"), "redis://u:***@h:1/0");
-        assert_eq!(redact_text("redis://h:1/0?x=@"), "redis://h:1/0?x=@");
+        assert_eq!(redact_text("redis://h:1/0?x=@"), "redis://h:***@");
+        assert_eq!(redact_text("redis://us/er:longpassword1@h"), "redis://***@h");
+        assert_eq!(redact_text("redis://u:p@ss@h:1/0"), "redis://u:***@h:1/0");
         assert_eq!(redact_text("plain.json"), "plain.json");
         assert_eq!(redact_text("redis://a:b:c@h"), "redis://a:***@h");
         assert_eq!(redact_text("redis://user@h"), "redis://user@h");

@@ -77,7 +77,12 @@ fn cells(row: &Row) -> [String; 10] {
 /// The header and one line per bucket, each column as wide as its widest
 /// cell, two spaces apart, no trailing spaces.
 fn write_buckets(out: &mut String, report: &JobReport) -> fmt::Result {
-    let lines: Vec<[String; 10]> = report.ranks.iter().flat_map(|r| &r.rows).map(cells).collect();
+    let lines: Vec<[String; 10]> = report
+        .ranks
+        .iter()
+        .flat_map(|r| &r.rows)
+        .map(|r| cells(r).map(|c| crate::cli::table::clip(&c, crate::cli::table::MAX_CELL)))
+        .collect();
     let mut widths = HEADER.map(|h| h.chars().count());
     for l in &lines {
         for (w, c) in widths.iter_mut().zip(l) {
@@ -90,7 +95,11 @@ fn write_buckets(out: &mut String, report: &JobReport) -> fmt::Result {
             .iter()
             .zip(widths)
             .skip(skip)
-            .map(|(c, w)| format!("{c:<w$}"))
+            .map(|(c, w)| {
+                // padded by hand: a format width above 65535 panics
+                let pad = w.saturating_sub(c.chars().count());
+                format!("{c}{}", " ".repeat(pad))
+            })
             .collect::<Vec<_>>()
             .join("  ")
             .trim_end()
