@@ -13,6 +13,7 @@ mod cache_without_locks;
 mod check_measured_elsewhere;
 mod e2e_trace;
 mod help_and_thresholds;
+mod hostile_text;
 mod strategy_cli;
 mod trace_analyze_badinput;
 mod trace_analyze_merge;
