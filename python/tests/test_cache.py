@@ -348,3 +348,19 @@ def test_every_format_imports_and_exports_back_to_the_same_bytes(tmp_path, fmt, 
         assert out.read_bytes() == src.read_bytes()
     with pytest.raises(ValueError, match="use one of"):
         cache.export(tmp_path / "x", format="onnx")
+
+
+def test_a_password_with_any_character_is_never_printed():
+    """Issue: `Cache('redis://:pa/ss@…')` echoed the URL whole."""
+    for pw in ["Zq1Xw/Vb9Kp", "Zq2Xw?Vb9Kp", "Zq3Xw#Vb9Kp", "Zq4Xw@Vb9Kp", "/Qr5Tz7Hc%2F"]:
+        for url in (f"redis://:{pw}@127.0.0.1:1/0?prefix=x", f"redis://:{pw}@/0"):
+            texts = []
+            try:
+                c = ranktune.Cache(url)
+                texts += [repr(c), str(c.path)]
+                c.entries()
+            except Exception as e:  # noqa: BLE001 - every error's text is checked
+                texts.append(f"{type(e).__name__}: {e}")
+            for t in texts:
+                for piece in ("Zq", "Vb9Kp", "Qr5Tz7Hc"):
+                    assert piece not in t, f"{pw!r} leaked in {t!r}"

@@ -175,6 +175,12 @@ macro_rules! delegate_collective {
 }
 pub(crate) use delegate_collective;
 
+/// The variable naming the directory where a file-store collective meets,
+/// instead of the cache file's directory. `ranktune tune --ranks N` sets it
+/// to a private per-job directory; a job over several hosts sets it to a
+/// directory they all see.
+pub const COLLECTIVE_DIR_ENV: &str = "RANKTUNE_COLLECTIVE_DIR";
+
 /// Which implementation to use; `RANKTUNE_COLLECTIVE` names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Choice {
@@ -333,6 +339,10 @@ fn pick(
             ),
         }),
         Choice::Auto | Choice::File => {
+            // An explicit meeting place wins over the cache's directory
+            // (`ranktune tune --ranks N` gives its ranks a private one).
+            let explicit = env(COLLECTIVE_DIR_ENV).filter(|d| !d.trim().is_empty());
+            let dir = explicit.as_deref().map_or(dir, Path::new);
             let job = job_for(rank, &env, || dir.display().to_string())?;
             tracing::debug!("collective: file store in {} for job {:?}", dir.display(), job.value);
             Ok(Box::new(FileCollective::new(rank.rank, world, dir, job)?))

@@ -14,6 +14,7 @@ mod check_measured_elsewhere;
 mod e2e_trace;
 mod help_and_thresholds;
 mod hostile_text;
+mod quick_start_tree;
 mod strategy_cli;
 mod trace_analyze_badinput;
 mod trace_analyze_merge;

@@ -6,6 +6,7 @@
 //! It only turns options into a child's command line and reports into the
 //! job's report; starting, reading and waiting are the library's.
 
+use super::meet;
 use super::progress::LaunchBar;
 use super::report::{JobReport, RankReport};
 use super::{max_tokens, rank, shown, strategy_for, OpName, TuneArgs};
@@ -46,6 +47,19 @@ pub(super) fn launch(
         std::env::current_exe().context("finding the ranktune executable to start the ranks")?;
     let mut bar = LaunchBar::new(n);
     let mut launcher = Launcher::new(exe).args(child_args(args, cache, n));
+    // Local ranks meet in a private directory of this job, not beside the
+    // cache (where they would leave `.ranktune-collective/` in the user's
+    // working tree), unless the user chose the meeting place.
+    let meet = match std::env::var_os(ranktune_collective::COLLECTIVE_DIR_ENV)
+        .filter(|v| !v.is_empty())
+        .or_else(|| std::env::var_os("RANKTUNE_COLLECTIVE").filter(|v| !v.is_empty()))
+    {
+        Some(_) => None,
+        None => Some(meet::PrivateDir::create().context("creating the ranks' meeting place")?),
+    };
+    if let Some(dir) = &meet {
+        launcher = launcher.env(ranktune_collective::COLLECTIVE_DIR_ENV, dir.path());
+    }
     // A password given in the URL reaches the ranks through the
     // environment, never through their command lines.
     if let Some(pw) = match cache {

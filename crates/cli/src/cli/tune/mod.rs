@@ -24,6 +24,7 @@
 mod agree;
 mod labels;
 mod launch;
+mod meet;
 mod model;
 mod progress;
 mod rank;
