@@ -153,6 +153,13 @@ fn resolve(args: &InputArgs) -> anyhow::Result<analyze::Resolved> {
 pub fn run(cmd: TraceCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         TraceCommand::Merge(a) => {
+            if analyze::OutputFormat::named(&a.output).is_none() {
+                anyhow::bail!(
+                    "-o {}: the name does not say which format to write; end it in {}",
+                    a.output.display(),
+                    analyze::OutputFormat::EXTENSIONS
+                );
+            }
             let res = resolve(&a.input)?;
             let opts = analyze::MergeOptions {
                 align: match a.align {

@@ -157,3 +157,30 @@ fn the_straggler_verdict_is_a_headline_and_a_table() {
         }
     }
 }
+
+/// A flag that would silently do something else is refused, naming what
+/// it would have done and what to give instead.
+#[test]
+fn flags_that_would_silently_do_something_else_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = ranktune().current_dir(dir.path()).args(["tune", "--max-tokens", "3"]).run();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--max-tokens 3 is not a power of two") && err.contains("give 2 or 4"),
+        "{err}"
+    );
+    assert!(!dir.path().join("ranktune-cache.json").exists(), "nothing tuned");
+
+    let spec = JobSpec { ranks: 2, shape: Shape::Ranktune, ..JobSpec::default() };
+    synth::write_job(&spec, dir.path()).unwrap();
+    let out = ranktune().current_dir(dir.path()).args(["trace", "merge", ".", "-o", "m.txt"]).run();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("-o m.txt") && err.contains(".json, .json.gz, .pftrace"), "{err}");
+    assert!(!dir.path().join("m.txt").exists());
+    for ok in ["m.json", "m.JSON.gz", "m.pftrace"] {
+        let out = ranktune().current_dir(dir.path()).args(["trace", "merge", ".", "-o", ok]).run();
+        assert!(out.status.success(), "{ok}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}

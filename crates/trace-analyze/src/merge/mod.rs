@@ -79,6 +79,33 @@ pub enum OutputFormat {
 }
 
 impl OutputFormat {
+    /// The names an output's file name may end in, for messages.
+    pub const EXTENSIONS: &'static str =
+        ".json, .json.gz, .pftrace, .perfetto-trace (or those with .gz)";
+
+    /// The format an output's file name names by its extension, or `None`
+    /// for any other name (`m.txt`): `.json` and `.json.gz` are JSON,
+    /// `.pftrace` and `.perfetto-trace` (optionally `.gz`) Perfetto.
+    ///
+    /// ```
+    /// use ranktune_trace_analyze::OutputFormat;
+    /// use std::path::Path;
+    /// assert_eq!(OutputFormat::named(Path::new("m.json.gz")), Some(OutputFormat::Json));
+    /// assert_eq!(OutputFormat::named(Path::new("m.pftrace")), Some(OutputFormat::Perfetto));
+    /// assert_eq!(OutputFormat::named(Path::new("m.txt")), None);
+    /// ```
+    pub fn named(path: &Path) -> Option<Self> {
+        let name = path.file_name().map(|n| n.to_string_lossy().to_ascii_lowercase())?;
+        let name = name.strip_suffix(".gz").unwrap_or(&name);
+        if name.ends_with(".json") {
+            Some(OutputFormat::Json)
+        } else if name.ends_with(".pftrace") || name.ends_with(".perfetto-trace") {
+            Some(OutputFormat::Perfetto)
+        } else {
+            None
+        }
+    }
+
     /// The format an output path asks for: `.pftrace` and `.perfetto-trace`
     /// (each optionally followed by `.gz`) are Perfetto, all else JSON.
     pub fn from_path(path: &Path) -> Self {

@@ -84,8 +84,8 @@ pub struct TuneArgs {
     /// Ops to tune, comma-separated.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "gemm,softmax,rmsnorm")]
     ops: Vec<OpName>,
-    /// Largest token (row) count to tune: buckets are the powers of two up to
-    /// it [default: 1024, or 64 with --quick].
+    /// Largest token (row) count to tune, a power of two: buckets are the
+    /// powers of two up to it [default: 1024, or 64 with --quick].
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = crate::cli::count::<u64>)]
     max_tokens: Option<u64>,
     /// The cache: a file, or `redis://[user@]host[:port][/db][?prefix=NAME]`
@@ -154,6 +154,14 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
         bail!(
             "--max-tokens {n} is more than the built-in kernels can tune in memory \
              (at most {MAX_TOKENS_LIMIT}); give a smaller token count"
+        );
+    }
+    if let Some(n) = args.max_tokens.filter(|n| !n.is_power_of_two()) {
+        let below = 1u64 << (63 - n.leading_zeros());
+        bail!(
+            "--max-tokens {n} is not a power of two: the buckets are the powers of two up to it, \
+             so it would tune up to {below} tokens only; give {below} or {}",
+            below.saturating_mul(2)
         );
     }
     if let Some(n) = args.ranks.filter(|&n| n > MAX_LOCAL_RANKS) {
