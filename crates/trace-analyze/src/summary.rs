@@ -284,7 +284,10 @@ struct Thread {
     open_comm: usize,
     last_start: Ns,
     started: bool,
+    /// The union of the thread's span intervals so far (spans arrive in
+    /// start order), and where it ends.
     busy: Ns,
+    covered_until: Ns,
     comm: Ns,
     /// Top-level collective spans (start, duration), in start order.
     comm_spans: Vec<(Ns, Ns)>,
@@ -460,6 +463,14 @@ fn process(t: &mut Thread, names: &mut [NameAgg], late: &mut u64, p: Pending) {
     agg.count += 1;
     agg.total += p.dur;
     let comm = agg.comm;
+    // Busy time is the union of the intervals, whatever their overlaps: a
+    // step that starts a hair before the previous one ends (times truncated
+    // to whole nanoseconds) adds what it covers beyond it, not nothing.
+    let end = p.start.saturating_add(p.dur);
+    if end > t.covered_until {
+        t.busy += end - p.start.max(t.covered_until);
+        t.covered_until = end;
+    }
     if t.started && p.start < t.last_start {
         // Too late to nest: count it on its own.
         *late += 1;
@@ -480,9 +491,8 @@ fn process(t: &mut Thread, names: &mut [NameAgg], late: &mut u64, p: Pending) {
             break;
         }
     }
-    match t.stack.last_mut() {
-        None => t.busy += p.dur,
-        Some(top) => top.child += p.dur.min(top.end - p.start),
+    if let Some(top) = t.stack.last_mut() {
+        top.child += p.dur.min(top.end - p.start);
     }
     if comm {
         if t.open_comm == 0 {
@@ -1170,6 +1180,23 @@ mod tests {
         let a = s.spans.iter().find(|x| x.name == "a").unwrap();
         assert!((a.self_us - 0.014).abs() < 1e-6, "a self {}", a.self_us);
         assert!((s.window_us - 11800.514).abs() < 1e-6, "window {}", s.window_us);
+    }
+
+    /// Six steps of 10.1 µs whose recorded starts are truncated to three
+    /// decimals, each starting a hair before the previous one ends: busy is
+    /// the union of the intervals (60.6 µs less the overlaps), not 50.5.
+    #[test]
+    fn busy_is_the_union_of_the_intervals() {
+        let dir = tempfile::tempdir().unwrap();
+        let events: Vec<String> = (0..6)
+            .map(|i| {
+                let ts = (100.0 + 10.1 * f64::from(i) - 0.0005) * 1000.0;
+                let ts = ts.floor() / 1000.0;
+                format!(r#"{{"ph":"X","name":"step","pid":1,"tid":1,"ts":{ts},"dur":10.1}}"#)
+            })
+            .collect();
+        let (s, _) = summarize_rank(&input(dir.path(), &events.join(",\n"))).unwrap();
+        assert!((s.busy_us - 60.6).abs() < 0.01, "busy {}", s.busy_us);
     }
 
     /// Real nesting still nests: a child inside its parent adds nothing to

@@ -153,6 +153,7 @@ fn resolve(args: &InputArgs) -> anyhow::Result<analyze::Resolved> {
 pub fn run(cmd: TraceCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         TraceCommand::Merge(a) => {
+            let res = resolve(&a.input)?;
             if analyze::OutputFormat::named(&a.output).is_none() {
                 anyhow::bail!(
                     "-o {}: the name does not say which format to write; end it in {}",
@@ -160,7 +161,6 @@ pub fn run(cmd: TraceCommand) -> anyhow::Result<ExitCode> {
                     analyze::OutputFormat::EXTENSIONS
                 );
             }
-            let res = resolve(&a.input)?;
             let opts = analyze::MergeOptions {
                 align: match a.align {
                     AlignArg::Absolute => analyze::Align::Absolute,
