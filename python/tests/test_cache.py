@@ -364,3 +364,13 @@ def test_a_password_with_any_character_is_never_printed():
             for t in texts:
                 for piece in ("Zq", "Vb9Kp", "Qr5Tz7Hc"):
                     assert piece not in t, f"{pw!r} leaked in {t!r}"
+
+
+def test_a_missing_file_is_one_rule_for_entries_and_check(tmp_path):
+    """Issue: `entries()` returned [] silently where `check()` raised."""
+    missing = tmp_path / "nope" / "x.json"
+    c = ranktune.Cache(str(missing))
+    for call in (c.entries, c.check):
+        with pytest.raises(ranktune.Error, match="does not exist"):
+            call()
+    assert not missing.parent.exists()

@@ -162,8 +162,19 @@ impl Cache {
 
     /// The entries (all, or only `rank_<rank>`'s) as dicts with the fields
     /// of `ranktune cache show --json`. Read-only: never locks or rewrites.
+    /// A file that does not exist raises `ranktune.Error`, as `check()` does.
     #[pyo3(signature = (rank=None))]
     fn entries<'py>(&self, py: Python<'py>, rank: Option<u32>) -> PyResult<Bound<'py, PyList>> {
+        // One rule with `check()` and `ranktune cache show`: reading a cache
+        // file that is not there is an error, not an empty list.
+        if let Some(path) =
+            self.location.as_path().filter(|p| std::fs::symlink_metadata(p).is_err())
+        {
+            return Err(errors::msg(format!(
+                "{} does not exist; a cache file appears with the first save",
+                path.display()
+            )));
+        }
         let store = store(&self.location)?;
         let path = self.location.clone();
         let (loaded, rows) = py
