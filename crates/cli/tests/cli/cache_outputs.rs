@@ -211,16 +211,33 @@ fn show_rank_that_the_cache_lacks_fails_and_lists_the_ranks() {
             (Section::Shared, key("softmax", "a", 8), e),
         ],
     );
+    // A rank without a section of its own uses the shared entries: shown,
+    // with a note naming the ranks the cache has.
     let r = ranktune(dir.path(), &["cache", "show", "c.json", "--rank", "5"]);
-    assert_eq!(r.status.code(), Some(1), "{}", r.stdout_text());
+    assert_eq!(r.status.code(), Some(0), "{}", r.stderr_text());
     assert!(
-        r.stderr_text().contains("no entries for rank 5; its ranks are 0, 3"),
+        r.stderr_text()
+            .contains("no rank_5 section (its ranks are 0, 3); rank 5 would use the 1 shared"),
         "{}",
         r.stderr_text()
     );
+    assert!(r.stdout_text().contains("1 entries in 1 section(s)"), "{}", r.stdout_text());
+    // What rank 3 loads: the shared section and its own.
     let r = ranktune(dir.path(), &["cache", "show", "c.json", "--rank", "3"]);
     assert!(r.status.success());
-    assert!(r.stdout_text().contains("1 entries in 1 section(s)"), "{}", r.stdout_text());
+    assert!(r.stdout_text().contains("2 entries in 2 section(s)"), "{}", r.stdout_text());
+    assert!(!r.stdout_text().contains("rank_0"), "{}", r.stdout_text());
+    // Nothing at all for the rank: exit 1.
+    let only_ranks = dir.path().join("r.json");
+    save(&only_ranks, &[(Section::Rank(0), key("gemm", "a", 8), entry(serde_json::json!(1), 1.0))]);
+    let r = ranktune(dir.path(), &["cache", "show", "r.json", "--rank", "5"]);
+    assert_eq!(r.status.code(), Some(1), "{}", r.stdout_text());
+    assert!(
+        r.stderr_text()
+            .contains("no entries for rank 5: no shared ones and no rank_5; its ranks are 0"),
+        "{}",
+        r.stderr_text()
+    );
 }
 
 #[test]

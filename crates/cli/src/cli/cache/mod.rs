@@ -18,7 +18,7 @@ pub enum CacheCommand {
     /// Print a cache's entries (a table, or --json for scripts).
     #[command(after_help = "Examples:
   ranktune cache show ranktune-cache.json           # a table: op, bucket, runner
-  ranktune cache show ranktune-cache.json --rank 0  # one rank's section
+  ranktune cache show ranktune-cache.json --rank 0  # what rank 0 uses
   ranktune cache show ranktune-cache.json --json    # stored values, for scripts")]
     Show(show::ShowArgs),
     /// Check a cache's health: exit 0 when healthy, one line per problem otherwise.

@@ -13,7 +13,8 @@ use std::process::ExitCode;
 pub struct ShowArgs {
     /// The cache: a file, or `redis://host[:port][/db][?prefix=NAME]`.
     pub file: PathBuf,
-    /// Only this rank's section (`rank_R`); exit 1 when the cache has none.
+    /// What rank R would use, as a load does: the shared section plus its
+    /// own (`rank_R`); exit 1 when the cache has neither.
     #[arg(long, value_name = "R", allow_negative_numbers = true, value_parser = crate::cli::count::<u32>)]
     pub rank: Option<u32>,
     /// JSON for scripts: {"metadata": {...}, "entries": [{"rank", "op", "runner", ...}]}.
@@ -21,8 +22,14 @@ pub struct ShowArgs {
     pub json: bool,
 }
 
+/// The entries shown: all, or what rank `r` loads (`shared` and `rank_r`).
 fn selected(data: &CacheData, rank: Option<u32>) -> Vec<(Section, &EntryKey, &Entry)> {
-    data.iter().filter(|(s, _, _)| rank.is_none() || s.rank() == rank).collect()
+    data.iter()
+        .filter(|(s, _, _)| match rank {
+            None => true,
+            Some(r) => *s == Section::Shared || s.rank() == Some(r),
+        })
+        .collect()
 }
 
 /// The table's order: by op, then bucket size (smallest first, numerically),
@@ -61,19 +68,25 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
     let current = Identity::current().digest();
     let data = &loaded.data;
     let rows = selected(data, args.rank);
-    if let Some(r) = args.rank.filter(|_| rows.is_empty()) {
+    if let Some(r) = args.rank.filter(|&r| !rows.iter().any(|(s, _, _)| s.rank() == Some(r))) {
         let ranks: std::collections::BTreeSet<u32> =
             data.iter().filter_map(|(s, _, _)| s.rank()).collect();
         let list: Vec<String> = ranks.iter().map(u32::to_string).collect();
+        let theirs = if list.is_empty() {
+            "it has no rank sections".to_string()
+        } else {
+            format!("its ranks are {}", list.join(", "))
+        };
+        if rows.is_empty() {
+            eprintln!("error: {loc} has no entries for rank {r}: no shared ones and no rank_{r}; {theirs}");
+            return Ok(ExitCode::from(1));
+        }
+        // What rank r would load: the shared entries alone. Said on stderr,
+        // so a script reading --json is not disturbed.
         eprintln!(
-            "error: {loc} has no entries for rank {r}; {}",
-            if list.is_empty() {
-                "it has no rank sections (only shared entries, or none)".to_string()
-            } else {
-                format!("its ranks are {}", list.join(", "))
-            }
+            "note: {loc} has no rank_{r} section ({theirs}); rank {r} would use the {} shared entries below",
+            rows.len()
         );
-        return Ok(ExitCode::from(1));
     }
     if args.json {
         let m = &data.metadata;
