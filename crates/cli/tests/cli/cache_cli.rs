@@ -80,8 +80,11 @@ fn show_prints_a_table_and_json() {
 
     let out = ranktune(&["cache", "show", p, "--rank", "1", "--json"], &[]);
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(v["entries"].as_array().unwrap().iter().all(|e| e["rank"] == 1));
-    assert_eq!(v["entries"].as_array().unwrap().len(), 2);
+    // What rank 1 loads: its own entries and the shared one.
+    let got = v["entries"].as_array().unwrap();
+    assert!(got.iter().all(|e| e["rank"] == 1 || e["section"] == "shared"), "{v}");
+    assert_eq!(got.iter().filter(|e| e["rank"] == 1).count(), 2);
+    assert_eq!(got.iter().filter(|e| e["section"] == "shared").count(), 1);
 }
 
 #[test]
