@@ -75,3 +75,20 @@ pub enum CacheError {
     #[error("{0}")]
     Invalid(String),
 }
+
+/// Where a parse error's advice names the file it is about; replaced by the
+/// file's path when the error meets its path ([`CacheError::unsupported`]).
+pub(crate) const THIS_FILE: &str = "{THIS_FILE}";
+
+impl CacheError {
+    /// [`CacheError::Unsupported`] for `path`, its advice naming the file.
+    pub(crate) fn unsupported(path: &std::path::Path, reason: String) -> CacheError {
+        let shown = path.display().to_string();
+        let shown = if shown.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c)) {
+            format!("'{}'", shown.replace('\'', "'\\''"))
+        } else {
+            shown
+        };
+        CacheError::Unsupported { path: path.into(), reason: reason.replace(THIS_FILE, &shown) }
+    }
+}

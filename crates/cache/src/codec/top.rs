@@ -305,7 +305,7 @@ pub(super) fn parse_top(bytes: &[u8]) -> Result<Option<Top<'_>>, ParseError> {
                 if !seen_format && matches!(other, SectionValue::Object) {
                     return Err(ParseError::Unsupported(format!(
                         "section \"{name}\" is an object, not an array: this looks like a TensorRT-LLM cache; \
-                         convert it with `ranktune cache import NEW.json THIS_FILE --format trtllm`"
+                         convert it with `ranktune cache import NEW.json {{THIS_FILE}} --format trtllm`"
                     )));
                 }
                 out.bad_entries += 1;

@@ -84,7 +84,7 @@ impl FileStore {
         {
             Ok(doc) => Ok(Some(doc)),
             Err(ParseError::Unsupported(reason)) => {
-                Err(CacheError::Unsupported { path: self.path.clone(), reason })
+                Err(CacheError::unsupported(&self.path, reason))
             }
             Err(ParseError::Unparseable(_)) => Ok(None),
         }

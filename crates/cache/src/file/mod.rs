@@ -271,7 +271,7 @@ impl FileStore {
             let reason = match codec::read(&bytes, strict) {
                 Ok(doc) => return Ok(MainFile { doc, moved_aside: None }),
                 Err(ParseError::Unsupported(reason)) => {
-                    return Err(CacheError::Unsupported { path: self.path.clone(), reason })
+                    return Err(CacheError::unsupported(&self.path, reason))
                 }
                 Err(ParseError::Unparseable(reason)) => reason,
             };
@@ -872,7 +872,7 @@ pub fn read_cache_file(path: &Path) -> Result<Parsed, CacheError> {
     let bytes = read::read_cache_bytes(path)?;
     codec::parse_cache(&bytes).map_err(|e| match e {
         ParseError::Unparseable(reason) => CacheError::Corrupt { path: path.into(), reason },
-        ParseError::Unsupported(reason) => CacheError::Unsupported { path: path.into(), reason },
+        ParseError::Unsupported(reason) => CacheError::unsupported(path, reason),
     })
 }
 

@@ -22,3 +22,4 @@ mod trace_analyze_summary;
 mod trace_runs;
 mod tune_cli;
 mod tune_signals;
+mod unreadable;

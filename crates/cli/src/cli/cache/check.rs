@@ -66,7 +66,12 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
             }
         }
         Err(e @ (CacheError::Corrupt { .. } | CacheError::Unsupported { .. })) => {
-            lines.push(format!("unusable: {e}"));
+            let advice = super::common::unreadable_advice(&e, &loc);
+            if advice.is_empty() {
+                lines.push(format!("unusable: {e}"));
+            } else {
+                lines.push(format!("unusable: {e}; what to do: {advice}"));
+            }
         }
         Err(e) => return Err(anyhow::Error::new(e).context(format!("cannot check {loc}"))),
     }

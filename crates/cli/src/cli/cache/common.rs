@@ -145,3 +145,34 @@ pub(super) fn same_file(a: &Path, b: &Path) -> bool {
         matches!((a.canonicalize(), b.canonicalize()), (Ok(x), Ok(y)) if x == y)
     }
 }
+
+/// What to do about a cache that cannot be read, for the message of a
+/// command that only reads it (`show`, `check`, `prune`): a damaged file is
+/// set aside by the next save (which then starts an empty cache), or can be
+/// deleted; any other error's own text already says what to do.
+pub(super) fn unreadable_advice(e: &ranktune_cache::CacheError, loc: &CacheLocation) -> String {
+    match e {
+        ranktune_cache::CacheError::Corrupt { .. } => format!(
+            "the next save (`ranktune tune`, `cache import`) sets it aside as \
+             {loc}.corrupt-<UTC time> and starts an empty cache; or delete it; \
+             the entries in it cannot be recovered by ranktune"
+        ),
+        _ => String::new(),
+    }
+}
+
+/// The error of a read-only command that cannot read the cache: `cannot
+/// VERB LOC: why; what to do: …` when there is advice ([`unreadable_advice`]),
+/// else the error with `cannot VERB LOC` as its context.
+pub(super) fn cannot(
+    verb: &str,
+    e: ranktune_cache::CacheError,
+    loc: &CacheLocation,
+) -> anyhow::Error {
+    match unreadable_advice(&e, loc) {
+        advice if advice.is_empty() => {
+            anyhow::Error::new(e).context(format!("cannot {verb} {loc}"))
+        }
+        advice => anyhow::anyhow!("cannot {verb} {loc}: {e}; what to do: {advice}"),
+    }
+}

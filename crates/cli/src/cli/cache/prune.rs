@@ -34,9 +34,10 @@ pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("{loc} does not exist");
     }
     let store = open_store(&loc)?;
-    let loaded = store
-        .inspect()
-        .with_context(|| format!("cannot prune {loc}; `ranktune cache check` says more"))?;
+    let loaded = match store.inspect() {
+        Ok(loaded) => loaded,
+        Err(e) => return Err(super::common::cannot("prune", e, &loc)),
+    };
     let known = &loaded.data.metadata.environments;
     if keep != current && !known.contains_key(&keep) {
         let mut listed: Vec<String> = known.keys().cloned().collect();

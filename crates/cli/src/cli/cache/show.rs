@@ -3,7 +3,6 @@
 //! or rewrites anything.
 
 use super::common::{bucket_text, exists, is_empty_file, location, open_store, tactic_text};
-use anyhow::Context;
 use ranktune_cache::{bucket_size, is_stale, CacheData, Entry, EntryKey, Identity, Section};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -55,9 +54,10 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("{loc} does not exist");
     }
     let store = open_store(&loc)?;
-    let loaded = store
-        .inspect()
-        .with_context(|| format!("cannot show {loc}; `ranktune cache check` says more"))?;
+    let loaded = match store.inspect() {
+        Ok(loaded) => loaded,
+        Err(e) => return Err(super::common::cannot("show", e, &loc)),
+    };
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
