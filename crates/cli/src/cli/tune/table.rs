@@ -44,11 +44,12 @@ fn write_table(out: &mut String, report: &JobReport) -> fmt::Result {
 const HEADER: [&str; 10] =
     ["rank", "op", "bucket", "runner", "tactic", "best", "vs fallback", "cands", "fails", "source"];
 
-/// The "vs fallback" cell: the ratio of the medians, `~` in front when the
-/// fallback's median is of too few samples to be more than rough.
+/// The "vs fallback" cell: the ratio of the medians; `faster` with no
+/// number when the fallback's median is of too few samples for a ratio to
+/// mean anything (it was dropped early as clearly slower).
 fn speedup_cell(row: &Row) -> String {
     match row.speedup {
-        Some(s) if speedup_is_rough(row) => format!("~{s:.2}x"),
+        Some(_) if speedup_is_rough(row) => "faster*".to_string(),
         Some(s) => format!("{s:.2}x"),
         None => "-".to_string(),
     }
@@ -139,13 +140,13 @@ fn write_tuned_alone(out: &mut String, report: &JobReport) -> fmt::Result {
     Ok(())
 }
 
-/// What `~` in the "vs fallback" column means, when it is used.
+/// What `faster*` in the "vs fallback" column means, when it is used.
 fn write_rough_note(out: &mut String, report: &JobReport) -> fmt::Result {
     if report.ranks.iter().flat_map(|r| &r.rows).any(speedup_is_rough) {
         writeln!(
             out,
-            "  ~: rough; the fallback was timed fewer than {ROUGH_BELOW} times (clearly slower \
-             candidates are dropped early), so its median is of 1 or 2 samples"
+            "  faster*: the fallback was clearly slower and dropped after fewer than {ROUGH_BELOW} \
+             timings, too few for a ratio that means anything (`--json` has the raw figures)"
         )?;
     }
     Ok(())
@@ -363,7 +364,7 @@ nothing to tune: all 2 lookups hit the cache dir/c.json (1 rank)
     }
 
     #[test]
-    fn a_ratio_from_a_fallback_timed_once_or_twice_is_marked_rough() {
+    fn a_ratio_from_a_fallback_timed_once_or_twice_is_not_printed() {
         let rows = vec![
             row(0, "tuned", json!({"fallback_samples": 1})),
             row(0, "tuned", json!({"fallback_samples": 2, "speedup": 7.0})),
@@ -373,10 +374,15 @@ nothing to tune: all 2 lookups hit the cache dir/c.json (1 rank)
         let report = job(vec![rank(0, "independent", rows)], 3, 3);
         let text = render(&report);
         let cells: Vec<String> = report.ranks[0].rows.iter().map(speedup_cell).collect();
-        assert_eq!(cells, ["~121.50x", "~7.00x", "1.25x", "121.50x"]);
-        assert!(text.contains("  ~: rough; the fallback was timed fewer than 3 times"), "{text}");
-        // No rough ratio, no note.
+        assert_eq!(cells, ["faster*", "faster*", "1.25x", "121.50x"]);
+        assert!(
+            text.contains(
+                "  faster*: the fallback was clearly slower and dropped after fewer than 3"
+            ),
+            "{text}"
+        );
+        // No such row, no note.
         let report = job(vec![rank(0, "independent", vec![row(0, "cache", json!({}))])], 3, 3);
-        assert!(!render(&report).contains("~"));
+        assert!(!render(&report).contains("faster*"));
     }
 }
