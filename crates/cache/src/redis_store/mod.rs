@@ -262,6 +262,50 @@ impl RedisStore {
         Ok(conn)
     }
 
+    /// What went wrong with the credentials, if that is what `e` is, in
+    /// words that say what to do; never empty brackets, never advice that
+    /// does not fit (a password for a server that has none).
+    fn auth_problem(&self, code: &str, e: &redis::RedisError) -> Option<String> {
+        let text = e.to_string();
+        let user = self.url.user.as_deref().unwrap_or("default");
+        if code == "NOPERM" {
+            return Some(format!(
+                "the server accepted the credentials, but user `{user}` may not use the keys of \
+                 this cache (`{}:*`): {}. Grant them (ACL SETUSER {user} ~{}:* …) or choose a \
+                 ?prefix= it may use",
+                self.url.prefix,
+                escape_control(&text),
+                self.url.prefix
+            ));
+        }
+        if text.contains("without any password configured") {
+            return Some(
+                "the URL (or RANKTUNE_REDIS_PASSWORD) gives a password, but the server has none \
+                 set; remove the password, or set one on the server (requirepass)"
+                    .into(),
+            );
+        }
+        match code {
+            "NOAUTH" => Some(
+                "the server needs a password and none was given; give it in the URL \
+                 (redis://:password@host) or in RANKTUNE_REDIS_PASSWORD"
+                    .into(),
+            ),
+            "WRONGPASS" => Some(format!(
+                "the server refused user `{user}` with this password (WRONGPASS); check the \
+                 password in the URL or in RANKTUNE_REDIS_PASSWORD, and the user name"
+            )),
+            // The client reports a wrong password and a password given to a
+            // server that has none alike.
+            _ if e.kind() == redis::ErrorKind::AuthenticationFailed => Some(format!(
+                "the server refused user `{user}` with the password given (in the URL or in \
+                 RANKTUNE_REDIS_PASSWORD): either it is wrong, or the server has no password \
+                 set and none should be given"
+            )),
+            _ => None,
+        }
+    }
+
     /// The error for a failed operation, in words that say what to do.
     fn fail(&self, action: &'static str, e: &redis::RedisError, connecting: bool) -> CacheError {
         let code = e.code().unwrap_or("");
@@ -280,14 +324,8 @@ impl RedisStore {
                  read. If it really is that big, raise the limit",
                 self.cfg.max_total_bytes
             )
-        } else if matches!(code, "NOAUTH" | "WRONGPASS" | "NOPERM")
-            || e.kind() == redis::ErrorKind::AuthenticationFailed
-        {
-            format!(
-                "the server refused the credentials ({}); give them in the URL \
-                 (redis://user:password@host) or in RANKTUNE_REDIS_PASSWORD",
-                e.detail().unwrap_or(code)
-            )
+        } else if let Some(reason) = self.auth_problem(code, e) {
+            reason
         } else if e.is_timeout() && connecting {
             format!(
                 "no connection within {:.1}s ({REDIS_CONNECT_TIMEOUT_ENV}); is the server up, \
@@ -796,4 +834,12 @@ impl Store for RedisStore {
         report.warnings = warnings;
         Ok(report)
     }
+}
+
+/// `text` with control characters (terminal escapes among them) written as
+/// `\u{..}`, for messages that quote what a server said.
+fn escape_control(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() })
+        .collect()
 }

@@ -275,11 +275,15 @@ fn credentials_come_from_the_url_or_the_environment_and_are_never_printed() {
     let base = format!("redis://127.0.0.1:{}/0?prefix=t", server.port());
     let no_pw = CacheLocation::parse(&base).unwrap();
     let e = no_pw.open().unwrap().load().unwrap_err().to_string();
-    assert!(e.contains("refused the credentials"), "{e}");
+    assert!(e.contains("the server needs a password and none was given"), "{e}");
+    assert!(!e.contains("()"), "{e}");
     let wrong =
         CacheLocation::parse(&format!("redis://:wrong-pw@127.0.0.1:{}/0", server.port())).unwrap();
     let e = wrong.open().unwrap().load().unwrap_err().to_string();
-    assert!(e.contains("refused the credentials") && !e.contains("wrong-pw"), "{e}");
+    assert!(
+        e.contains("refused user `default` with the password given") && !e.contains("wrong-pw"),
+        "{e}"
+    );
     assert!(e.contains("redis://:***@127.0.0.1"), "{e}");
     let good =
         CacheLocation::parse(&format!("redis://:s3cret-pw@127.0.0.1:{}/0", server.port())).unwrap();
@@ -437,4 +441,24 @@ fn writers_killed_mid_save_leave_whole_saves_only() {
         s.remove(&keys).unwrap();
     }
     assert_eq!(kills, 8, "every writer died by the signal");
+}
+
+/// An ACL user whose credentials are accepted but who may not use the
+/// cache's keys is told so, with the key pattern; not "refused credentials".
+#[test]
+fn a_user_without_permission_for_the_prefix_is_told_which_keys() {
+    let Some(server) = RedisServer::start() else { return };
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("limited")
+        .arg("on")
+        .arg(">lim-pw-123")
+        .arg("~other:*")
+        .arg("+@all")
+        .query(&mut raw(&server))
+        .unwrap();
+    let url = format!("redis://limited:lim-pw-123@127.0.0.1:{}/0?prefix=team", server.port());
+    let e = CacheLocation::parse(&url).unwrap().open().unwrap().load().unwrap_err().to_string();
+    assert!(e.contains("accepted the credentials, but user `limited` may not use"), "{e}");
+    assert!(e.contains("`team:*`") && !e.contains("lim-pw-123"), "{e}");
 }
