@@ -250,3 +250,26 @@ fn a_prefix_with_a_slash_serves_the_cache_and_the_ranks_and_a_slashed_password_s
         redis::cmd("KEYS").arg("team/a:collective:*").query(&mut raw(&server)).unwrap();
     assert!(!keys.is_empty(), "the ranks met elsewhere");
 }
+
+/// One rule for "nothing there": a Redis prefix holding nothing is exit 2
+/// with a message naming the prefix, as a missing file is.
+#[test]
+fn an_empty_or_mistyped_prefix_is_nothing_there_like_a_missing_file() {
+    let Some(server) = RedisServer::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("redis://127.0.0.1:{}/0?prefix=mistyped", server.port());
+    let out = ranktune(dir.path(), &["cache", "show", &url], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", out.stdout_text());
+    assert!(
+        out.stderr_text().contains("holds no cache: nothing is stored under the prefix `mistyped`"),
+        "{}",
+        out.stderr_text()
+    );
+    let out = ranktune(dir.path(), &["cache", "show", "missing.json"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    // A file without metadata says so, not "written by ranktune ? on ?".
+    std::fs::write(dir.path().join("nometa.json"), br#"{"shared": []}"#).unwrap();
+    let out = ranktune(dir.path(), &["cache", "show", "nometa.json"], &[]).expect_success();
+    assert!(out.stdout_text().contains("the cache records no metadata"), "{}", out.stdout_text());
+    assert!(!out.stdout_text().contains('?'), "{}", out.stdout_text());
+}

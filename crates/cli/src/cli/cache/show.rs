@@ -67,6 +67,19 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
     }
     let current = Identity::current().digest();
     let data = &loaded.data;
+    // One rule for "nothing there" across stores: a Redis prefix that holds
+    // nothing is an error, as a missing file is (a mistyped prefix must not
+    // read as an empty cache).
+    if let ranktune_cache::CacheLocation::Redis(url) = &loc {
+        if data.is_empty() && data.metadata.lib_version.is_empty() && data.metadata.host.is_empty()
+        {
+            anyhow::bail!(
+                "{loc} holds no cache: nothing is stored under the prefix `{}` on that server; \
+                 check ?prefix= (a cache appears there with its first save)",
+                url.prefix
+            );
+        }
+    }
     let rows = selected(data, args.rank);
     if let Some(r) = args.rank.filter(|&r| !rows.iter().any(|(s, _, _)| s.rank() == Some(r))) {
         let ranks: std::collections::BTreeSet<u32> =
@@ -130,14 +143,20 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
     }
     let sections: std::collections::BTreeSet<_> = rows.iter().map(|(s, _, _)| *s).collect();
     let m = &data.metadata;
+    let written = match (m.lib_version.is_empty(), m.host.is_empty()) {
+        (true, true) => "the cache records no metadata (who wrote it, where)".to_string(),
+        _ => format!(
+            "written by ranktune {} on {}",
+            if m.lib_version.is_empty() { "(version not recorded)" } else { &m.lib_version },
+            if m.host.is_empty() { "(host not recorded)" } else { &m.host },
+        ),
+    };
     println!(
         "{} entries in {} section(s), {} stale (measured under another environment than this machine's {current}); \
-         written by ranktune {} on {}",
+         {written}",
         rows.len(),
         sections.len(),
         stale,
-        if m.lib_version.is_empty() { "?" } else { &m.lib_version },
-        if m.host.is_empty() { "?" } else { &m.host },
     );
     Ok(ExitCode::SUCCESS)
 }
