@@ -206,7 +206,14 @@ pub(crate) fn write_spool(
             {
                 tries += 1;
             }
-            other => return other,
+            Err(e) => {
+                // A failed write (a full disk, a quota) withdrew its temp
+                // file; an emptied directory goes with it, so a failed save
+                // leaves nothing new beside the cache.
+                remove_if_empty(dir);
+                return Err(e);
+            }
+            ok => return ok,
         }
     }
 }

@@ -12,6 +12,7 @@ mod cache_special_files;
 mod cache_without_locks;
 mod check_measured_elsewhere;
 mod e2e_trace;
+mod failed_save;
 mod help_and_thresholds;
 mod hostile_text;
 mod quick_start_tree;
