@@ -273,3 +273,22 @@ fn an_empty_or_mistyped_prefix_is_nothing_there_like_a_missing_file() {
     assert!(out.stdout_text().contains("the cache records no metadata"), "{}", out.stdout_text());
     assert!(!out.stdout_text().contains('?'), "{}", out.stdout_text());
 }
+
+/// One prefix rule for the cache and the collective: a prefix the cache
+/// takes (a `/`, 80 characters) also carries a 2-rank collective `tune`.
+#[test]
+fn a_prefix_the_cache_allows_also_carries_the_collective() {
+    let Some(server) = RedisServer::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = format!("team/a{}", "x".repeat(74));
+    let url = format!("redis://127.0.0.1:{}/0?prefix={prefix}", server.port());
+    let args = ["tune", "--ranks", "2", "--quick", "--ops", "softmax", "--max-tokens", "2"];
+    let out = ranktune(dir.path(), &[&args[..], &["--cache", &url]].concat(), &[]).expect_success();
+    assert!(
+        out.stdout_text().contains("in the shared section, written by every rank"),
+        "{}",
+        out.stdout_text()
+    );
+    let out = ranktune(dir.path(), &["cache", "check", &url], &[]).expect_success();
+    assert!(out.stdout_text().contains("healthy (2 entries"), "{}", out.stdout_text());
+}
