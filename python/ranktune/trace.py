@@ -27,6 +27,10 @@ Python's own handling stays as it is:
   call returns. SIGKILL cannot be caught; the trace is then lost.
 - ``start`` from a thread other than the main thread installs no SIGTERM
   handler (Python allows that only in the main thread); atexit still works.
+- A child made by ``os.fork`` (``multiprocessing``'s default on Linux,
+  DataLoader workers) does not inherit the session: it records nothing and
+  never writes the parent's file (``active()`` is False there); it may
+  ``start`` a trace of its own (a path with ``{pid}`` keeps them apart).
 """
 
 from __future__ import annotations
@@ -63,6 +67,17 @@ def _at_exit() -> None:
         _ranktune.trace_stop()
     except Exception:  # noqa: BLE001 - nothing to report to at exit
         pass
+
+
+def _after_fork_in_child() -> None:
+    # A child made by os.fork (multiprocessing's default on Linux, DataLoader
+    # workers) inherits the parent's session; it must neither record into it
+    # nor write the parent's file from its atexit. It can start its own.
+    _ranktune.trace_after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def start(path: PathLike, iterations: Optional[Union[str, int]] = None) -> str:

@@ -165,3 +165,37 @@ def test_sigint_raises_keyboardinterrupt_and_writes_the_trace(tmp_path):
     assert "caught" in out and "KeyboardInterrupt" in err
     doc = json.load(open(tmp_path / "t_0.json"))
     assert any(e.get("name") == "work" for e in doc["traceEvents"])
+
+
+def test_a_forked_child_never_overwrites_the_parents_trace(tmp_path):
+    """Issue: after trace.start, a child made by os.fork wrote the same
+    trace_0.json from its atexit, and the parent's later spans were lost."""
+    code = """
+import json, os, sys
+import ranktune.trace as trace
+out = sys.argv[1]
+path = trace.start(out + "/")
+for _ in range(4):
+    with trace.span("before_fork"):
+        pass
+pid = os.fork()
+if pid == 0:
+    assert not trace.active()
+    for _ in range(10):
+        with trace.span("in_child"):
+            pass
+    sys.exit(0)          # atexit runs in the child
+_, status = os.waitpid(pid, 0)
+assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+assert not os.path.exists(path), "the child wrote the parent's trace"
+for _ in range(500):
+    with trace.span("after_fork"):
+        pass
+print(trace.stop())
+"""
+    (out,) = wait_ok([run_py(code, tmp_path)])
+    path = out.strip().splitlines()[-1]
+    names = [e.get("name") for e in json.load(open(path))["traceEvents"]]
+    assert names.count("before_fork") == 4
+    assert names.count("after_fork") == 500
+    assert names.count("in_child") == 0

@@ -22,6 +22,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_stop, m)?)?;
     m.add_function(wrap_pyfunction!(trace_step, m)?)?;
     m.add_function(wrap_pyfunction!(trace_active, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_after_fork_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(trace_summary, m)?)?;
     m.add_function(wrap_pyfunction!(trace_merge, m)?)?;
     m.add_class::<SpanSite>()?;
@@ -83,6 +84,19 @@ fn trace_stop(py: Python<'_>) -> PyResult<Option<PathBuf>> {
     match taken {
         None => Ok(None),
         Some(s) => py.allow_threads(|| s.stop()).map(Some).map_err(errors::to_py),
+    }
+}
+
+/// In a child made by `fork`: forgets the session inherited from the
+/// parent (without exporting it: the file is the parent's), so the child
+/// records nothing and its exit writes nothing. Python calls it through
+/// `os.register_at_fork(after_in_child=…)`.
+#[pyfunction]
+fn trace_after_fork_in_child() {
+    if let Some(inherited) = lock_slot().take() {
+        // Dropping it would try the final export, which a forked child is
+        // refused anyway; forgetting it says nothing at all.
+        std::mem::forget(inherited);
     }
 }
 

@@ -9,6 +9,10 @@
 //! leaves behind. Checkpoints before it (`flush()`, the panic hook) are
 //! complete files too, replaced by the later ones.
 //!
+//! A child made by `fork` inherits the slot; its exports are refused
+//! ([`TraceError::ForkedChild`]), so it can never replace the parent's
+//! file with its copy of the recorder.
+//!
 //! `session` sets and clears it; `hooks` looks it up when a panic or a
 //! signal arrives and exports it. Kept apart from both so that neither
 //! depends on the other. This module owns the one `ACTIVE` slot; it never
@@ -28,6 +32,9 @@ pub(crate) struct Core {
     pub(crate) rec: Arc<Recorder>,
     /// The export lock; `true` once the final export has run.
     export_lock: Mutex<bool>,
+    /// The process that started the session: a forked child inherits the
+    /// slot and the recorder, but never exports them.
+    pid: u32,
 }
 
 static ACTIVE: Mutex<Option<Arc<Core>>> = Mutex::new(None);
@@ -56,13 +63,24 @@ pub(crate) fn active(patience: Duration) -> Option<Arc<Core>> {
 impl Core {
     /// The core of a session writing `rec`'s events to `path`.
     pub(crate) fn new(path: PathBuf, meta: Meta, rec: Arc<Recorder>) -> Core {
-        Core { path, meta, rec, export_lock: Mutex::new(false) }
+        Core { path, meta, rec, export_lock: Mutex::new(false), pid: std::process::id() }
+    }
+
+    /// An error when this process is not the one that started the session
+    /// (a child made by `fork`).
+    fn not_forked(&self) -> Result<(), TraceError> {
+        let child = std::process::id();
+        if child == self.pid {
+            return Ok(());
+        }
+        Err(TraceError::ForkedChild { path: self.path.clone(), parent: self.pid, child })
     }
 
     /// Exports now, as a checkpoint; waits at most `patience` for a
     /// concurrent export. Writes nothing once the session is finished (the
     /// final file stays as it is).
     pub(crate) fn export(&self, patience: Duration) -> Result<&Path, TraceError> {
+        self.not_forked()?;
         let finished = self.lock(patience)?;
         if !*finished {
             export::export(&self.path, &self.rec, &self.meta)?;
@@ -76,6 +94,7 @@ impl Core {
     /// `patience` for a concurrent export, so a signal that arrives while
     /// `stop()` exports waits for that export instead of repeating it.
     pub(crate) fn finish(&self, patience: Duration) -> Result<&Path, TraceError> {
+        self.not_forked()?;
         let mut finished = self.lock(patience)?;
         if *finished {
             return Ok(&self.path);

@@ -44,6 +44,18 @@ pub enum TraceError {
         #[source]
         source: std::io::Error,
     },
+    /// This process is a `fork` of the one that started the trace: the
+    /// session it inherited belongs to its parent, whose file it must never
+    /// write (the parent's spans after the fork would be lost).
+    #[error("this process (pid {child}) was forked from pid {parent}, which records the trace {path:?}; a forked child never writes its parent's trace: start one of its own (a path with {{pid}} keeps them apart)")]
+    ForkedChild {
+        /// The parent's trace file.
+        path: PathBuf,
+        /// The process that started the session.
+        parent: u32,
+        /// This process.
+        child: u32,
+    },
     /// The resolved trace path is a directory.
     #[error("the trace path {0:?} is an existing directory, not a file; end the template with / to write trace_<rank>.json inside it")]
     IsDirectory(PathBuf),
