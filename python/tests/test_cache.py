@@ -374,3 +374,52 @@ def test_a_missing_file_is_one_rule_for_entries_and_check(tmp_path):
         with pytest.raises(ranktune.Error, match="does not exist"):
             call()
     assert not missing.parent.exists()
+
+
+def test_children_forked_during_saves_never_hold_the_lock(tmp_path):
+    """Issue: a thread saving while the main thread forked sleeping
+    children took exactly the children's lifetime (the child kept the
+    flock); every save must stay fast and the lock be free afterwards."""
+    code = """
+import fcntl, os, sys, threading, time
+import ranktune
+path = sys.argv[1]
+c = ranktune.Cache(path)
+worst = []
+def saver():
+    t0 = time.time()
+    i = 0
+    while time.time() - t0 < 1.5:
+        t = time.time()
+        c.save([{"op": "gemm", "runner": "r", "bucket": [[i % 32 + 1, 8]], "time_us": 1.0,
+                 "rank": 0, "tactic": i}])
+        worst.append(time.time() - t)
+        i += 1
+th = threading.Thread(target=saver)
+th.start()
+kids = []
+t0 = time.time()
+while time.time() - t0 < 1.2:
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    kids.append(pid)
+    time.sleep(0.005)
+th.join()
+with open(path + ".lock") as f:
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        free = True
+    except OSError:
+        free = False
+for pid in kids:
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+print(len(kids), len(worst), max(worst), free)
+"""
+    (out,) = wait_ok([run_py(code, tmp_path / "c.json")], timeout=120)
+    kids, saves, worst, free = out.split()
+    assert int(kids) > 20 and int(saves) > 5, out
+    assert float(worst) < 5.0, f"a save waited {worst} s for a forked child: {out}"
+    assert free == "True", out

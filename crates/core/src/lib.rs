@@ -32,6 +32,7 @@
 pub mod atomic_file;
 pub mod clock;
 pub mod error_chain;
+pub mod fork_guard;
 pub mod hash;
 pub mod job;
 pub mod rank;

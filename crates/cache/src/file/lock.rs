@@ -8,8 +8,10 @@
 use super::sys::{self, TryLock};
 use super::trust::{self, SideModes};
 use crate::CacheError;
+use ranktune_core::fork_guard::CloseOnFork;
 use std::fs::File;
 use std::io::{Seek, SeekFrom, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -18,8 +20,12 @@ use std::time::{Duration, Instant};
 const QUIET_WAIT: Duration = Duration::from_millis(500);
 
 /// An exclusive lock, released when dropped (closing the file releases it).
+/// A child made by `fork` while it is held does not share it (see
+/// `ranktune_core::fork_guard`).
 #[derive(Debug)]
 pub(crate) struct LockGuard {
+    // Unregistered before the file closes (fields drop in order).
+    _fork: CloseOnFork,
     _file: File,
 }
 
@@ -60,8 +66,10 @@ pub(crate) fn acquire(
     mut done: impl FnMut() -> bool,
 ) -> Result<Acquired, CacheError> {
     let opened = sys::open_rw_nofollow_mode(lock, modes.file());
-    let mut file = match opened {
-        Ok(f) => f,
+    let (fork, mut file) = match opened {
+        // Guarded from the moment it is open: a fork between the open and
+        // the lock would share the description the lock then belongs to.
+        Ok(f) => (CloseOnFork::register(f.as_raw_fd()), f),
         Err(source) => {
             // A symlink, or another user's file we cannot write: say whose.
             if let Ok(meta) = std::fs::symlink_metadata(lock) {
@@ -89,7 +97,7 @@ pub(crate) fn acquire(
                     .set_len(0)
                     .and_then(|()| file.seek(SeekFrom::Start(0)))
                     .and_then(|_| file.write_all(note.as_bytes()));
-                return Ok(Acquired::Locked(LockGuard { _file: file }));
+                return Ok(Acquired::Locked(LockGuard { _fork: fork, _file: file }));
             }
             Ok(TryLock::Unsupported(e)) => return Ok(Acquired::Unsupported(e)),
             Ok(TryLock::Busy) => {}

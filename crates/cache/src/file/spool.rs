@@ -15,8 +15,10 @@ use super::trust::{self, SideModes};
 use crate::error::io;
 use crate::CacheError;
 use ranktune_core::atomic_file::{self, Publish, PublishError, Step};
+use ranktune_core::fork_guard::CloseOnFork;
 use std::ffi::OsStr;
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -241,7 +243,11 @@ fn write_spool_once<F: FnOnce() -> Vec<u8>>(
         .write_with(|temp| {
             // The save holds a shared lock on its spool file while it
             // waits, so a folder can tell whether anyone still waits for it.
-            let held = temp.file().try_clone().map_err(io("opening", temp.path()))?;
+            // Its own open file description (not a dup of the temp file's),
+            // guarded from forks: the shared lock belongs to it alone, so a
+            // child made by `fork` during the save cannot keep it.
+            let held = std::fs::File::open(temp.path()).map_err(io("opening", temp.path()))?;
+            let fork = CloseOnFork::register(held.as_raw_fd());
             let _ = sys::try_lock_shared(&held);
             // No more open than the cache (a new cache: the umask).
             if let Some(mode) = modes.cache {
@@ -253,7 +259,7 @@ fn write_spool_once<F: FnOnce() -> Vec<u8>>(
                 *made = make();
             }
             temp.write_all(made).map_err(io("writing", temp.path()))?;
-            Ok::<_, CacheError>(Waiter { _held: held })
+            Ok::<_, CacheError>(Waiter { _fork: fork, _held: held })
         })
         .map_err(|e| match e {
             PublishError::Io { step: Step::CreateTemp, path, source } => {
@@ -272,6 +278,8 @@ fn write_spool_once<F: FnOnce() -> Vec<u8>>(
 /// marker (see [`folded_marker`]) rather than delete the file.
 #[derive(Debug)]
 pub(crate) struct Waiter {
+    // Unregistered before the file closes (fields drop in order).
+    _fork: CloseOnFork,
     _held: std::fs::File,
 }
 
