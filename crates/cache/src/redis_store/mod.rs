@@ -285,7 +285,16 @@ impl RedisStore {
                     .into(),
             );
         }
+        // A server with a password drops a long command from a client that
+        // has not authenticated ("Protocol error: unauthenticated multibulk
+        // length") before it can answer NOAUTH.
+        let unauthenticated = text.contains("unauthenticated");
         match code {
+            _ if unauthenticated && self.url.user.is_none() => Some(
+                "the server needs a password and none was given; give it in the URL \
+                 (redis://:password@host) or in RANKTUNE_REDIS_PASSWORD"
+                    .into(),
+            ),
             "NOAUTH" => Some(
                 "the server needs a password and none was given; give it in the URL \
                  (redis://:password@host) or in RANKTUNE_REDIS_PASSWORD"

@@ -292,3 +292,26 @@ fn a_prefix_the_cache_allows_also_carries_the_collective() {
     let out = ranktune(dir.path(), &["cache", "check", &url], &[]).expect_success();
     assert!(out.stdout_text().contains("healthy (2 entries"), "{}", out.stdout_text());
 }
+
+/// An import into a server that needs a password, without one: the message
+/// names the save once and says what is missing (the server drops a long
+/// unauthenticated command before it can answer NOAUTH).
+#[test]
+fn an_import_without_the_password_says_what_is_missing_once() {
+    let Some(server) = RedisServer::start() else { return };
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("s3cret-pw")
+        .query(&mut raw(&server))
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("redis://127.0.0.1:{}/0?prefix=z", server.port());
+    let src = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../formats/tests/fixtures/trtllm/timings_238.json");
+    let out = ranktune(dir.path(), &["cache", "import", &url, src.to_str().unwrap()], &[]);
+    let err = out.stderr_text();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.matches("saving into").count(), 1, "{err}");
+    assert!(err.contains("needs a password and none was given"), "{err}");
+}

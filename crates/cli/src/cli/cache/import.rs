@@ -73,8 +73,18 @@ pub fn run(args: ImportArgs) -> Result<ExitCode> {
             won_by_text(c.won_by)
         );
     }
-    let report =
-        open_store(&target)?.save(&merged.data).with_context(|| format!("saving into {target}"))?;
+    let report = match open_store(&target)?.save(&merged.data) {
+        Ok(report) => report,
+        Err(e) => {
+            // A Redis error already names the save and the location.
+            let what = format!("saving into {target}");
+            return Err(if e.to_string().starts_with(&what) {
+                anyhow::Error::new(e)
+            } else {
+                anyhow::Error::new(e).context(what)
+            });
+        }
+    };
     for w in &report.warnings {
         warn!("{w}");
     }
