@@ -298,13 +298,7 @@ fn a_prefix_the_cache_allows_also_carries_the_collective() {
 /// unauthenticated command before it can answer NOAUTH).
 #[test]
 fn an_import_without_the_password_says_what_is_missing_once() {
-    let Some(server) = RedisServer::start() else { return };
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("requirepass")
-        .arg("s3cret-pw")
-        .query(&mut raw(&server))
-        .unwrap();
+    let Some(server) = RedisServer::start_with(&["--requirepass", "s3cret-pw"]) else { return };
     let dir = tempfile::tempdir().unwrap();
     let url = format!("redis://127.0.0.1:{}/0?prefix=z", server.port());
     let src = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
