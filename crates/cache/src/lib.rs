@@ -88,7 +88,10 @@ pub use file::{
 };
 pub use identity::{foreign_library, is_stale};
 pub use label::{bucket_label, bucket_size, tactic_label};
-pub use limit::{max_file_bytes, DEFAULT_MAX_FILE_BYTES, MAX_FILE_BYTES_ENV};
+pub use limit::{
+    max_file_bytes, max_section_entries, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_SECTION_ENTRIES,
+    ENTRY_OVERHEAD_BYTES, MAX_FILE_BYTES_ENV, MAX_SECTIONS, MAX_SECTION_ENTRIES_ENV,
+};
 pub use listing::entry_listing;
 pub use location::{
     redact_text, CacheLocation, RedisUrl, DEFAULT_REDIS_PREFIX, REDIS_PASSWORD_ENV,

@@ -1,8 +1,9 @@
-//! The read cap every store applies: the most bytes one load may read,
-//! from a file (`file/read.rs`) or from a server (`redis_store`).
+//! The read caps every store applies: the most bytes one load may read,
+//! from a file (`file/read.rs`) or from a server (`redis_store`), and the
+//! most entries and sections a server's cache may list.
 //!
-//! Owns the limit and its environment variable; it reads nothing else and
-//! must never touch a store.
+//! Owns the limits and their environment variables; it reads nothing else
+//! and must never touch a store.
 
 use crate::CacheError;
 
@@ -23,6 +24,40 @@ pub fn max_file_bytes() -> Result<u64, CacheError> {
         Ok(s) => s.trim().parse::<u64>().map_err(|_| {
             CacheError::Invalid(format!(
                 "{MAX_FILE_BYTES_ENV}={s:?} is not a number of bytes; set it to e.g. {DEFAULT_MAX_FILE_BYTES}"
+            ))
+        }),
+    }
+}
+
+/// Environment variable that sets the most entries one section of a cache
+/// may hold when it is read (default [`DEFAULT_MAX_SECTION_ENTRIES`]).
+/// Bytes alone do not bound a load: a million empty fields are few bytes
+/// and much memory, so a store refuses a section with more entries than
+/// this before it reads any of them.
+pub const MAX_SECTION_ENTRIES_ENV: &str = "RANKTUNE_CACHE_MAX_ENTRIES";
+
+/// The most entries one section may hold unless told otherwise: ten
+/// million, far beyond any tune (a model's cache holds thousands).
+pub const DEFAULT_MAX_SECTION_ENTRIES: u64 = 10_000_000;
+
+/// The most sections a store lists: the shared section and 65,536 ranks.
+pub const MAX_SECTIONS: u64 = 65_537;
+
+/// The bytes every stored entry counts toward the read cap beyond its own
+/// text: about what holding one costs while it is read, so that the cap
+/// bounds memory, not only text.
+pub const ENTRY_OVERHEAD_BYTES: u64 = 64;
+
+/// The entry limit from `RANKTUNE_CACHE_MAX_ENTRIES`, or
+/// [`DEFAULT_MAX_SECTION_ENTRIES`] when unset; a malformed value is an error.
+pub fn max_section_entries() -> Result<u64, CacheError> {
+    match std::env::var(MAX_SECTION_ENTRIES_ENV) {
+        Err(_) => Ok(DEFAULT_MAX_SECTION_ENTRIES),
+        Ok(s) if s.trim().is_empty() => Ok(DEFAULT_MAX_SECTION_ENTRIES),
+        Ok(s) => s.trim().parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
+            CacheError::Invalid(format!(
+                "{MAX_SECTION_ENTRIES_ENV}={s:?} is not a positive number of entries; set it to \
+                 e.g. {DEFAULT_MAX_SECTION_ENTRIES}"
             ))
         }),
     }

@@ -63,7 +63,10 @@
 use crate::codec::{self, EntryText, FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME};
 use crate::document::CacheData;
 use crate::entry::{Entry, EntryKey, Identity, Section};
-use crate::limit::max_file_bytes;
+use crate::limit::{
+    max_file_bytes, max_section_entries, ENTRY_OVERHEAD_BYTES, MAX_SECTIONS,
+    MAX_SECTION_ENTRIES_ENV,
+};
 use crate::location::RedisUrl;
 use crate::store::{self, Loaded, RemovePredicate, Resolver, SaveReport, Store};
 use crate::CacheError;
@@ -103,8 +106,11 @@ pub struct RedisConfig {
     pub timeout: Duration,
     /// The most bytes one entry's value may have.
     pub max_entry_bytes: usize,
-    /// The most bytes one load may read.
+    /// The most bytes one load may read (each entry also counts
+    /// [`ENTRY_OVERHEAD_BYTES`](crate::ENTRY_OVERHEAD_BYTES)).
     pub max_total_bytes: u64,
+    /// The most entries one section (one hash) may hold.
+    pub max_section_entries: u64,
 }
 
 impl Default for RedisConfig {
@@ -114,6 +120,7 @@ impl Default for RedisConfig {
             timeout: DEFAULT_REDIS_TIMEOUT,
             max_entry_bytes: MAX_ENTRY_BYTES,
             max_total_bytes: crate::DEFAULT_MAX_FILE_BYTES,
+            max_section_entries: crate::DEFAULT_MAX_SECTION_ENTRIES,
         }
     }
 }
@@ -131,6 +138,7 @@ impl RedisConfig {
             timeout: ranktune_redis::timeout_with(&env).map_err(invalid)?,
             max_entry_bytes: MAX_ENTRY_BYTES,
             max_total_bytes: max_file_bytes()?,
+            max_section_entries: max_section_entries()?,
         })
     }
 }
@@ -180,6 +188,16 @@ struct Edit {
 }
 
 /// The field an entry is stored under: its key as a compact JSON array.
+/// The key and the count a `RANKTUNE_TOO_*` error of `load.lua` names
+/// (`<key> <count>`).
+fn key_and_count(detail: Option<&str>) -> (String, String) {
+    let detail = detail.unwrap_or("").trim();
+    match detail.rsplit_once(' ') {
+        Some((key, n)) => (escape_control(key), n.to_string()),
+        None => ("a key".to_string(), escape_control(detail)),
+    }
+}
+
 fn field_of(key: &EntryKey) -> String {
     serde_json::to_string(&(&key.op, &key.runner, &key.fingerprint, &key.bucket))
         .unwrap_or_default()
@@ -328,10 +346,20 @@ impl RedisStore {
                 ),
             };
         } else if code == "RANKTUNE_TOO_BIG" {
+            let (key, _) = key_and_count(e.detail());
             format!(
-                "the cache holds more than {} bytes (RANKTUNE_CACHE_MAX_BYTES); nothing was \
-                 read. If it really is that big, raise the limit",
+                "reading {key} would pass {} bytes (RANKTUNE_CACHE_MAX_BYTES; each entry counts \
+                 its text and {ENTRY_OVERHEAD_BYTES} bytes more); nothing was read. If the cache \
+                 really is that big, raise the limit; else remove that key",
                 self.cfg.max_total_bytes
+            )
+        } else if code == "RANKTUNE_TOO_MANY" {
+            let (key, n) = key_and_count(e.detail());
+            format!(
+                "{key} holds {n} entries, more than the {} one section may hold \
+                 ({MAX_SECTION_ENTRIES_ENV}); nothing was read. If the cache really is that \
+                 big, raise the limit; else remove that key",
+                self.cfg.max_section_entries
             )
         } else if let Some(reason) = self.auth_problem(code, e) {
             reason
@@ -371,9 +399,7 @@ impl RedisStore {
         let names: Vec<Section> = match sections {
             Some(s) => s.to_vec(),
             None => {
-                let members: Vec<String> = self.with_conn("loading", |c| {
-                    redis::cmd("SMEMBERS").arg(self.key("sections")).query(c)
-                })?;
+                let members = self.section_names()?;
                 let mut found = Vec::new();
                 for m in members {
                     match Section::parse(&m) {
@@ -492,6 +518,49 @@ impl RedisStore {
         Ok(())
     }
 
+    /// The names the sections set lists, after checking on the server that
+    /// it is a set of at most [`MAX_SECTIONS`] members: a planted key of
+    /// another type, or a set of millions, is refused naming the key.
+    fn section_names(&self) -> Result<Vec<String>, CacheError> {
+        let key = self.key("sections");
+        let (kind, count): (String, i64) = self.with_conn("loading", |c| {
+            redis::pipe()
+                .cmd("TYPE")
+                .arg(&key)
+                .cmd("EVAL")
+                .arg(
+                    "if redis.call('TYPE', KEYS[1])['ok'] == 'set' then \
+                     return redis.call('SCARD', KEYS[1]) else return 0 end",
+                )
+                .arg(1)
+                .arg(&key)
+                .query(c)
+        })?;
+        let refuse = |reason: String| CacheError::Redis {
+            action: "loading",
+            location: self.url.to_string(),
+            reason,
+        };
+        match kind.as_str() {
+            "none" => return Ok(Vec::new()),
+            "set" => {}
+            other => {
+                return Err(refuse(format!(
+                    "{key} is a {other}, not the set of section names ranktune keeps there; \
+                     nothing was read. Remove that key, or choose another ?prefix="
+                )))
+            }
+        }
+        if u64::try_from(count).unwrap_or(u64::MAX) > MAX_SECTIONS {
+            return Err(refuse(format!(
+                "{key} lists {count} sections, more than the {MAX_SECTIONS} a cache may have (the \
+                 shared section and one per rank); nothing was read. Remove that key, or choose \
+                 another ?prefix="
+            )));
+        }
+        self.with_conn("loading", |c| redis::cmd("SMEMBERS").arg(&key).query(c))
+    }
+
     /// Reads meta, envs and the sections' hashes with `load.lua`: the
     /// hashes in that order, and warnings for keys of another type.
     fn read_hashes(&self, sections: &[Section]) -> Result<(Vec<RawHash>, Vec<String>), CacheError> {
@@ -502,7 +571,10 @@ impl RedisStore {
             for k in &keys {
                 inv.key(k);
             }
-            inv.arg(self.cfg.max_entry_bytes).arg(self.cfg.max_total_bytes);
+            inv.arg(self.cfg.max_entry_bytes)
+                .arg(self.cfg.max_total_bytes)
+                .arg(self.cfg.max_section_entries)
+                .arg(ENTRY_OVERHEAD_BYTES);
             inv.invoke(c)
         })?;
         let bad_reply = || CacheError::Redis {

@@ -8,3 +8,4 @@ mod cache_format_props;
 mod cache_processes;
 mod cache_redis;
 mod cache_sections;
+mod redis_bounds;
