@@ -50,6 +50,7 @@
 //! what the bytes mean.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use ranktune_redis::{redact_text, Endpoint, RedisUrl};
@@ -204,6 +205,21 @@ impl RedisTransport {
             .and_then(|()| f(con));
         result.map_err(|e| {
             self.con = None;
+            if e.is_timeout() {
+                // Say which wait ran out, not the socket's "Resource
+                // temporarily unavailable".
+                return CollectiveError::Redis {
+                    server: self.server.clone(),
+                    action: action.to_string(),
+                    reason: format!(
+                        "no answer within {:.1} s (the time the strategy had left, \
+                         RANKTUNE_STRATEGY_TIMEOUT, plus {} s); the server may be stopped \
+                         (SIGSTOP) or overloaded",
+                        timeout.as_secs_f64(),
+                        IO_MARGIN.as_secs()
+                    ),
+                };
+            }
             self.error(action, &e)
         })
     }
@@ -225,12 +241,12 @@ impl RedisTransport {
         let keys: Vec<String> = wanted.iter().map(|r| Self::msg_key(&session, seq, *r)).collect();
         let wait = self.remaining();
         let values: Vec<Vec<u8>> = self.run("reading messages", wait, |c| {
-            let mut pipe = redis::pipe();
+            let mut inv = READ.prepare_invoke();
             for key in &keys {
-                // At most one byte over the limit: enough to tell it is too long.
-                pipe.cmd("GETRANGE").arg(key).arg(0).arg(MAX_MESSAGE);
+                inv.key(key);
             }
-            pipe.query(c)
+            // At most one byte over the limit: enough to tell it is too long.
+            inv.arg(MAX_MESSAGE).invoke(c)
         })?;
         for ((from, key), bytes) in wanted.into_iter().zip(&keys).zip(values) {
             // GETRANGE of a missing key is empty; a message never is.
@@ -246,6 +262,46 @@ impl RedisTransport {
         Ok(())
     }
 }
+
+// Every operation is one command with one reply (a script where it
+// writes several keys): redis-rs reads every reply of a pipeline even after
+// one timed out, so against a stopped server a pipeline of n commands would
+// wait n reply timeouts instead of one.
+
+/// Reads each key's first ARGV[1] + 1 bytes (GETRANGE; empty when missing).
+static READ: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        "local out = {} for i, k in ipairs(KEYS) do \
+         out[i] = redis.call('GETRANGE', k, 0, ARGV[1]) end return out",
+    )
+});
+
+/// Sets hello field ARGV[1] to ARGV[2] in KEYS[1], which expires in ARGV[3] s.
+static HELLO: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        "redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) \
+         redis.call('EXPIRE', KEYS[1], ARGV[3]) return 1",
+    )
+});
+
+/// Sets message KEYS[1] to ARGV[1] (expiring in ARGV[2] s), then pushes
+/// token ARGV[3] onto every wake list KEYS[2..]: the message exists before
+/// any token announces it.
+static POST: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        "redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2]) \
+         for i = 2, #KEYS do redis.call('RPUSH', KEYS[i], ARGV[3]) \
+         redis.call('EXPIRE', KEYS[i], ARGV[2]) end return 1",
+    )
+});
+
+/// Adds rank ARGV[1] to abandon marker KEYS[1], which expires in ARGV[2] s.
+static ABANDON: LazyLock<redis::Script> = LazyLock::new(|| {
+    redis::Script::new(
+        "redis.call('SADD', KEYS[1], ARGV[1]) \
+         redis.call('EXPIRE', KEYS[1], ARGV[2]) return 1",
+    )
+});
 
 /// The rendezvous's records as keys: the hellos are fields of one hash, the
 /// welcome one key, every write with the transport's expiry.
@@ -264,17 +320,7 @@ impl MeetingPlace for RedisTransport {
         let field = format!("{}:{}", self.member.rank, self.member.nonce);
         let (key, ttl, wait) = (self.hello_key(), self.ttl_secs(), self.remaining());
         self.run("posting a hello", wait, |c| {
-            redis::pipe()
-                .cmd("HSET")
-                .arg(&key)
-                .arg(&field)
-                .arg(bytes)
-                .ignore()
-                .cmd("EXPIRE")
-                .arg(&key)
-                .arg(ttl)
-                .ignore()
-                .exec(c)
+            HELLO.key(&key).arg(&field).arg(bytes).arg(ttl).invoke(c)
         })
     }
 
@@ -383,13 +429,12 @@ impl Transport for RedisTransport {
         self.inbox = self.inbox.split_off(&(seq, 0));
         // In order on one connection: the message exists before any token announces it.
         self.run("posting a message", wait, |c| {
-            let mut pipe = redis::pipe();
-            pipe.cmd("SET").arg(&key).arg(&bytes).arg("EX").arg(ttl).ignore();
+            let mut inv = POST.prepare_invoke();
+            inv.key(&key);
             for wake in &wakes {
-                pipe.cmd("RPUSH").arg(wake).arg(seq).ignore();
-                pipe.cmd("EXPIRE").arg(wake).arg(ttl).ignore();
+                inv.key(wake);
             }
-            pipe.exec(c)
+            inv.arg(&bytes).arg(ttl).arg(seq).invoke(c)
         })
     }
 
@@ -407,16 +452,7 @@ impl Transport for RedisTransport {
         let (rank, ttl) = (self.member.rank, self.ttl_secs());
         // The deadline has passed: a short, fixed bound.
         let result = self.run("marking a call abandoned", Duration::from_secs(1), |c| {
-            redis::pipe()
-                .cmd("SADD")
-                .arg(&key)
-                .arg(rank)
-                .ignore()
-                .cmd("EXPIRE")
-                .arg(&key)
-                .arg(ttl)
-                .ignore()
-                .exec(c)
+            ABANDON.key(&key).arg(rank).arg(ttl).invoke::<()>(c)
         });
         if let Err(e) = result {
             tracing::warn!("could not mark call #{seq} abandoned: {e}");
@@ -485,18 +521,12 @@ impl Transport for RedisTransport {
         };
         let wake = Self::wake_key(&session, self.member.rank);
         let secs = format!("{:.3}", block.as_secs_f64());
-        // One round trip: wait for a token, then drop the others (each
-        // announces a message the next read sees anyway).
+        // One command, one reply: a pipeline would wait its reply timeout
+        // once per reply on a stopped server. Tokens left in the list
+        // announce messages the next read sees anyway; the call's cleanup
+        // drops them.
         let result = self.run("waiting for messages", block, |c| {
-            redis::pipe()
-                .cmd("BLPOP")
-                .arg(&wake)
-                .arg(&secs)
-                .ignore()
-                .cmd("DEL")
-                .arg(&wake)
-                .ignore()
-                .exec(c)
+            redis::cmd("BLPOP").arg(&wake).arg(&secs).exec(c)
         });
         if let Err(e) = result {
             // The next read reports a server that stays unreachable; don't spin meanwhile.

@@ -122,6 +122,20 @@ fn collective_child() {
             calls.push(outcome(c.all_gather(tag, b"miss", SHORT), show));
             calls.push(json!({ "elapsed": start.elapsed().as_secs_f64() }));
         }
+        "stopped" => {
+            // One round, then wait while the parent stops the server
+            // (SIGSTOP); the next call finds no answer.
+            rounds(c.as_mut(), &mut calls, 1);
+            c.barrier("ready", LONG).unwrap();
+            fs::write(out.join(format!("ready-{r}")), b"").unwrap();
+            let limit = Instant::now() + LONG;
+            while !out.join("stopped").exists() && Instant::now() < limit {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let start = Instant::now();
+            calls.push(outcome(c.all_gather("after the stop", b"x", SHORT), show));
+            calls.push(json!({ "elapsed": start.elapsed().as_secs_f64() }));
+        }
         "mismatch" => {
             let tag = if r == 1 { "softmax [[8,4096]] hit?" } else { "softmax [[16,4096]] hit?" };
             calls.push(outcome(c.all_gather(tag, b"1", LONG), show));
@@ -400,6 +414,32 @@ fn ranks_killed_mid_collective_over_redis_are_named_within_the_timeout() {
     let want = expected_rounds("job-rdie", "new", 4, 8);
     for (rank, got) in second.all_results("calls").into_iter().enumerate() {
         assert_eq!(got, want, "rank {rank}");
+    }
+}
+
+#[test]
+fn a_server_stopped_mid_collective_is_the_timeout_that_ran_out() {
+    let Some(server) = ranktune_testkit::redis::RedisServer::start() else { return };
+    let pid = server.pid().unwrap() as libc::pid_t;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut job = spawn_redis_job("stopped", 2, tmp.path(), "job-stop", &server.url(0), &[]);
+    let out = tmp.path().join("out");
+    let limit = Instant::now() + LONG;
+    while !(0..2).all(|r| out.join(format!("ready-{r}")).exists()) && Instant::now() < limit {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: signals to the server this test started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    fs::write(out.join("stopped"), b"").unwrap();
+    job.wait();
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    for (rank, calls) in job.all_results("calls").into_iter().enumerate() {
+        let text = err_of(&calls[calls.len() - 2])["text"].as_str().unwrap().to_string();
+        assert!(text.contains("no answer within "), "rank {rank}: {text}");
+        assert!(text.contains("RANKTUNE_STRATEGY_TIMEOUT") && text.contains("SIGSTOP"), "{text}");
+        assert!(!text.contains("os error 11"), "rank {rank}: {text}");
+        let elapsed = calls[calls.len() - 1]["elapsed"].as_f64().unwrap();
+        assert!(elapsed < SHORT.as_secs_f64() + 10.0, "took {elapsed}: {text}");
     }
 }
 

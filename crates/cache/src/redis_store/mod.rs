@@ -523,14 +523,14 @@ impl RedisStore {
     /// another type, or a set of millions, is refused naming the key.
     fn section_names(&self) -> Result<Vec<String>, CacheError> {
         let key = self.key("sections");
+        // One command, one reply: a pipeline waits its reply timeout once
+        // per reply on a stopped server.
         let (kind, count): (String, i64) = self.with_conn("loading", |c| {
-            redis::pipe()
-                .cmd("TYPE")
-                .arg(&key)
-                .cmd("EVAL")
+            redis::cmd("EVAL")
                 .arg(
-                    "if redis.call('TYPE', KEYS[1])['ok'] == 'set' then \
-                     return redis.call('SCARD', KEYS[1]) else return 0 end",
+                    "local t = redis.call('TYPE', KEYS[1])['ok'] \
+                     if t == 'set' then return {t, redis.call('SCARD', KEYS[1])} end \
+                     return {t, 0}",
                 )
                 .arg(1)
                 .arg(&key)
