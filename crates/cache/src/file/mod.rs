@@ -250,6 +250,42 @@ impl FileStore {
         Ok(Cow::Owned(FileStore { path, via_link, ..self.clone() }))
     }
 
+    /// The error for a damaged cache that cannot be moved aside: in a
+    /// sticky directory only the file's owner (or the directory's) may
+    /// rename it, so name them and what to do.
+    fn cannot_set_aside(&self, e: std::io::Error, reason: &str) -> CacheError {
+        if e.kind() != std::io::ErrorKind::PermissionDenied {
+            return io("setting aside", &self.path)(e);
+        }
+        let dir = atomic_file::parent_dir(&self.path);
+        let owner = std::fs::symlink_metadata(&self.path).map(|m| m.uid()).ok();
+        let dir_meta = std::fs::metadata(&dir).ok();
+        let sticky = dir_meta.as_ref().is_some_and(|m| m.mode() & 0o1000 != 0);
+        let who = owner.map_or_else(|| "someone else".to_string(), sys::user_label);
+        let why = if sticky {
+            format!(
+                "{} is a sticky directory, where only the file's owner ({who}) or the \
+                 directory's ({}) may move it, and you are {}",
+                dir.display(),
+                dir_meta.map_or_else(|| "?".to_string(), |m| sys::user_label(m.uid())),
+                sys::user_label(sys::euid())
+            )
+        } else {
+            format!(
+                "you ({}) may not rename files in {}; the file is owned by {who}",
+                sys::user_label(sys::euid()),
+                dir.display()
+            )
+        };
+        CacheError::Corrupt {
+            path: self.path.clone(),
+            reason: format!(
+                "{reason}; it cannot be set aside: {why}. Ask its owner to remove it, or use a \
+                 cache path of your own (nothing was written)"
+            ),
+        }
+    }
+
     /// The sidecar lock file, `<path>.lock`.
     pub fn lock_path(&self) -> PathBuf {
         lock::lock_path(&self.path)
@@ -313,8 +349,9 @@ impl FileStore {
                 continue;
             }
             let aside_path = self.aside_path();
-            sys::rename_noreplace(&self.path, &aside_path)
-                .map_err(io("setting aside", &self.path))?;
+            if let Err(e) = sys::rename_noreplace(&self.path, &aside_path) {
+                return Err(self.cannot_set_aside(e, &reason));
+            }
             let dir = atomic_file::parent_dir(&self.path);
             atomic_file::sync_dir(&dir).map_err(io("fsyncing directory", &dir))?;
             let msg = format!(

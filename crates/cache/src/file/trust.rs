@@ -2,11 +2,12 @@
 //! rules for sharing a directory with other users (world-writable or sticky
 //! directories on shared machines and clusters).
 //!
-//! - A symlink at the cache path is followed only where the kernel's
-//!   `protected_symlinks` would follow it: outside a sticky world-writable
-//!   directory, or when the link is owned by the caller or by the
-//!   directory's owner ([`resolve`]). Links are resolved one hop at a time,
-//!   never with a user-space `canonicalize`.
+//! - A symlink anywhere on the cache path (a directory as well as the file)
+//!   is followed only where the kernel's `protected_symlinks` would follow
+//!   it: outside a sticky world-writable directory, or when the link is
+//!   owned by the caller or by the directory's owner ([`resolve`]), whatever
+//!   the sysctl says. Links are resolved one hop at a time, each judged in
+//!   the real directory that holds it, never with `canonicalize`.
 //! - Every file and directory made next to a cache (spool directory, spool
 //!   files, lock file, a rewritten cache) is no more open than the cache;
 //!   for a new cache, the umask decides ([`SideModes`]).
@@ -29,27 +30,73 @@ use std::path::{Path, PathBuf};
 /// How many symlinks a cache path may go through (the kernel's limit).
 const MAX_HOPS: usize = 40;
 
-/// Where the cache at `path` really is: symlinks at the path resolved one
-/// hop at a time, each allowed only where the kernel's `protected_symlinks`
-/// would follow it. Returns the path and whether a link was followed.
+/// Where the cache at `path` really is: every symlink on the path — in any
+/// component, not only the last — resolved one hop at a time, each allowed
+/// only where the kernel's `protected_symlinks` would follow it, judged in
+/// the real directory that holds it (whatever the sysctl says: a machine
+/// may have it off). Returns the path (unchanged when no link was followed)
+/// and whether a link was followed.
+///
+/// A directory link matters as much as a file link: in a sticky shared
+/// directory, `shared/proj -> shared/evil` (a world-writable directory of
+/// another user) whose `c.json` links into the caller's private home would
+/// otherwise make a save create files there under a name someone else
+/// chose, and make the side files' owner check trust that user.
 pub(crate) fn resolve(path: &Path) -> Result<(PathBuf, bool), CacheError> {
-    let mut p = path.to_path_buf();
-    let mut via_link = false;
-    for _ in 0..MAX_HOPS {
-        let meta = match std::fs::symlink_metadata(&p) {
+    use std::collections::VecDeque;
+    use std::path::Component;
+    // `pending`: the components still to walk (a link's target puts its
+    // own in front); `done`: the real path so far, with no link in it.
+    let mut pending: VecDeque<PathBuf> = path.components().map(|c| c.as_os_str().into()).collect();
+    let mut done = PathBuf::new();
+    let mut hops = 0;
+    while let Some(part) = pending.pop_front() {
+        match part.components().next() {
+            Some(Component::RootDir) | Some(Component::Prefix(_)) => {
+                done = part;
+                continue;
+            }
+            Some(Component::CurDir) | None => continue,
+            Some(Component::ParentDir) => {
+                // `done` holds no links, so its parent is the real one.
+                match done.components().next_back() {
+                    Some(Component::Normal(_)) => {
+                        done.pop();
+                    }
+                    Some(Component::RootDir) => {}
+                    _ => done.push(".."),
+                }
+                continue;
+            }
+            Some(Component::Normal(_)) => {}
+        }
+        let candidate = done.join(&part);
+        let meta = match std::fs::symlink_metadata(&candidate) {
             Ok(m) if m.file_type().is_symlink() => m,
-            _ => return Ok((p, via_link)),
+            _ => {
+                done = candidate;
+                continue;
+            }
         };
-        let dir = atomic_file::parent_dir(&p);
-        check_follow(&p, &meta, &dir)?;
-        let target = std::fs::read_link(&p).map_err(crate::error::io("reading link", &p))?;
-        p = if target.is_absolute() { target } else { dir.join(target) };
-        via_link = true;
+        hops += 1;
+        if hops > MAX_HOPS {
+            return Err(CacheError::Invalid(format!(
+                "{} goes through more than {MAX_HOPS} symbolic links; point it at the cache file",
+                path.display()
+            )));
+        }
+        let dir = if done.as_os_str().is_empty() { PathBuf::from(".") } else { done.clone() };
+        check_follow(&candidate, &meta, &dir)?;
+        let target =
+            std::fs::read_link(&candidate).map_err(crate::error::io("reading link", &candidate))?;
+        for c in target.components().rev() {
+            pending.push_front(c.as_os_str().into());
+        }
     }
-    Err(CacheError::Invalid(format!(
-        "{} goes through more than {MAX_HOPS} symbolic links; point it at the cache file",
-        path.display()
-    )))
+    if hops == 0 {
+        return Ok((path.to_path_buf(), false));
+    }
+    Ok((done, true))
 }
 
 /// The kernel's `protected_symlinks` rule for the link `link` (metadata

@@ -465,8 +465,14 @@ impl RedisStore {
         field: &str,
         value: &RawValue,
     ) -> Result<(EntryKey, Entry), String> {
-        let skipped =
-            |why: String| format!("bad entry {section} {field} in {} skipped: {why}", self.url);
+        let skipped = |why: String| {
+            format!(
+                "bad entry {section} {} in {} skipped: {}",
+                escape_control(field),
+                self.url,
+                escape_control(&why)
+            )
+        };
         let text = match value {
             RawValue::Text(t) => t,
             RawValue::TooLong(n) => {

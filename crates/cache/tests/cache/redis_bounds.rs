@@ -133,3 +133,21 @@ fn a_sections_key_of_another_type_is_named_with_its_type() {
     );
     assert!(!reason.contains("WRONGTYPE"), "{reason}");
 }
+
+#[test]
+fn field_names_from_the_server_are_quoted_with_control_characters_escaped() {
+    let Some(server) = RedisServer::start() else { return };
+    plant_empty_fields(&server, "esc", 0);
+    let mut c = raw(&server);
+    let _: i64 = redis::cmd("HSET")
+        .arg("{esc}:s:shared")
+        .arg("\u{1b}[2J\u{1b}]0;owned\u{7}field")
+        .arg("\u{1b}[31mnot json")
+        .query(&mut c)
+        .unwrap();
+    let loaded = store_with(&server, "esc", RedisConfig::default()).load().unwrap();
+    assert_eq!(loaded.bad_entries, 1);
+    let w = loaded.warnings.join("\n");
+    assert!(!w.chars().any(|ch| ch.is_control() && ch != '\n'), "{w:?}");
+    assert!(w.contains(r"\u{1b}[2J"), "{w}");
+}

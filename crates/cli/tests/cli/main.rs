@@ -23,4 +23,5 @@ mod trace_analyze_summary;
 mod trace_runs;
 mod tune_cli;
 mod tune_signals;
+mod two_users;
 mod unreadable;
