@@ -214,10 +214,15 @@ fn divergent(data: &CacheData) -> Vec<Problem> {
     by_bucket
         .into_iter()
         .filter(|(_, choices)| choices.len() > 1)
-        .map(|((op, bucket), choices)| Problem::Divergent {
-            op: op.to_string(),
-            bucket: bucket.clone(),
-            choices: choices.into_iter().collect(),
+        .map(|((op, bucket), choices)| {
+            // In rank order: each choice's ranks sorted, and the choices by
+            // the first rank that made them.
+            let mut choices: Vec<(RankChoice, Vec<Section>)> = choices.into_iter().collect();
+            for (_, sections) in &mut choices {
+                sections.sort();
+            }
+            choices.sort_by(|a, b| a.1.first().cmp(&b.1.first()));
+            Problem::Divergent { op: op.to_string(), bucket: bucket.clone(), choices }
         })
         .collect()
 }
@@ -293,6 +298,19 @@ mod tests {
             p[0].to_string(),
             "ranks disagree on moe 8x64: rank_0 chose MoERunner (runner #0) tactic 7; \
              rank_1 chose MoERunner (runner #1) tactic 7"
+        );
+
+        // In rank order: rank_0's choice first, even when it sorts last,
+        // and rank_2 before rank_10.
+        let mut data = CacheData::default();
+        put(&mut data, Section::Rank(0), "ZRunner", "a", 1, 7);
+        put(&mut data, Section::Rank(10), "ARunner", "a", 0, 7);
+        put(&mut data, Section::Rank(2), "ARunner", "a", 0, 7);
+        let p = check(&data, "e");
+        assert_eq!(
+            p[0].to_string(),
+            "ranks disagree on moe 8x64: rank_0 chose ZRunner tactic 7; rank_2, rank_10 chose \
+             ARunner tactic 7"
         );
 
         // Shared entries are never compared with rank entries.

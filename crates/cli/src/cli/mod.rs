@@ -80,12 +80,40 @@ fn init_logging(verbose: u8) {
     let logs = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .without_time()
+        .event_format(Plain)
         .with_filter(filter);
     let traces = ranktune_trace::layer()
         .with_filter(Targets::new().with_target("ranktune", LevelFilter::TRACE));
     let _ = tracing_subscriber::registry().with(logs).with(traces).try_init();
+}
+
+/// Log lines in the style of the CLI's own messages (`warning: …`,
+/// `error: …`), so a warning from the library and one the CLI prints read
+/// the same: one word for the level, then the message and its fields.
+struct Plain;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for Plain
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let word = match *event.metadata().level() {
+            tracing::Level::ERROR => "error",
+            tracing::Level::WARN => "warning",
+            tracing::Level::INFO => "info",
+            tracing::Level::DEBUG => "debug",
+            tracing::Level::TRACE => "trace",
+        };
+        write!(writer, "{word}: ")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }
 
 /// Parses a count flag (`--max-tokens`, `--ranks`, `--rank`). Flags that use

@@ -184,7 +184,7 @@ fn a_held_lock_is_announced_once_then_times_out_naming_the_path() {
     assert_eq!(out.status.code(), Some(2));
     let err = out.stderr_text();
     assert_eq!(
-        err.lines().filter(|l| l.contains("WARN") && l.contains("waiting for lock on")).count(),
+        err.lines().filter(|l| l.contains("warning:") && l.contains("waiting for lock on")).count(),
         1,
         "{err}"
     );

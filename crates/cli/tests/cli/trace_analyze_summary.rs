@@ -180,6 +180,13 @@ fn cli_json_schema_text_and_html() {
     assert!(!page.contains("http://") || !page.contains("src=\"http"));
     assert!(!page.contains("<script"));
     check_report(&page, 3, 5);
+    // On paper, in greyscale: a print stylesheet, every other rank's line
+    // dashed and marked, the shading in classes the print style darkens.
+    assert!(page.contains("@media print{"), "no print stylesheet");
+    assert_eq!(page.matches("stroke-dasharray=\"8 4\" points=").count(), 1, "rank 0 dashed");
+    assert_eq!(page.matches("stroke-dasharray=\"2 3\" points=").count(), 1, "rank 1 dashed");
+    assert!(page.contains("<path d=\"M"), "no markers");
+    assert!(page.contains("<td class=\"h"), "no heat classes");
     // The blame chart: rank 3's bar is marked, numbers printed.
     assert!(page.contains("Who made whom wait"), "no blame section");
     assert!(page.contains("caused ") && page.contains(" · last 5×"), "blame values missing");
@@ -242,7 +249,7 @@ fn check_report(page: &str, rank: u32, steps: usize) {
     assert!(!verdict.contains('`') && verdict.contains("<code>"), "{verdict}");
     // Per-rank × per-step: one row per step, each naming its slowest rank.
     let table = page.split("Slowest rank in each step").nth(1).expect("the step table");
-    assert_eq!(table.matches("class=\"slowest\"").count(), steps, "{table}");
+    assert_eq!(table.matches("slowest\">").count(), steps, "{table}");
     assert!(
         table.contains(&format!("{steps} of {steps}</th>")),
         "rank {rank} slowest in every step"

@@ -89,7 +89,7 @@ fn bars(h: &mut String, s: &Summary, rows: &[usize]) {
     let ht = T + ROW * rows.len() as f64 + 40.0;
     let _ = writeln!(
         h,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{ht}\" role=\"img\" aria-label=\"wait caused and suffered per rank\">"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{W}\" height=\"{ht}\" viewBox=\"0 0 {W} {ht}\" role=\"img\" aria-label=\"wait caused and suffered per rank\">"
     );
     let bottom = T + ROW * rows.len() as f64;
     axis(h, &xt, top, pw, bottom);

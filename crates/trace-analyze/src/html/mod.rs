@@ -91,6 +91,89 @@ fn is_straggler(s: &Summary, rank: u32) -> bool {
 }
 
 /// A rank's line/bar color: red for the straggler, else its palette color.
+/// Dash patterns that tell the ranks' lines apart without color (a printed
+/// page in greyscale); the straggler's line is solid and thick.
+const DASHES: [&str; 6] = ["8 4", "2 3", "10 3 2 3", "4 2", "1 5", "12 5"];
+
+/// Marker shapes, one per rank, drawn on each point of its line.
+const MARKERS: [Marker; 5] =
+    [Marker::Square, Marker::Triangle, Marker::Diamond, Marker::Cross, Marker::Circle];
+
+/// The straggler's marker: never one of the others'.
+const STRAGGLER_MARKER: Marker = Marker::Dot;
+
+#[derive(Clone, Copy)]
+enum Marker {
+    Square,
+    Triangle,
+    Diamond,
+    Cross,
+    Circle,
+    Dot,
+}
+
+impl Marker {
+    /// The marker centred on (`x`, `y`) as SVG.
+    fn svg(self, x: f64, y: f64, color: &str) -> String {
+        let r = 3.5;
+        match self {
+            Marker::Square => format!(
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"#fff\" stroke=\"{color}\" stroke-width=\"1.4\"/>",
+                x - r,
+                y - r,
+                2.0 * r,
+                2.0 * r
+            ),
+            Marker::Triangle => format!(
+                "<path d=\"M{:.1},{:.1}L{:.1},{:.1}L{:.1},{:.1}Z\" fill=\"#fff\" stroke=\"{color}\" stroke-width=\"1.4\"/>",
+                x,
+                y - r - 0.5,
+                x + r,
+                y + r,
+                x - r,
+                y + r
+            ),
+            Marker::Diamond => format!(
+                "<path d=\"M{:.1},{:.1}L{:.1},{:.1}L{:.1},{:.1}L{:.1},{:.1}Z\" fill=\"{color}\"/>",
+                x,
+                y - r - 0.5,
+                x + r + 0.5,
+                y,
+                x,
+                y + r + 0.5,
+                x - r - 0.5,
+                y
+            ),
+            Marker::Cross => format!(
+                "<path d=\"M{:.1},{:.1}L{:.1},{:.1}M{:.1},{:.1}L{:.1},{:.1}\" stroke=\"{color}\" stroke-width=\"1.8\"/>",
+                x - r,
+                y - r,
+                x + r,
+                y + r,
+                x - r,
+                y + r,
+                x + r,
+                y - r
+            ),
+            Marker::Circle => format!(
+                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"{r:.1}\" fill=\"#fff\" stroke=\"{color}\" stroke-width=\"1.4\"/>"
+            ),
+            Marker::Dot => {
+                format!("<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"4.5\" fill=\"{color}\"/>")
+            }
+        }
+    }
+}
+
+/// The rank's dash pattern (empty: solid) and marker.
+fn rank_stroke(s: &Summary, ri: usize, rank: u32) -> (&'static str, Marker) {
+    if is_straggler(s, rank) {
+        ("", STRAGGLER_MARKER)
+    } else {
+        (DASHES[ri % DASHES.len()], MARKERS[ri % MARKERS.len()])
+    }
+}
+
 fn rank_color(s: &Summary, ri: usize, rank: u32) -> &'static str {
     if is_straggler(s, rank) {
         STRAGGLER
@@ -116,7 +199,21 @@ td.slowest{font-weight:bold;outline:2px solid #d62728;outline-offset:-2px}\
 .note{color:#555;font-size:.9em}.mismatch{color:#a11;font-weight:bold}\
 svg text{font-size:13px;font-family:system-ui,sans-serif;fill:#222}\
 svg text.tick{fill:#444}svg text.value{font-size:12px}svg text.straggler{fill:#d62728;font-weight:bold}\
-svg text.axis{font-size:13px;fill:#444}td.straggler{color:#d62728;font-weight:bold}";
+svg text.axis{font-size:13px;fill:#444}td.straggler{color:#d62728;font-weight:bold}\
+svg{max-width:100%;height:auto}.legend svg{vertical-align:middle}\
+td.h1{background:#fde9e7}td.h2{background:#fbd0cb}td.h3{background:#f6b0a8}td.h4{background:#ef8d83}td.h5{background:#e66a5f}\
+@page{margin:1.5cm}\
+@media print{body{margin:0;font-size:10pt;color:#000}table{font-size:8.5pt}td,th{padding:.15em .4em}td.l{white-space:normal;overflow-wrap:anywhere;min-width:14em}\
+h2{break-after:avoid}svg,table,.legend,.verdict{break-inside:avoid}\
+.verdict{background:none;border:1px solid #000;border-left:6px solid #000}\
+tr.straggler td,th.straggler{background:#d9d9d9}tr.straggler td:first-child{box-shadow:inset 5px 0 0 #000}\
+.tag{color:#000;background:none;border:1.5px solid #000}\
+td.slowest{outline:2.5px solid #000}td.straggler,svg text.straggler{color:#000;fill:#000}\
+td.h1{background:#eee}td.h2{background:#d8d8d8}td.h3{background:#c2c2c2}td.h4{background:#aaa}td.h5{background:#939393}\
+.note{color:#333}}";
+
+/// How many shades the per-step table uses.
+const HEAT_LEVELS: usize = 5;
 
 /// Renders the report page.
 fn render(s: &Summary) -> String {
@@ -256,14 +353,22 @@ fn step_table(h: &mut String, s: &Summary) {
                 Some(v) => {
                     let over =
                         if fastest > 0.0 { (v / fastest - 1.0).clamp(0.0, 1.0) } else { 0.0 };
-                    // White to red, full at +100% over the fastest rank.
-                    let shade = (255.0 - over * 120.0).round() as u8;
-                    let _ = write!(
-                        h,
-                        "<td{} style=\"background:rgb(255,{shade},{shade})\">{}</td>",
-                        if slowest == Some(i) { " class=\"slowest\"" } else { "" },
-                        esc(&fmt_us(*v))
-                    );
+                    // Five steps of heat, full at +100% over the fastest
+                    // rank; the stylesheet shades them (darker in print).
+                    let level = (over * HEAT_LEVELS as f64).ceil() as usize;
+                    let mut class = Vec::new();
+                    if level > 0 {
+                        class.push(format!("h{}", level.min(HEAT_LEVELS)));
+                    }
+                    if slowest == Some(i) {
+                        class.push("slowest".to_string());
+                    }
+                    let class = if class.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" class=\"{}\"", class.join(" "))
+                    };
+                    let _ = write!(h, "<td{class}>{}</td>", esc(&fmt_us(*v)));
                 }
             }
         }

@@ -70,7 +70,7 @@ fn bars(h: &mut String, s: &Summary, names: &[&str], per_rank: &[Vec<f64>]) {
     let ht = t + rows_h + 44.0;
     let _ = writeln!(
         h,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{ht}\" role=\"img\" aria-label=\"top spans per rank\">"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{ht}\" viewBox=\"0 0 {w} {ht}\" role=\"img\" aria-label=\"top spans per rank\">"
     );
     // X axis: grid lines and tick labels.
     let axis_y = t + rows_h;

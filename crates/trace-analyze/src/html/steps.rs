@@ -2,7 +2,7 @@
 //! time, or time outside collectives in a synchronized job) over the
 //! iterations, the straggler's on top and labeled, and the legend of ranks.
 
-use super::{capitalized, esc, is_straggler, rank_color, step_figure, ticks};
+use super::{capitalized, esc, is_straggler, rank_color, rank_stroke, step_figure, ticks};
 use crate::summary::{fmt_us, Step, Summary};
 use std::fmt::Write;
 
@@ -55,7 +55,7 @@ pub(super) fn step_chart(h: &mut String, s: &Summary) {
     let p = Plot { l, t, pw, ph, max_steps, top_v };
     let _ = write!(
         h,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{ht}\" role=\"img\" aria-label=\"step time per iteration\">\n<rect x=\"{l}\" y=\"{t}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"#bbb\"/>\n"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{ht}\" viewBox=\"0 0 {w} {ht}\" role=\"img\" aria-label=\"step time per iteration\">\n<rect x=\"{l}\" y=\"{t}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"#bbb\"/>\n"
     );
     y_axis(h, &p, &yticks);
     x_axis(h, &p, s);
@@ -124,25 +124,30 @@ fn lines(h: &mut String, p: &Plot, s: &Summary, fig: fn(&Step) -> f64) {
         let pts: Vec<(f64, f64)> =
             rank.steps.iter().enumerate().map(|(i, st)| (p.x(i), p.y(fig(st)))).collect();
         let text: Vec<String> = pts.iter().map(|(x, y)| format!("{x:.1},{y:.1}")).collect();
+        let (dash, marker) = rank_stroke(s, ri, rank.rank);
+        let color = rank_color(s, ri, rank.rank);
+        let dash =
+            if dash.is_empty() { String::new() } else { format!(" stroke-dasharray=\"{dash}\"") };
         let _ = writeln!(
             h,
-            "<polyline{} fill=\"none\" stroke=\"{}\" stroke-width=\"{}\" points=\"{}\"><title>rank {}</title></polyline>",
+            "<polyline{} fill=\"none\" stroke=\"{color}\" stroke-width=\"{}\"{dash} points=\"{}\"><title>rank {}</title></polyline>",
             if slow { " class=\"straggler\"" } else { "" },
-            rank_color(s, ri, rank.rank),
             if slow { 3.5 } else { 1.6 },
             text.join(" "),
             rank.rank
         );
-        if pts.len() == 1 {
-            let (x, y) = pts[0];
-            let _ = writeln!(
-                h,
-                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"4\" fill=\"{}\"/>",
-                rank_color(s, ri, rank.rank)
-            );
+        // A marker on every point (every few on a long run), so the lines
+        // are told apart in greyscale too.
+        let every = pts.len().div_ceil(MAX_MARKERS).max(1);
+        for (x, y) in pts.iter().step_by(every) {
+            h.push_str(&marker.svg(*x, *y, color));
         }
+        h.push('\n');
     }
 }
+
+/// The most markers one line gets.
+const MAX_MARKERS: usize = 40;
 
 /// The straggler's line is labeled at its end, on the chart itself.
 fn straggler_label(h: &mut String, p: &Plot, s: &Summary, fig: fn(&Step) -> f64) {
@@ -168,11 +173,15 @@ fn legend_ranks(h: &mut String, s: &Summary) {
     h.push_str("<div class=\"legend\">");
     for (ri, rank) in s.ranks.iter().enumerate() {
         let slow = is_straggler(s, rank.rank);
+        let (dash, marker) = rank_stroke(s, ri, rank.rank);
+        let color = rank_color(s, ri, rank.rank);
+        // The legend shows each rank's line as drawn: color, dashes, marker.
         let _ = write!(
             h,
-            "<span{}><i class=\"sw\" style=\"background:{}\"></i>rank {}{}</span>",
+            "<span{}><svg class=\"key\" width=\"34\" height=\"12\" viewBox=\"0 0 34 12\" aria-hidden=\"true\"><line x1=\"1\" x2=\"33\" y1=\"6\" y2=\"6\" stroke=\"{color}\" stroke-width=\"{}\" stroke-dasharray=\"{dash}\"/>{}</svg> rank {}{}</span>",
             if slow { " class=\"straggler\"" } else { "" },
-            rank_color(s, ri, rank.rank),
+            if slow { 3.5 } else { 1.6 },
+            marker.svg(17.0, 6.0, color),
             rank.rank,
             if slow { " (straggler)" } else { "" }
         );

@@ -164,10 +164,9 @@ struct Item {
     error: Option<String>,
 }
 
-/// The bucket as compact JSON, as it appears in tags and messages.
-pub fn bucket_label(bucket: &[Vec<u64>]) -> String {
-    serde_json::to_string(bucket).unwrap_or_else(|_| format!("{bucket:?}"))
-}
+/// The bucket as tags and messages write it: the one label every output
+/// uses (`16x512,16x512`; see [`ranktune_cache::bucket_label`]).
+pub use ranktune_cache::bucket_label;
 
 fn candidates_digest(ctx: &BucketCtx<'_>) -> String {
     let mut h = StableHasher::default();

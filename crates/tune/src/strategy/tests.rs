@@ -253,7 +253,7 @@ fn a_rank_that_never_arrives_times_out_and_the_others_fall_back() {
         let fb = first.fallback.unwrap();
         assert_eq!(fb.ranks, vec![3]);
         for needle in [
-            "gemm [[32,512]]",
+            "gemm 32x512",
             "merge tuning failed",
             "timed out",
             "[3] did not arrive",
@@ -265,7 +265,7 @@ fn a_rank_that_never_arrives_times_out_and_the_others_fall_back() {
         assert_eq!(second.kind, Resolved::Local);
         let fb2 = second.fallback.unwrap();
         assert!(
-            fb2.reason.contains("gemm [[64,512]]") && fb2.reason.contains("earlier failure"),
+            fb2.reason.contains("gemm 64x512") && fb2.reason.contains("earlier failure"),
             "{}",
             fb2.reason
         );

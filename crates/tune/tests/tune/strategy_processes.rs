@@ -275,7 +275,7 @@ fn a_rank_killed_mid_tuning_does_not_hang_the_survivors(meet: Meet, tmp: &Path) 
         assert_eq!(b[1]["blamed"], json!([2]), "{}", b[1]);
         let why = b[1]["fallback"].as_str().unwrap();
         assert!(
-            why.contains("gemm [[32,512]]")
+            why.contains("gemm 32x512")
                 && why.contains("[2] did not arrive")
                 && why.contains("independently"),
             "{why}"
