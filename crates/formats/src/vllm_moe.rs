@@ -45,8 +45,14 @@ pub struct FileName {
     pub device: String,
     /// The dtype selector, if any (`fp8_w8a8`, `int4_w4a16`, …).
     pub dtype: Option<String>,
-    /// The block shape selector, if any (`[128,128]`, as written).
+    /// The block shape selector, if any (`[128,128]` as vLLM writes it,
+    /// `[128, 128]` as SGLang does).
     pub block_shape: Option<String>,
+    /// Further selectors after those, as written, in order (SGLang's
+    /// `per_channel_quant=True`, vLLM's `backend=flydsl`).
+    pub extra: Vec<String>,
+    /// The name ends in `_down` (a down-projection config).
+    pub down: bool,
 }
 
 impl FileName {
@@ -61,23 +67,50 @@ impl FileName {
             (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
         };
         let (experts, n) = (number(experts)?, number(n)?);
-        let (rest, block_shape) = match rest.split_once(",block_shape=") {
-            Some((r, b)) if is_block_shape(b) => (r, Some(b.to_string())),
-            Some(_) => return None,
-            None => (rest, None),
+        let (rest, down) = match rest.strip_suffix("_down") {
+            Some(r) => (r, true),
+            None => (rest, false),
         };
-        let (device, dtype) = match rest.split_once(",dtype=") {
-            Some((d, t)) if !t.is_empty() && !t.contains(',') => (d, Some(t.to_string())),
-            Some(_) => return None,
-            None => (rest, None),
-        };
-        if device.is_empty() || device.contains('/') {
+        // Selectors: `,<word>=<value>` after the device; a block shape's
+        // `, ` inside brackets is no boundary.
+        let mut parts = selectors(rest).into_iter();
+        let device = parts.next()?;
+        if device.is_empty() || device.contains('/') || device.contains('=') {
             return None;
         }
-        Some(FileName { experts, n, device: device.to_string(), dtype, block_shape })
+        let mut out = FileName {
+            experts,
+            n,
+            device: device.to_string(),
+            dtype: None,
+            block_shape: None,
+            extra: Vec::new(),
+            down,
+        };
+        for part in parts {
+            let (word, value) = part.split_once('=')?;
+            match word {
+                "dtype" if out.dtype.is_none() && out.block_shape.is_none() && out.extra.is_empty() => {
+                    out.dtype = Some(value.to_string())
+                }
+                "block_shape" if out.block_shape.is_none() && out.extra.is_empty() => {
+                    if !is_block_shape(value) {
+                        return None;
+                    }
+                    out.block_shape = Some(value.to_string())
+                }
+                _ if !value.is_empty() => out.extra.push(part.to_string()),
+                _ => return None,
+            }
+        }
+        if out.dtype.as_deref() == Some("") {
+            return None;
+        }
+        // Only names this gives back exactly are accepted.
+        (out.file_name() == name).then_some(out)
     }
 
-    /// The fingerprint of its entries: the selectors after `N`.
+    /// The fingerprint of its entries: the name's selectors after `N`.
     pub fn fingerprint(&self) -> String {
         let mut out = format!("device_name={}", self.device);
         if let Some(d) = &self.dtype {
@@ -85,6 +118,13 @@ impl FileName {
         }
         if let Some(b) = &self.block_shape {
             out.push_str(&format!(",block_shape={b}"));
+        }
+        for e in &self.extra {
+            out.push(',');
+            out.push_str(e);
+        }
+        if self.down {
+            out.push_str("_down");
         }
         out
     }
@@ -94,10 +134,35 @@ impl FileName {
         FileName::parse(&format!("E={experts},N={n},{fingerprint}.json"))
     }
 
-    /// The file name, by vLLM's convention.
+    /// The file name: `E=<E>,N=<N>,` and the selectors as parsed.
     pub fn file_name(&self) -> String {
         format!("E={},N={},{}.json", self.experts, self.n, self.fingerprint())
     }
+}
+
+/// Splits `text` at each `,<word>=` (word: ASCII letters and `_`) outside
+/// brackets.
+fn selectors(text: &str) -> Vec<&str> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let (mut start, mut depth) = (0, 0usize);
+    for (i, b) in bytes.iter().enumerate() {
+        match b {
+            b'[' => depth += 1,
+            b']' => depth = depth.saturating_sub(1),
+            b',' if depth == 0 => {
+                let word: &[u8] = &bytes[i + 1..];
+                let len = word.iter().take_while(|c| c.is_ascii_lowercase() || **c == b'_').count();
+                if len > 0 && word.get(len) == Some(&b'=') {
+                    out.push(&text[start..i]);
+                    start = i + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    out.push(&text[start..]);
+    out
 }
 
 fn is_block_shape(s: &str) -> bool {
