@@ -38,7 +38,7 @@ SOURCES = {
     SGLANG: "sglang/srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py",
 }
 NAME = re.compile(
-    r"^E=(\d+),N=(\d+),device_name=(.+?)(?:,dtype=([^,]+?))?(?:,block_shape=\[(\d+), ?(\d+)\])?"
+    r"^E=(\d+),N=(\d+),device_name=(.*?)(?:,dtype=([^,]+?))?(?:,block_shape=\[(\d+), ?(\d+)\])?"
     r"(,per_channel_quant=True)?(,backend=[a-z]+)?(_down)?\.json$"
 )
 

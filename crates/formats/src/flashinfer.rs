@@ -422,8 +422,8 @@ impl Format for Flashinfer {
     }
 
     fn sign(&self) -> &'static str {
-        "\"_metadata\" with flashinfer_version or gpu_name, or members keyed by \
-         tuples holding [runner, tactic]"
+        "\"_metadata\" with flashinfer_version or gpu, or members keyed by \
+         tuples holding [runner, tactic, …]"
     }
 
     fn detect(&self, doc: &Value) -> bool {

@@ -1,6 +1,8 @@
 //! vLLM's and SGLang's tuned fused-MoE configs (format name `vllm-moe`):
 //! files named `E=<experts>,N=<n>,device_name=<GPU>[,dtype=<dtype>]
-//! [,block_shape=[<a>,<b>]].json` (the GPU's name with spaces as `_`),
+//! [,block_shape=[<a>,<b>]][,<selector>=<value>…][_down].json` (the GPU's
+//! name with spaces as `_`; SGLang writes the block shape `[a, b]` and adds
+//! `per_channel_quant=True` and `_down`, vLLM `backend=flydsl` and `_down`),
 //! each mapping a batch size (a string) to a Triton config object
 //! (`BLOCK_SIZE_M`, `BLOCK_SIZE_N`, `BLOCK_SIZE_K`, `GROUP_SIZE_M`,
 //! `num_warps`, `num_stages`, and whatever else a file adds), sometimes
@@ -8,7 +10,8 @@
 //!
 //! In ranktune's model one file is one [`EntryKey`] family: op
 //! [`OP`], runner [`RUNNER`], fingerprint the file name's selectors after
-//! `N` (`device_name=…[,dtype=…][,block_shape=…]`), bucket `[[M], [E, N]]`;
+//! `N` exactly as written (`device_name=…[,dtype=…][,block_shape=…]…[_down]`),
+//! bucket `[[M], [E, N]]`;
 //! the tactic is the config object. The files hold no timings: entries
 //! carry time 0 and [`CHECKSUM`], so the tuner never reuses them as its
 //! own. The environment records the device and the Triton version.
@@ -74,8 +77,11 @@ impl FileName {
         // Selectors: `,<word>=<value>` after the device; a block shape's
         // `, ` inside brackets is no boundary.
         let mut parts = selectors(rest).into_iter();
+        // The device may be empty when a selector follows: SGLang ships
+        // files tuned where the device query answered "" (`device_name=,dtype=…`).
         let device = parts.next()?;
-        if device.is_empty() || device.contains('/') || device.contains('=') {
+        if device.contains('/') || device.contains('=') || (device.is_empty() && parts.len() == 0)
+        {
             return None;
         }
         let mut out = FileName {
@@ -588,6 +594,21 @@ mod tests {
         )
         .unwrap();
         assert_eq!(h.block_shape.as_deref(), Some("[128, 128]"));
+        // SGLang's and vLLM's further selectors, kept exactly.
+        for name in [
+            "E=257,N=256,device_name=NVIDIA_H20,dtype=fp8_w8a8,block_shape=[128, 128]_down.json",
+            "E=20,N=1536,device_name=NVIDIA_H200,dtype=fp8_w8a8,per_channel_quant=True.json",
+            "E=128,N=1024,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8_down.json",
+            "E=384,N=128,device_name=,dtype=int4_w4a16_down.json",
+            "E=64,N=512,device_name=AMD_Instinct_MI355X,dtype=int4_w4a16,backend=flydsl.json",
+        ] {
+            let f = FileName::parse(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(f.file_name(), name);
+        }
+        let d = FileName::parse("E=128,N=1024,device_name=X,dtype=fp8_w8a8_down.json").unwrap();
+        assert_eq!((d.dtype.as_deref(), d.down), (Some("fp8_w8a8"), true));
+        let p = FileName::parse("E=1,N=2,device_name=X,dtype=a,per_channel_quant=True.json").unwrap();
+        assert_eq!(p.extra, ["per_channel_quant=True"]);
         for bad in [
             "E=8,N=14336.json",
             "E=x,N=1,device_name=A.json",
@@ -595,6 +616,8 @@ mod tests {
             "E=8,N=1,device_name=.json",
             "E=8,N=1,device_name=A,block_shape=[a].json",
             "E=8,N=1,device_name=A,dtype=.json",
+            "E=8,N=1,device_name=A,block_shape=[1,2],dtype=x.json",
+            "E=8,N=1,device_name=A,extra=.json",
             "cache.json",
         ] {
             assert!(FileName::parse(bad).is_none(), "{bad}");
