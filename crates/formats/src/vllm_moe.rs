@@ -17,7 +17,8 @@
 //! own. The environment records the device and the Triton version.
 //!
 //! An import also records what the file looked like (member order, key
-//! order of every config, indentation, members that are not configs) in the
+//! order of every config, indentation, members that are not configs, and
+//! the text itself when its layout is one the writer does not reproduce) in the
 //! cache's metadata, so [`export`] writes the same file back. This module
 //! does no file I/O: callers hand it names and text, it hands back text.
 
@@ -80,8 +81,7 @@ impl FileName {
         // The device may be empty when a selector follows: SGLang ships
         // files tuned where the device query answered "" (`device_name=,dtype=…`).
         let device = parts.next()?;
-        if device.contains('/') || device.contains('=') || (device.is_empty() && parts.len() == 0)
-        {
+        if device.contains('/') || device.contains('=') || (device.is_empty() && parts.len() == 0) {
             return None;
         }
         let mut out = FileName {
@@ -96,7 +96,9 @@ impl FileName {
         for part in parts {
             let (word, value) = part.split_once('=')?;
             match word {
-                "dtype" if out.dtype.is_none() && out.block_shape.is_none() && out.extra.is_empty() => {
+                "dtype"
+                    if out.dtype.is_none() && out.block_shape.is_none() && out.extra.is_empty() =>
+                {
                     out.dtype = Some(value.to_string())
                 }
                 "block_shape" if out.block_shape.is_none() && out.extra.is_empty() => {
@@ -105,6 +107,8 @@ impl FileName {
                     }
                     out.block_shape = Some(value.to_string())
                 }
+                // dtype and block shape out of their place, or twice.
+                "dtype" | "block_shape" => return None,
                 _ if !value.is_empty() => out.extra.push(part.to_string()),
                 _ => return None,
             }
@@ -264,12 +268,20 @@ pub fn import_file(name: &str, bytes: &[u8]) -> Result<Imported, FormatError> {
             }
         }
     }
-    let record = OValue::Object(vec![
-        ("layout".into(), Layout::of(text).to_record()),
+    let layout = Layout::of(text);
+    let mut record = vec![
+        ("layout".into(), layout.to_record()),
         ("order".into(), OValue::Array(order)),
         ("keys".into(), OValue::Array(key_orders)),
         ("kept".into(), OValue::Array(kept)),
-    ]);
+    ];
+    // A file laid out in a way the writer does not reproduce (vLLM ships
+    // hand-edited ones, e.g. a closing brace indented 2 in a file indented
+    // 4): its text is recorded, and written while the configs are unchanged.
+    if ordered::write(&doc, layout) != text {
+        record.push(("text".into(), OValue::string(text)));
+    }
+    let record = OValue::Object(record);
     out.data.set_origin(
         &origin_name(&file.file_name()),
         ordered::write(&record, Layout { indent: None, final_newline: false }),
@@ -288,6 +300,8 @@ struct Origin {
     order: Vec<String>,
     keys: BTreeMap<String, Vec<String>>,
     kept: BTreeMap<String, OValue>,
+    /// The file's text, when the writer does not reproduce its layout.
+    text: Option<String>,
 }
 
 fn read_origin(data: &CacheData, file_name: &str) -> Origin {
@@ -322,6 +336,7 @@ fn read_origin(data: &CacheData, file_name: &str) -> Origin {
         }
     }
     origin.kept = pairs("kept").into_iter().collect();
+    origin.text = record.get("text").and_then(text);
     origin
 }
 
@@ -377,7 +392,13 @@ pub fn export(data: &CacheData) -> Exported {
     }
     for (name, configs) in files {
         let origin = read_origin(data, &name);
-        out.files.push((name, write_file(&origin, configs)));
+        let written = write_file(&origin, configs);
+        // The recorded text when it says the same as what is written.
+        let same = origin.text.as_deref().filter(|t| {
+            ordered::parse(t)
+                .is_ok_and(|doc| origin.layout.is_some_and(|l| ordered::write(&doc, l) == written))
+        });
+        out.files.push((name, same.map_or(written, str::to_string)));
     }
     out
 }
@@ -607,7 +628,8 @@ mod tests {
         }
         let d = FileName::parse("E=128,N=1024,device_name=X,dtype=fp8_w8a8_down.json").unwrap();
         assert_eq!((d.dtype.as_deref(), d.down), (Some("fp8_w8a8"), true));
-        let p = FileName::parse("E=1,N=2,device_name=X,dtype=a,per_channel_quant=True.json").unwrap();
+        let p =
+            FileName::parse("E=1,N=2,device_name=X,dtype=a,per_channel_quant=True.json").unwrap();
         assert_eq!(p.extra, ["per_channel_quant=True"]);
         for bad in [
             "E=8,N=14336.json",
