@@ -193,7 +193,7 @@ fn flashinfer_bad_variant_skips_only_the_bad_entry() {
             doc.as_object().unwrap().keys().find(|k| k.starts_with("('bmm_fp8'")).unwrap().clone();
         let mut obj = doc.as_object().unwrap().clone();
         obj.insert(first_bmm.clone(), Value::String("oops".into()));
-        let last_cute = obj.keys().filter(|k| k.starts_with("('cute_dsl")).last().unwrap().clone();
+        let last_cute = obj.keys().rfind(|k| k.starts_with("('cute_dsl")).unwrap().clone();
         obj[&last_cute][0] = Value::String("SomeOtherRunner".into());
         let bad = serde_json::to_string_pretty(&Value::Object(obj)).unwrap();
         let imported = import_bytes(bad.as_bytes()).unwrap();
