@@ -20,7 +20,8 @@
 //! `flashinfer:` + the key's template (the key text with its profile's
 //! dims as `#`, so `-1` dims, extras and quoting are kept exactly), bucket
 //! the profile's non-negative dims, tactic the JSON tactic, time the
-//! selection record's `time_ms` in microseconds (0 without one), checksum
+//! selection record's `time_ms` in microseconds (0 without one, or when it
+//! is not a finite non-negative number), checksum
 //! [`CHECKSUM`]. The file's environment becomes the entries' identity, so
 //! `cache check` marks them stale entry by entry where FlashInfer would
 //! distrust the whole file.
@@ -207,7 +208,9 @@ fn import_entry(name: &str, value: &OValue, env: &str) -> Result<(EntryKey, Entr
         .get(3)
         .and_then(|sel| sel.get("time_ms"))
         .and_then(|t| t.to_value().as_f64())
-        .map_or(0.0, |ms| ms * 1000.0);
+        .map(|ms| ms * 1000.0)
+        .filter(|us| us.is_finite() && *us >= 0.0)
+        .unwrap_or(0.0);
     let entry = Entry {
         runner_index: 0,
         tactic: tactic.to_value(),
