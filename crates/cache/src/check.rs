@@ -7,7 +7,10 @@
 //!
 //! **Divergence** means that the ranks would run different code for the
 //! same op and bucket: two rank sections chose a different runner (by name
-//! and by position in the op's runner list) or a different tactic. The
+//! and by position in the op's runner list) or a different tactic. Sections
+//! are compared by the set of choices each holds for the op and bucket, so
+//! several choices within one section (an entry per runner, as FlashInfer
+//! tunes them) are no divergence. The
 //! runner's *fingerprint* (its parameters; TensorRT-LLM's `unique_id`) is not
 //! compared: it is set by the code, not chosen by tuning, and it often holds
 //! the rank itself (an expert-parallel MoE runner's id carries its EP rank),
@@ -211,9 +214,24 @@ fn divergent(data: &CacheData) -> Vec<Problem> {
             }
         }
     }
+    // Sections differ when the sets of choices they hold differ: one section
+    // holding several choices for an op and bucket (FlashInfer tunes each
+    // runner of an op apart, so its file holds one entry per runner) is no
+    // disagreement, and neither are ranks that all hold the same several.
+    let sections_differ = |choices: &ByChoice| {
+        let mut per_section: BTreeMap<Section, Vec<&RankChoice>> = BTreeMap::new();
+        for (choice, sections) in choices {
+            for s in sections {
+                per_section.entry(*s).or_default().push(choice);
+            }
+        }
+        let mut sets = per_section.into_values();
+        let first = sets.next();
+        sets.any(|set| Some(&set) != first.as_ref())
+    };
     by_bucket
         .into_iter()
-        .filter(|(_, choices)| choices.len() > 1)
+        .filter(|(_, choices)| choices.len() > 1 && sections_differ(choices))
         .map(|((op, bucket), choices)| {
             // In rank order: each choice's ranks sorted, and the choices by
             // the first rank that made them.
@@ -312,6 +330,19 @@ mod tests {
             "ranks disagree on moe 8x64: rank_0 chose ZRunner tactic 7; rank_2, rank_10 chose \
              ARunner tactic 7"
         );
+        // One entry per runner in each section (FlashInfer tunes each
+        // runner apart): the same set on every rank is no disagreement; a
+        // rank whose set differs is.
+        let mut data = CacheData::default();
+        put(&mut data, Section::Rank(0), "CudnnRunner", "a", 0, 7);
+        put(&mut data, Section::Rank(0), "CutlassRunner", "b", 0, 3);
+        assert_eq!(check(&data, "e"), vec![]);
+        put(&mut data, Section::Rank(1), "CudnnRunner", "a", 0, 7);
+        put(&mut data, Section::Rank(1), "CutlassRunner", "b", 0, 3);
+        assert_eq!(check(&data, "e"), vec![]);
+        put(&mut data, Section::Rank(1), "CutlassRunner", "b", 0, 4);
+        let p = check(&data, "e");
+        assert_eq!(p.len(), 1, "{p:?}");
 
         // Shared entries are never compared with rank entries.
         let mut data = CacheData::default();

@@ -1,6 +1,8 @@
 //! vLLM's and SGLang's tuned fused-MoE configs (format name `vllm-moe`):
 //! files named `E=<experts>,N=<n>,device_name=<GPU>[,dtype=<dtype>]
-//! [,block_shape=[<a>,<b>]].json` (the GPU's name with spaces as `_`),
+//! [,block_shape=[<a>,<b>]][,<selector>=<value>…][_down].json` (the GPU's
+//! name with spaces as `_`; SGLang writes the block shape `[a, b]` and adds
+//! `per_channel_quant=True` and `_down`, vLLM `backend=flydsl` and `_down`),
 //! each mapping a batch size (a string) to a Triton config object
 //! (`BLOCK_SIZE_M`, `BLOCK_SIZE_N`, `BLOCK_SIZE_K`, `GROUP_SIZE_M`,
 //! `num_warps`, `num_stages`, and whatever else a file adds), sometimes
@@ -8,13 +10,15 @@
 //!
 //! In ranktune's model one file is one [`EntryKey`] family: op
 //! [`OP`], runner [`RUNNER`], fingerprint the file name's selectors after
-//! `N` (`device_name=…[,dtype=…][,block_shape=…]`), bucket `[[M], [E, N]]`;
+//! `N` exactly as written (`device_name=…[,dtype=…][,block_shape=…]…[_down]`),
+//! bucket `[[M], [E, N]]`;
 //! the tactic is the config object. The files hold no timings: entries
 //! carry time 0 and [`CHECKSUM`], so the tuner never reuses them as its
 //! own. The environment records the device and the Triton version.
 //!
 //! An import also records what the file looked like (member order, key
-//! order of every config, indentation, members that are not configs) in the
+//! order of every config, indentation, members that are not configs, and
+//! the text itself when its layout is one the writer does not reproduce) in the
 //! cache's metadata, so [`export`] writes the same file back. This module
 //! does no file I/O: callers hand it names and text, it hands back text.
 
@@ -45,8 +49,14 @@ pub struct FileName {
     pub device: String,
     /// The dtype selector, if any (`fp8_w8a8`, `int4_w4a16`, …).
     pub dtype: Option<String>,
-    /// The block shape selector, if any (`[128,128]`, as written).
+    /// The block shape selector, if any (`[128,128]` as vLLM writes it,
+    /// `[128, 128]` as SGLang does).
     pub block_shape: Option<String>,
+    /// Further selectors after those, as written, in order (SGLang's
+    /// `per_channel_quant=True`, vLLM's `backend=flydsl`).
+    pub extra: Vec<String>,
+    /// The name ends in `_down` (a down-projection config).
+    pub down: bool,
 }
 
 impl FileName {
@@ -61,23 +71,56 @@ impl FileName {
             (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
         };
         let (experts, n) = (number(experts)?, number(n)?);
-        let (rest, block_shape) = match rest.split_once(",block_shape=") {
-            Some((r, b)) if is_block_shape(b) => (r, Some(b.to_string())),
-            Some(_) => return None,
-            None => (rest, None),
+        let (rest, down) = match rest.strip_suffix("_down") {
+            Some(r) => (r, true),
+            None => (rest, false),
         };
-        let (device, dtype) = match rest.split_once(",dtype=") {
-            Some((d, t)) if !t.is_empty() && !t.contains(',') => (d, Some(t.to_string())),
-            Some(_) => return None,
-            None => (rest, None),
-        };
-        if device.is_empty() || device.contains('/') {
+        // Selectors: `,<word>=<value>` after the device; a block shape's
+        // `, ` inside brackets is no boundary.
+        let mut parts = selectors(rest).into_iter();
+        // The device may be empty when a selector follows: SGLang ships
+        // files tuned where the device query answered "" (`device_name=,dtype=…`).
+        let device = parts.next()?;
+        if device.contains('/') || device.contains('=') || (device.is_empty() && parts.len() == 0) {
             return None;
         }
-        Some(FileName { experts, n, device: device.to_string(), dtype, block_shape })
+        let mut out = FileName {
+            experts,
+            n,
+            device: device.to_string(),
+            dtype: None,
+            block_shape: None,
+            extra: Vec::new(),
+            down,
+        };
+        for part in parts {
+            let (word, value) = part.split_once('=')?;
+            match word {
+                "dtype"
+                    if out.dtype.is_none() && out.block_shape.is_none() && out.extra.is_empty() =>
+                {
+                    out.dtype = Some(value.to_string())
+                }
+                "block_shape" if out.block_shape.is_none() && out.extra.is_empty() => {
+                    if !is_block_shape(value) {
+                        return None;
+                    }
+                    out.block_shape = Some(value.to_string())
+                }
+                // dtype and block shape out of their place, or twice.
+                "dtype" | "block_shape" => return None,
+                _ if !value.is_empty() => out.extra.push(part.to_string()),
+                _ => return None,
+            }
+        }
+        if out.dtype.as_deref() == Some("") {
+            return None;
+        }
+        // Only names this gives back exactly are accepted.
+        (out.file_name() == name).then_some(out)
     }
 
-    /// The fingerprint of its entries: the selectors after `N`.
+    /// The fingerprint of its entries: the name's selectors after `N`.
     pub fn fingerprint(&self) -> String {
         let mut out = format!("device_name={}", self.device);
         if let Some(d) = &self.dtype {
@@ -85,6 +128,13 @@ impl FileName {
         }
         if let Some(b) = &self.block_shape {
             out.push_str(&format!(",block_shape={b}"));
+        }
+        for e in &self.extra {
+            out.push(',');
+            out.push_str(e);
+        }
+        if self.down {
+            out.push_str("_down");
         }
         out
     }
@@ -94,10 +144,35 @@ impl FileName {
         FileName::parse(&format!("E={experts},N={n},{fingerprint}.json"))
     }
 
-    /// The file name, by vLLM's convention.
+    /// The file name: `E=<E>,N=<N>,` and the selectors as parsed.
     pub fn file_name(&self) -> String {
         format!("E={},N={},{}.json", self.experts, self.n, self.fingerprint())
     }
+}
+
+/// Splits `text` at each `,<word>=` (word: ASCII letters and `_`) outside
+/// brackets.
+fn selectors(text: &str) -> Vec<&str> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let (mut start, mut depth) = (0, 0usize);
+    for (i, b) in bytes.iter().enumerate() {
+        match b {
+            b'[' => depth += 1,
+            b']' => depth = depth.saturating_sub(1),
+            b',' if depth == 0 => {
+                let word: &[u8] = &bytes[i + 1..];
+                let len = word.iter().take_while(|c| c.is_ascii_lowercase() || **c == b'_').count();
+                if len > 0 && word.get(len) == Some(&b'=') {
+                    out.push(&text[start..i]);
+                    start = i + 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    out.push(&text[start..]);
+    out
 }
 
 fn is_block_shape(s: &str) -> bool {
@@ -193,12 +268,20 @@ pub fn import_file(name: &str, bytes: &[u8]) -> Result<Imported, FormatError> {
             }
         }
     }
-    let record = OValue::Object(vec![
-        ("layout".into(), Layout::of(text).to_record()),
+    let layout = Layout::of(text);
+    let mut record = vec![
+        ("layout".into(), layout.to_record()),
         ("order".into(), OValue::Array(order)),
         ("keys".into(), OValue::Array(key_orders)),
         ("kept".into(), OValue::Array(kept)),
-    ]);
+    ];
+    // A file laid out in a way the writer does not reproduce (vLLM ships
+    // hand-edited ones, e.g. a closing brace indented 2 in a file indented
+    // 4): its text is recorded, and written while the configs are unchanged.
+    if ordered::write(&doc, layout) != text {
+        record.push(("text".into(), OValue::string(text)));
+    }
+    let record = OValue::Object(record);
     out.data.set_origin(
         &origin_name(&file.file_name()),
         ordered::write(&record, Layout { indent: None, final_newline: false }),
@@ -217,6 +300,8 @@ struct Origin {
     order: Vec<String>,
     keys: BTreeMap<String, Vec<String>>,
     kept: BTreeMap<String, OValue>,
+    /// The file's text, when the writer does not reproduce its layout.
+    text: Option<String>,
 }
 
 fn read_origin(data: &CacheData, file_name: &str) -> Origin {
@@ -251,6 +336,7 @@ fn read_origin(data: &CacheData, file_name: &str) -> Origin {
         }
     }
     origin.kept = pairs("kept").into_iter().collect();
+    origin.text = record.get("text").and_then(text);
     origin
 }
 
@@ -306,7 +392,13 @@ pub fn export(data: &CacheData) -> Exported {
     }
     for (name, configs) in files {
         let origin = read_origin(data, &name);
-        out.files.push((name, write_file(&origin, configs)));
+        let written = write_file(&origin, configs);
+        // The recorded text when it says the same as what is written.
+        let same = origin.text.as_deref().filter(|t| {
+            ordered::parse(t)
+                .is_ok_and(|doc| origin.layout.is_some_and(|l| ordered::write(&doc, l) == written))
+        });
+        out.files.push((name, same.map_or(written, str::to_string)));
     }
     out
 }
@@ -523,6 +615,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(h.block_shape.as_deref(), Some("[128, 128]"));
+        // SGLang's and vLLM's further selectors, kept exactly.
+        for name in [
+            "E=257,N=256,device_name=NVIDIA_H20,dtype=fp8_w8a8,block_shape=[128, 128]_down.json",
+            "E=20,N=1536,device_name=NVIDIA_H200,dtype=fp8_w8a8,per_channel_quant=True.json",
+            "E=128,N=1024,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8_down.json",
+            "E=384,N=128,device_name=,dtype=int4_w4a16_down.json",
+            "E=64,N=512,device_name=AMD_Instinct_MI355X,dtype=int4_w4a16,backend=flydsl.json",
+        ] {
+            let f = FileName::parse(name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(f.file_name(), name);
+        }
+        let d = FileName::parse("E=128,N=1024,device_name=X,dtype=fp8_w8a8_down.json").unwrap();
+        assert_eq!((d.dtype.as_deref(), d.down), (Some("fp8_w8a8"), true));
+        let p =
+            FileName::parse("E=1,N=2,device_name=X,dtype=a,per_channel_quant=True.json").unwrap();
+        assert_eq!(p.extra, ["per_channel_quant=True"]);
         for bad in [
             "E=8,N=14336.json",
             "E=x,N=1,device_name=A.json",
@@ -530,6 +638,8 @@ mod tests {
             "E=8,N=1,device_name=.json",
             "E=8,N=1,device_name=A,block_shape=[a].json",
             "E=8,N=1,device_name=A,dtype=.json",
+            "E=8,N=1,device_name=A,block_shape=[1,2],dtype=x.json",
+            "E=8,N=1,device_name=A,extra=.json",
             "cache.json",
         ] {
             assert!(FileName::parse(bad).is_none(), "{bad}");

@@ -4,6 +4,8 @@
 
 mod cache_interop_flashinfer;
 mod cache_interop_peers;
+mod cache_interop_peers_flashinfer;
+mod cache_interop_peers_moe;
 mod cache_interop_pyliteral;
 mod cache_interop_triton;
 mod cache_interop_trtllm;
