@@ -177,7 +177,9 @@ impl<T: Transport> Engine<T> {
             }
             if Instant::now() >= deadline {
                 self.transport.abandon(seq);
-                tracing::warn!(
+                // The caller reports the timeout it gets back, with what it
+                // does next (a strategy falls back); here it is detail.
+                tracing::debug!(
                     "{} timed out waiting for rank(s) {:?} ({})",
                     env.describe(),
                     missing,

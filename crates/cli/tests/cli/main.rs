@@ -11,6 +11,7 @@ mod cache_redis_cli;
 mod cache_special_files;
 mod cache_without_locks;
 mod check_measured_elsewhere;
+mod doc_examples;
 mod e2e_trace;
 mod failed_save;
 mod help_and_thresholds;
