@@ -27,7 +27,13 @@
 //! - `<!-- doc-test: cleanup: COMMANDS -->` runs COMMANDS after the block,
 //!   whatever happened (e.g. stops a server the setup started).
 //! - `<!-- doc-test: needs: PROGRAM -->` runs the block only where PROGRAM
-//!   is on `PATH`; elsewhere it is skipped loudly, and in CI that fails.
+//!   is on `PATH` (`example:NAME`: where the workspace example NAME is
+//!   built, as `cargo test` at the workspace root does); elsewhere it is
+//!   skipped loudly, and in CI that fails.
+//!
+//! `cargo run -p CRATE --example NAME -- ARGS` on a page runs the example
+//! this test build has already built, with ARGS (a nested cargo would
+//! wait for the build lock the running `cargo test` may hold).
 //! - `<!-- doc-test: skip: WHY -->` does not run the block; WHY is required
 //!   and printed (e.g. it needs a GPU, a cluster or MPI).
 //!
@@ -180,13 +186,14 @@ fn run(dir: &Path, env: &Path, command: &str) -> (bool, String) {
     );
     let mut cmd = Command::new("timeout");
     let script = format!(
-        "source \"$DOC_ENV\" 2>/dev/null; exec 2>&1\n{command}\nrc=$?; export -p > \"$DOC_ENV\"; exit $rc"
+        "source \"$DOC_ENV\" 2>/dev/null; exec 2>&1\n{CARGO_SHIM}\n{command}\nrc=$?; export -p > \"$DOC_ENV\"; exit $rc"
     );
     cmd.args(["300", "bash", "-c", &script])
         .env("DOC_ENV", env)
         .current_dir(dir)
         .env("PATH", path)
         .env("REPO", repo())
+        .env("DOC_EXAMPLES", examples_dir())
         .env("COLUMNS", "100");
     for (k, _) in std::env::vars() {
         let launcher = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "CI"];
@@ -206,7 +213,30 @@ fn run(dir: &Path, env: &Path, command: &str) -> (bool, String) {
     }
 }
 
+/// `cargo run -p CRATE --example NAME -- ARGS` as the built example.
+const CARGO_SHIM: &str = r#"cargo() {
+  if [ "$1" = run ]; then
+    local name="" ; shift
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do
+      if [ "$1" = --example ]; then name="$2"; shift; fi
+      shift
+    done
+    [ "$1" = -- ] && shift
+    "$DOC_EXAMPLES/$name" "$@"
+  else
+    command cargo "$@"
+  fi
+}"#;
+
+/// Where cargo puts this build's examples (next to the binary).
+fn examples_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_ranktune")).parent().unwrap().join("examples")
+}
+
 fn on_path(program: &str) -> bool {
+    if let Some(example) = program.strip_prefix("example:") {
+        return examples_dir().join(example).is_file();
+    }
     std::env::var_os("PATH")
         .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()))
 }
@@ -215,7 +245,7 @@ fn on_path(program: &str) -> bool {
 /// generated inputs this runner cannot make yet (multi-megabyte Kineto jobs,
 /// peers' files under other names). Each is named when the test runs; the
 /// list only shrinks.
-const NOT_YET: &[&str] = &["docs/cache-interop.md", "docs/formats.md", "docs/trace-analysis.md"];
+const NOT_YET: &[&str] = &["docs/cache-interop.md", "docs/formats.md"];
 
 /// The pages whose examples run.
 fn pages() -> Vec<PathBuf> {
