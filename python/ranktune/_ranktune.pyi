@@ -110,6 +110,17 @@ def tune_load(
 class Coordinator:
     """The ranks of one job tuning together through `directory` (or MPI)."""
     def __init__(self, directory: _Path, timeout: Optional[float] = None) -> None: ...
+    @staticmethod
+    def for_cache(cache: Cache, timeout: Optional[float] = None) -> "Coordinator":
+        """The ranks meeting where `ranktune tune --cache` meets: the cache
+        file's directory, or the cache's Redis server."""
+    @staticmethod
+    def over_store(
+        store: Any, rank: int, world_size: int, job: str, timeout: Optional[float] = None
+    ) -> "Coordinator":
+        """The ranks meeting in a key-value store (`set`, `get` -> bytes or
+        None, `delete`), e.g. torch.distributed's c10d store."""
+    def describe(self) -> str: ...
     def resolve(
         self,
         strategy: str,

@@ -452,18 +452,40 @@ class Tuned:
 # tuning starts, so every call goes through the agreement).
 _collective: "weakref.WeakSet[Tuned]" = weakref.WeakSet()
 
-# One coordinator per process and cache directory: the ranks' collective
+# One coordinator per process and meeting place: the ranks' collective
 # calls are matched by their order, so every op shares one sequence.
-_coordinators: Dict[str, Any] = {}
+_coordinators: Dict[Any, Any] = {}
+
+# Set by ``ranktune.torch`` while ``torch.distributed`` is initialised (or
+# for ``group=``): returns the coordinator over the job's process group, or
+# None when there is none.
+_process_group_coordinator: Optional[Callable[[Any], Any]] = None
 
 
-def _coordinator(cache: Any) -> Any:
-    directory = os.path.dirname(os.path.abspath(os.fspath(cache.path)))
+def _coordinator(cache: Any, group: Any = None) -> Any:
+    """The coordinator this op's strategy meets through: the job's
+    process group when ``torch.distributed`` is initialised (or ``group=``
+    was given; ``ranktune.torch``), else the cache's meeting place, chosen by
+    the Rust rule ``ranktune tune`` uses (the cache file's directory, the
+    cache's Redis server, ``RANKTUNE_COLLECTIVE``, MPI)."""
+    if _process_group_coordinator is not None or group is not None:
+        from ranktune import torch as _rt_torch
+
+        c = _rt_torch._coordinator_for(group)
+        if c is not None:
+            return c
+    # The location as text (a path made absolute, or the redacted URL) keys
+    # the one coordinator per place.
+    loc = cache.location
+    if loc.startswith(("redis://", "rediss://")):
+        key = loc
+    else:
+        key = os.path.dirname(os.path.abspath(os.fspath(cache.path)))
     with _lock:
-        c = _coordinators.get(directory)
+        c = _coordinators.get(key)
         if c is None:
-            c = _ranktune.Coordinator(directory)
-            _coordinators[directory] = c
+            c = _ranktune.Coordinator.for_cache(cache)
+            _coordinators[key] = c
         return c
 
 
