@@ -97,6 +97,36 @@ impl PyCoordinator {
         Ok(PyCoordinator { inner: Mutex::new(Some(coord)) })
     }
 
+    /// `Coordinator.over_store(store, rank, world_size, job, timeout=None,
+    /// name="key-value store")`: the ranks of a job meeting in `store`, a
+    /// Python object with `set(key, bytes)`, `get(key) -> bytes | None`
+    /// (None at once for a missing key, never waiting) and `delete(key)`,
+    /// which every rank reaches (``ranktune.torch`` passes the c10d store
+    /// of the job's process group). `job` tells one run of the job from
+    /// another sharing the store. The same protocol and bounded waits as
+    /// the other meeting places.
+    #[staticmethod]
+    #[pyo3(signature = (store, rank, world_size, job, timeout=None, name=None))]
+    fn over_store(
+        store: Py<PyAny>,
+        rank: u32,
+        world_size: u32,
+        job: String,
+        timeout: Option<f64>,
+        name: Option<String>,
+    ) -> PyResult<Self> {
+        let timeout = timeout_or_env(timeout)?;
+        if job.is_empty() {
+            return Err(PyValueError::new_err("job must name this run of the job"));
+        }
+        let store = PyStore { obj: store, name: name.unwrap_or_else(|| "key-value store".into()) };
+        let job = ranktune_collective::JobId { value: job, source: "the process group" };
+        let coll = ranktune_collective::KvCollective::new(rank, world_size, Box::new(store), job)
+            .map_err(errors::to_py)?;
+        let coord = Coordinator::new(Box::new(coll)).with_timeout(timeout);
+        Ok(PyCoordinator { inner: Mutex::new(Some(coord)) })
+    }
+
     /// Where the ranks meet, for messages and tests (a directory, a Redis
     /// server with its password hidden, MPI).
     fn describe(&self) -> PyResult<String> {
@@ -212,6 +242,54 @@ impl PyCoordinator {
         d.set_item("measured_here", res.measured_here)?;
         d.set_item("fallback", res.fallback.map(|f| f.reason))?;
         Ok(d)
+    }
+}
+
+/// A Python key-value store as the collective's meeting place: each call
+/// takes the GIL for the one store operation (the coordinator waits without
+/// it).
+struct PyStore {
+    obj: Py<PyAny>,
+    name: String,
+}
+
+impl PyStore {
+    fn call(&self, method: &str, args: impl FnOnce(Python<'_>) -> PyResult<Py<PyAny>>) -> Result<Py<PyAny>, String> {
+        Python::with_gil(|py| {
+            let a = args(py).map_err(|e| e.to_string())?;
+            let tuple = a.bind(py).downcast::<pyo3::types::PyTuple>().map_err(|e| e.to_string())?.clone();
+            self.obj.call_method1(py, method, tuple).map_err(|e| format!("{method}() raised {e}"))
+        })
+    }
+}
+
+impl ranktune_collective::KeyValue for PyStore {
+    fn set(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
+        self.call("set", |py| {
+            Ok((key, pyo3::types::PyBytes::new(py, value)).into_pyobject(py)?.into_any().unbind())
+        })
+        .map(drop)
+    }
+
+    fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>, String> {
+        let v = self.call("get", |py| Ok((key,).into_pyobject(py)?.into_any().unbind()))?;
+        Python::with_gil(|py| {
+            let v = v.bind(py);
+            if v.is_none() {
+                return Ok(None);
+            }
+            v.extract::<Vec<u8>>().map(Some).map_err(|_| {
+                format!("get({key:?}) returned {}, not bytes or None", v.get_type())
+            })
+        })
+    }
+
+    fn delete(&mut self, key: &str) -> Result<(), String> {
+        self.call("delete", |py| Ok((key,).into_pyobject(py)?.into_any().unbind())).map(drop)
+    }
+
+    fn describe(&self) -> String {
+        self.name.clone()
     }
 }
 
