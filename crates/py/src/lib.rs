@@ -14,6 +14,7 @@ mod convert;
 mod errors;
 mod rules;
 mod strategy;
+mod torch;
 mod trace;
 mod trtllm;
 mod tune;
@@ -48,5 +49,6 @@ fn _ranktune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tune::register(m)?;
     strategy::register(m)?;
     rules::register(m)?;
+    torch::register(m)?;
     Ok(())
 }
