@@ -219,14 +219,18 @@ def test_torchrun_job_tunes_over_its_process_group_and_names_the_slow_rank(tmp_p
     assert check.returncode == 0, check.stdout + check.stderr
     entries = [e for e in ranktune.Cache(tmp_path / "tune.json").entries() if e["op"] == "linear"]
     assert len(entries) == 1 and entries[0]["section"] == "shared", entries
-    # The summary names the slow rank by the wait it caused at gloo's collectives.
+    # The summary names the slow rank by the wait it caused at the real
+    # collectives. torch 2.15's gloo traces on CPU carry `c10d::allreduce_`
+    # (the op) and `gloo:all_reduce` (gloo's threads); `record_param_comms`
+    # (with `Seq` and the group's name) is NCCL's, which needs a GPU.
     s = subprocess.run([cli, "trace", "summary", "--json", str(tmp_path / "traces")],
                        capture_output=True, text=True)
     assert s.returncode == 0, s.stderr
     doc = json.loads(s.stdout)
     assert doc["straggler"] and doc["straggler"]["rank"] == 2, doc["verdict"]
     culprit = doc["straggler"]["collective"]
-    assert culprit and "all_reduce" in culprit["name"], doc["straggler"]
+    assert culprit and culprit["name"] in ("c10d::allreduce_", "gloo:all_reduce"), doc["straggler"]
+    assert culprit["wait_caused_us"] > 0.5 * 4 * 250_000 / 4, culprit  # ~250 ms per step
     # A rerun measures nothing: every rank finds the shared choice.
     shutil.rmtree(tmp_path / "traces")
     again = _torchrun(tmp_path, slow_rank=-1)
@@ -285,5 +289,6 @@ def test_a_rank_killed_mid_tuning_lets_the_others_finish_within_the_bound(tmp_pa
     assert time.time() - start < 120
     for r, o in outs.items():
         # The dead rank is named, and the others tuned alone within the bound.
-        assert o["fallbacks"] and "1" in o["fallbacks"][0], o
-        assert o["took"] < 8 + 30, o
+        assert len(o["fallbacks"]) == 1 and "rank(s) [1] did not arrive" in o["fallbacks"][0], o
+        assert "tuning this bucket independently" in o["fallbacks"][0], o
+        assert 8 <= o["took"] < 8 + 20, o
