@@ -10,6 +10,8 @@
 //! rules), and never depend on the command's crates (clap, indicatif).
 
 mod cache;
+#[cfg(feature = "cli")]
+mod cli;
 mod convert;
 mod errors;
 mod rules;
@@ -50,5 +52,7 @@ fn _ranktune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     strategy::register(m)?;
     rules::register(m)?;
     torch::register(m)?;
+    #[cfg(feature = "cli")]
+    cli::register(m)?;
     Ok(())
 }

@@ -4,7 +4,7 @@
 use anyhow::Context;
 use ranktune_trace_analyze as analyze;
 use std::path::PathBuf;
-use std::process::ExitCode;
+use crate::cli::ExitCode;
 
 /// Trace analysis subcommands.
 #[derive(Debug, clap::Subcommand)]

@@ -8,7 +8,7 @@
 use super::common::{exists, is_empty_file, location, open_store};
 use ranktune_cache::{CacheError, Identity};
 use std::path::PathBuf;
-use std::process::ExitCode;
+use crate::cli::ExitCode;
 
 /// Check a cache's health.
 #[derive(Debug, clap::Args)]

@@ -13,7 +13,7 @@ use super::common::{exists, export_formats, location, open_store, same_file};
 use anyhow::{bail, Context, Result};
 use ranktune_formats::{ExportError, Format, Layout};
 use std::path::PathBuf;
-use std::process::ExitCode;
+use crate::cli::ExitCode;
 use tracing::warn;
 
 #[derive(Debug, clap::Args)]

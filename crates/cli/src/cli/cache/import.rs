@@ -11,7 +11,7 @@ use super::common::{
 use anyhow::{Context, Result};
 use ranktune_cache::{merge, place_in_rank, CacheData};
 use std::path::PathBuf;
-use std::process::ExitCode;
+use crate::cli::ExitCode;
 use tracing::warn;
 
 #[derive(Debug, clap::Args)]

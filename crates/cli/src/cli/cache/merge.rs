@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use ranktune_cache::CacheLocation;
 use ranktune_cache::{merge, new_wins};
 use std::path::PathBuf;
-use std::process::ExitCode;
+use crate::cli::ExitCode;
 use tracing::warn;
 
 #[derive(Debug, clap::Args)]

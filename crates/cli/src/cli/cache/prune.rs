@@ -8,7 +8,7 @@ use super::common::{exists, location, open_store};
 use anyhow::Context;
 use ranktune_cache::{is_stale, Identity};
 use std::path::PathBuf;
-use std::process::ExitCode;
+use crate::cli::ExitCode;
 
 /// Remove stale entries.
 #[derive(Debug, clap::Args)]

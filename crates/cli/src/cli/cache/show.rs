@@ -5,7 +5,7 @@
 use super::common::{bucket_text, exists, is_empty_file, location, open_store, tactic_text};
 use ranktune_cache::{bucket_size, is_stale, CacheData, Entry, EntryKey, Identity, Section};
 use std::path::PathBuf;
-use std::process::ExitCode;
+use crate::cli::ExitCode;
 
 /// Print a cache's entries.
 #[derive(Debug, clap::Args)]

@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::ExitCode;
+use crate::cli::ExitCode;
 use std::time::Instant;
 
 /// Default cache file, in the current directory.
