@@ -132,3 +132,18 @@ class Coordinator:
         measure: Any,
         tolerance: float = ...,
     ) -> Resolution: ...
+
+
+def torch_trace_target(
+    path: Optional[_Path] = None, rank: Optional[int] = None, world_size: Optional[int] = None
+) -> Dict[str, Any]:
+    """This rank's torch.profiler trace file by ranktune's rule, and the run
+    id and clock base ranktune's own traces write."""
+
+def torch_profile_window(value: Optional[str] = None) -> Optional[List[Tuple[int, int]]]:
+    """Inclusive iteration ranges from `value` or RANKTUNE_PROFILE_ITERS /
+    TLLM_PROFILE_START_STOP; None when unset."""
+
+def cli_main(argv: List[str], rank_exe: Optional[str] = None) -> int:
+    """The `ranktune` command (only in builds with the `cli` feature, as the
+    wheel's)."""

@@ -585,6 +585,9 @@ def autotune(
       does not arrive makes the others tune that bucket alone (with a
       warning) instead of hanging. ``None``: ``$RANKTUNE_STRATEGY``, else
       ``"independent"``.
+    - ``group``: a ``torch.distributed`` process group whose ranks tune
+      together (default: the default group, when ``torch.distributed`` is
+      initialised); they meet through its c10d store (``ranktune.torch``).
     """
     t = Tuned(
         op, candidates, key, buckets, cache, strategy, warmup, samples, timer, sync, tolerance, group

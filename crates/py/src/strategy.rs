@@ -254,10 +254,15 @@ struct PyStore {
 }
 
 impl PyStore {
-    fn call(&self, method: &str, args: impl FnOnce(Python<'_>) -> PyResult<Py<PyAny>>) -> Result<Py<PyAny>, String> {
+    fn call(
+        &self,
+        method: &str,
+        args: impl FnOnce(Python<'_>) -> PyResult<Py<PyAny>>,
+    ) -> Result<Py<PyAny>, String> {
         Python::with_gil(|py| {
             let a = args(py).map_err(|e| e.to_string())?;
-            let tuple = a.bind(py).downcast::<pyo3::types::PyTuple>().map_err(|e| e.to_string())?.clone();
+            let tuple =
+                a.bind(py).downcast::<pyo3::types::PyTuple>().map_err(|e| e.to_string())?.clone();
             self.obj.call_method1(py, method, tuple).map_err(|e| format!("{method}() raised {e}"))
         })
     }
@@ -278,9 +283,9 @@ impl ranktune_collective::KeyValue for PyStore {
             if v.is_none() {
                 return Ok(None);
             }
-            v.extract::<Vec<u8>>().map(Some).map_err(|_| {
-                format!("get({key:?}) returned {}, not bytes or None", v.get_type())
-            })
+            v.extract::<Vec<u8>>()
+                .map(Some)
+                .map_err(|_| format!("get({key:?}) returned {}, not bytes or None", v.get_type()))
         })
     }
 

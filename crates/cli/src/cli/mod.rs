@@ -11,8 +11,8 @@ mod trace;
 mod tune;
 
 use clap::{Parser, Subcommand};
-use std::io::{IsTerminal, Write};
 pub use code::ExitCode;
+use std::io::{IsTerminal, Write};
 
 /// Autotuning with one shared, crash-safe tuning cache and per-rank
 /// profiling traces for multi-rank jobs.
