@@ -292,3 +292,57 @@ def test_a_rank_killed_mid_tuning_lets_the_others_finish_within_the_bound(tmp_pa
         assert len(o["fallbacks"]) == 1 and "rank(s) [1] did not arrive" in o["fallbacks"][0], o
         assert "tuning this bucket independently" in o["fallbacks"][0], o
         assert 8 <= o["took"] < 8 + 20, o
+
+
+# -- crashes and the shared run ------------------------------------------------
+CRASH = r"""
+import os, signal, sys, torch, ranktune.torch as rtt
+from torch.profiler import ProfilerActivity
+how = sys.argv[2]
+with rtt.profile(sys.argv[1], schedule=None, activities=[ProfilerActivity.CPU]) as prof:
+    for _ in range(3):
+        torch.matmul(torch.ones(16, 16), torch.ones(16, 16))
+        prof.step()
+    if how == "raise":
+        raise RuntimeError("the step failed")
+    os.kill(os.getpid(), signal.SIGTERM)
+    torch.ones(1).sum()  # Python runs the handler here
+print("not reached")
+"""
+
+
+@pytest.mark.parametrize("how, status", [("raise", 1), ("sigterm", -15)])
+def test_an_exception_or_sigterm_while_profiling_writes_the_whole_file(tmp_path, how, status):
+    p = run_py(CRASH, tmp_path / "t.json", how, env={"RANK": "1", "WORLD_SIZE": "2",
+                                                     "LOCAL_RANK": "1", "RANKTUNE_JOB_ID": "crash"})
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == status, err[-2000:]
+    assert "not reached" not in out
+    assert sorted(os.listdir(tmp_path)) == ["t_1.json"], os.listdir(tmp_path)
+    doc = _events(tmp_path / "t_1.json")
+    assert doc["distributedInfo"]["rank"] == 1 and doc["otherData"]["run_id"] == "crash"
+    assert any(e.get("name") == "aten::matmul" for e in doc["traceEvents"])
+
+
+def test_torch_and_ranktune_traces_share_the_run_and_the_clock(tmp_path):
+    import ranktune.trace as rtrace
+    from torch.profiler import ProfilerActivity, profile
+
+    own = rtrace.start(tmp_path / "own" / "trace.json")
+    h = rtt.trace_handler(tmp_path / "torch" / "trace.json")
+    with profile(activities=[ProfilerActivity.CPU], on_trace_ready=h):
+        with rtrace.span("around"):
+            torch.matmul(torch.ones(64, 64), torch.ones(64, 64))
+    rtrace.stop()
+    a, b = _events(own), _events(h.files[0])
+    assert a["otherData"]["run_id"] == b["otherData"]["run_id"]
+
+    def absolute(doc, name):
+        (e,) = [e for e in doc["traceEvents"] if e.get("name") == name and e.get("ph") == "X"][:1]
+        start = doc["baseTimeNanoseconds"] / 1e3 + float(e["ts"])
+        return start, start + float(e["dur"])
+
+    s0, s1 = absolute(a, "around")
+    m0, m1 = absolute(b, "aten::matmul")
+    # On one clock, the torch op lies inside ranktune's span around it.
+    assert s0 - 50 <= m0 <= m1 <= s1 + 50, (s0, m0, m1, s1)
