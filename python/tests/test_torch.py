@@ -169,7 +169,9 @@ with warnings.catch_warnings(record=True) as caught:
                 dist.all_reduce(t)
                 steps.append(float(t))
                 prof.step()
+from ranktune.tune import _coordinator
 print(json.dumps({"rank": rank, "measured": mm.tuner.measured, "fallbacks": mm.tuner.fallbacks,
+                  "meets": _coordinator(mm.tuner._cache).describe(),
                   "choice": {str(k): v.__name__ if hasattr(v, "__name__") else repr(v)
                              for k, v in mm.tuner._choices.items()},
                   "files": prof.ranktune_handler.files}))
@@ -207,8 +209,11 @@ def _torchrun(tmp_path, slow_rank, timeout=240):
 def test_torchrun_job_tunes_over_its_process_group_and_names_the_slow_rank(tmp_path, cli):
     outs = _torchrun(tmp_path, slow_rank=2)
     assert [o["rank"] for o in outs] == [0, 1, 2, 3]
-    # One choice on every rank, reached together (no rank tuned alone).
+    # One choice on every rank, reached together (no rank tuned alone)
+    # through the process group's store, with nothing configured.
     assert all(o["fallbacks"] == [] for o in outs), outs
+    assert all("torch.distributed store of process group" in o["meets"] for o in outs), outs
+    assert not os.path.exists(tmp_path / ".ranktune-collective")
     assert len({json.dumps(o["choice"], sort_keys=True) for o in outs}) == 1, outs
     # Four trace files, one per rank.
     traces = sorted(os.listdir(tmp_path / "traces"))
