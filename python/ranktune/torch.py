@@ -345,6 +345,11 @@ def _coordinator_for(group: Any = None) -> Any:
         if c is None:
             store = d.distributed_c10d._get_default_store()
             rank, world = d.get_rank(group), d.get_world_size(group)
+            if rank < 0:
+                raise _ranktune.Error(
+                    f"this process (global rank {d.get_rank()}) is not in the group given as "
+                    "group=; tune with a group this rank belongs to"
+                )
             job = f"{os.environ.get('TORCHELASTIC_RUN_ID') or 'torch'}-pg{name}"
             c = _ranktune.Coordinator.over_store(
                 _C10dStore(store, "ranktune/"),

@@ -4,7 +4,8 @@ does, whatever their working directories; nothing is created in a local
 directory named after the URL."""
 
 import json
-import os
+
+import pytest
 
 from conftest import run_py, wait_ok
 from test_cache import _redis_server
@@ -30,10 +31,25 @@ print(json.dumps({"fallbacks": f.tuner.fallbacks, "measured": f.tuner.measured,
 """
 
 
-def test_ranks_in_different_directories_meet_on_the_cache_server(tmp_path):
+def _require_password(port, password):
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        cmd = ["CONFIG", "SET", "requirepass", password]
+        s.sendall(f"*{len(cmd)}\r\n".encode() + b"".join(
+            f"${len(a.encode())}\r\n{a}\r\n".encode() for a in cmd))
+        assert s.recv(64).startswith(b"+OK")
+
+
+@pytest.mark.parametrize("password", [None, "Zm9v/YmFy+cXV4"])
+def test_ranks_in_different_directories_meet_on_the_cache_server(tmp_path, password):
     server, port = _redis_server(tmp_path)
     try:
-        url = f"redis://127.0.0.1:{port}/0?prefix=pyjob"
+        auth = ""
+        if password:
+            _require_password(port, password)
+            auth = f":{password}@"
+        url = f"redis://{auth}127.0.0.1:{port}/0?prefix=pyjob"
         procs = []
         for r in range(2):
             wd = tmp_path / f"rank{r}"
@@ -48,6 +64,7 @@ def test_ranks_in_different_directories_meet_on_the_cache_server(tmp_path):
         server.wait()
     for r, o in enumerate(outs):
         assert o["fallbacks"] == [], o
+        assert not password or password not in json.dumps(o), o
         assert "Redis" in o["meets"] and f"127.0.0.1:{port}" in o["meets"], o
         # Nothing like ./redis:/127.0.0.1:PORT/.ranktune-collective/ appears.
         assert o["cwd"] == [], o
