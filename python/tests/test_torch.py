@@ -351,3 +351,50 @@ def test_torch_and_ranktune_traces_share_the_run_and_the_clock(tmp_path):
     m0, m1 = absolute(b, "aten::matmul")
     # On one clock, the torch op lies inside ranktune's span around it.
     assert s0 - 50 <= m0 <= m1 <= s1 + 50, (s0, m0, m1, s1)
+
+
+GROUPS = r"""
+import json, os, sys, datetime, warnings
+import torch, torch.distributed as dist
+import ranktune, ranktune.torch as rtt
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=30))
+rank = dist.get_rank()
+halves = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+mine = halves[rank // 2]
+mm = ranktune.autotune("linear", {"matmul": torch.matmul, "mm": torch.mm},
+                       key=rtt.shapes, cache=os.path.join(sys.argv[1], f"half{rank // 2}.json"),
+                       strategy="broadcast", samples=3, group=mine)
+with warnings.catch_warnings(record=True):
+    warnings.simplefilter("always")
+    with ranktune.tuning():
+        mm(torch.randn(8, 16), torch.randn(16, 8))
+try:
+    rtt._coordinator_for(halves[1 - rank // 2])
+    other = "no error"
+except ranktune.Error as e:
+    other = str(e)
+print(json.dumps({"rank": rank, "fallbacks": mm.tuner.fallbacks, "measured": mm.tuner.measured,
+                  "other": other}))
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
+def test_group_tunes_over_that_group_only(tmp_path):
+    port = _free_port()
+    procs = []
+    for r in range(4):
+        env = {"RANK": str(r), "WORLD_SIZE": "4", "LOCAL_RANK": str(r),
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+               "TORCHELASTIC_RUN_ID": f"groups-{port}", "GLOO_SOCKET_IFNAME": "lo",
+               "OMP_NUM_THREADS": "1", "RANKTUNE_STRATEGY_TIMEOUT": "20"}
+        procs.append(run_py(GROUPS, tmp_path, env=env))
+    outs = [json.loads(o.strip().splitlines()[-1]) for o in wait_ok(procs, timeout=180)]
+    # Each half agreed within itself: its rank 0 (global 0 and 2) measured.
+    assert all(o["fallbacks"] == [] for o in outs), outs
+    assert [o["measured"] for o in outs] == [1, 0, 1, 0], outs
+    # The other half's group is not this rank's: a clear error, not a hang.
+    assert all("is not in the group given as group=" in o["other"] for o in outs), outs
+    for half in (0, 1):
+        entries = ranktune.Cache(tmp_path / f"half{half}.json").entries()
+        assert len(entries) == 1 and entries[0]["section"] == "shared", entries
