@@ -398,3 +398,14 @@ def test_group_tunes_over_that_group_only(tmp_path):
     for half in (0, 1):
         entries = ranktune.Cache(tmp_path / f"half{half}.json").entries()
         assert len(entries) == 1 and entries[0]["section"] == "shared", entries
+
+
+def test_torch_schedule_repeat_never_overwrites_a_cycle(tmp_path):
+    from torch.profiler import schedule
+
+    h = rtt.trace_handler(tmp_path, gzip=True)  # an existing directory; gzip forced
+    _profile_some(h, schedule(wait=1, warmup=0, active=1, repeat=3), steps=7)
+    names = [os.path.basename(f) for f in h.files]
+    assert names == ["trace_0.json.gz", "trace_0.cycle2.json.gz", "trace_0.cycle3.json.gz"]
+    assert sorted(os.listdir(tmp_path)) == sorted(names)
+    assert [_events(f)["otherData"]["cycle"] for f in h.files] == [1, 2, 3]
