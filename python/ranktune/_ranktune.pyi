@@ -116,7 +116,12 @@ class Coordinator:
         file's directory, or the cache's Redis server."""
     @staticmethod
     def over_store(
-        store: Any, rank: int, world_size: int, job: str, timeout: Optional[float] = None
+        store: Any,
+        rank: int,
+        world_size: int,
+        job: str,
+        timeout: Optional[float] = None,
+        name: Optional[str] = None,
     ) -> "Coordinator":
         """The ranks meeting in a key-value store (`set`, `get` -> bytes or
         None, `delete`), e.g. torch.distributed's c10d store."""
