@@ -7,6 +7,9 @@ profiling traces for multi-rank jobs (PyTorch, TensorRT-LLM, vLLM, SGLang).
   bucket, measured by the Rust tuner, kept in the cache;
 - :mod:`ranktune.trace` -- per-rank Chrome traces, summary and merge;
 - :mod:`ranktune.trtllm` -- TensorRT-LLM's autotuner cache through the store;
+- :mod:`ranktune.torch` -- PyTorch jobs: per-rank ``torch.profiler`` traces,
+  the profiling schedule, tensor keys, strategies over the process group
+  (imported on its own: ``import ranktune.torch``; it needs torch);
 - :class:`Error` and its subclasses -- everything ranktune raises.
 
 The work is done by ranktune's Rust crates; the GIL is released around file

@@ -110,6 +110,22 @@ def tune_load(
 class Coordinator:
     """The ranks of one job tuning together through `directory` (or MPI)."""
     def __init__(self, directory: _Path, timeout: Optional[float] = None) -> None: ...
+    @staticmethod
+    def for_cache(cache: Cache, timeout: Optional[float] = None) -> "Coordinator":
+        """The ranks meeting where `ranktune tune --cache` meets: the cache
+        file's directory, or the cache's Redis server."""
+    @staticmethod
+    def over_store(
+        store: Any,
+        rank: int,
+        world_size: int,
+        job: str,
+        timeout: Optional[float] = None,
+        name: Optional[str] = None,
+    ) -> "Coordinator":
+        """The ranks meeting in a key-value store (`set`, `get` -> bytes or
+        None, `delete`), e.g. torch.distributed's c10d store."""
+    def describe(self) -> str: ...
     def resolve(
         self,
         strategy: str,
@@ -121,3 +137,18 @@ class Coordinator:
         measure: Any,
         tolerance: float = ...,
     ) -> Resolution: ...
+
+
+def torch_trace_target(
+    path: Optional[_Path] = None, rank: Optional[int] = None, world_size: Optional[int] = None
+) -> Dict[str, Any]:
+    """This rank's torch.profiler trace file by ranktune's rule, and the run
+    id and clock base ranktune's own traces write."""
+
+def torch_profile_window(value: Optional[str] = None) -> Optional[List[Tuple[int, int]]]:
+    """Inclusive iteration ranges from `value` or RANKTUNE_PROFILE_ITERS /
+    TLLM_PROFILE_START_STOP; None when unset."""
+
+def cli_main(argv: List[str], rank_exe: Optional[str] = None) -> int:
+    """The `ranktune` command (only in builds with the `cli` feature, as the
+    wheel's)."""

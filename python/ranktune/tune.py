@@ -26,6 +26,7 @@ import inspect
 import keyword
 import os
 import signal
+import sys
 import threading
 import warnings
 import weakref
@@ -185,6 +186,16 @@ def _any_entry(
     return tuned
 
 
+def _torch_on_gpu(args: Any, kwargs: Any) -> bool:
+    """Whether torch is loaded and the first tensor argument is on a GPU
+    (asked only while measuring, never on the hit path)."""
+    if "torch" not in sys.modules:
+        return False
+    from ranktune import torch as _rt_torch
+
+    return _rt_torch.on_gpu(args, kwargs)
+
+
 def _dims(k: Any) -> Tuple[int, ...]:
     if isinstance(k, int):
         return (k,)
@@ -208,6 +219,7 @@ class Tuned:
         timer: Optional[Callable[[Callable[[], Any]], float]] = None,
         sync: Optional[Callable[[], Any]] = None,
         tolerance: float = _ranktune.DEFAULT_TIE_TOLERANCE,
+        group: Any = None,
     ) -> None:
         if not op:
             raise ValueError("op must be a non-empty name, e.g. \"gemm\"")
@@ -248,10 +260,12 @@ class Tuned:
             runners.setdefault(n, []).append(_to_stored(t))
         self._checksum = _ranktune.tune_checksum(op, list(runners.items()))
         self._legacy_checksum = _legacy_checksum(self._cands)
-        if collective and self._cache is None:
+        self._group = group
+        if collective and self._cache is None and not _process_group_in_use(group):
             raise ValueError(
-                f"strategy={strategy!r} needs a cache: the ranks connect through its directory "
-                "(give cache= or set RANKTUNE_CACHE)"
+                f"strategy={strategy!r} needs a cache or a torch.distributed process group: the "
+                "ranks connect through the cache's directory or server, or the group's store "
+                "(give cache=, set RANKTUNE_CACHE, or initialise torch.distributed)"
             )
         self._choices: Dict[Tuple[int, ...], Callable[..., Any]] = {}
         # Bucket -> candidate position of the choice (for hit agreement).
@@ -353,6 +367,12 @@ class Tuned:
         fn = self._cands[i][3]
         if self._timer is not None:
             return self._timer(lambda: fn(*args, **kwargs))
+        if self._sync is None and _torch_on_gpu(args, kwargs):
+            # Tensors on a GPU: time on the device (CUDA events), not the
+            # host's launch time.
+            from ranktune import torch as _rt_torch
+
+            return _rt_torch.timer(lambda: fn(*args, **kwargs))
         if self._sync is not None:
             self._sync()
             fn(*args, **kwargs)
@@ -361,12 +381,15 @@ class Tuned:
         fn(*args, **kwargs)
         return None
 
+    def _timed_by_callable(self, args: Any, kwargs: Any) -> bool:
+        return self._timer is not None or (self._sync is None and _torch_on_gpu(args, kwargs))
+
     def _measure(self, positions: List[int], args: Any, kwargs: Any) -> List[Dict[str, Any]]:
         """Measures the candidates at ``positions`` on this call's arguments."""
         return _ranktune.tune_measure(
             len(positions),
             lambda j: self._run_once(positions[j], args, kwargs),
-            self._timer is not None,
+            self._timed_by_callable(args, kwargs),
             self._warmup,
             self._samples,
         )
@@ -383,7 +406,7 @@ class Tuned:
         with one choice, stored once in the ``shared`` section."""
         if not self._loaded:
             self._load()
-        res = _coordinator(self._cache).resolve(
+        res = _coordinator(self._cache, self._group).resolve(
             self.strategy,
             self.op,
             [list(b)],
@@ -452,18 +475,46 @@ class Tuned:
 # tuning starts, so every call goes through the agreement).
 _collective: "weakref.WeakSet[Tuned]" = weakref.WeakSet()
 
-# One coordinator per process and cache directory: the ranks' collective
+# One coordinator per process and meeting place: the ranks' collective
 # calls are matched by their order, so every op shares one sequence.
-_coordinators: Dict[str, Any] = {}
+_coordinators: Dict[Any, Any] = {}
+
+def _process_group_in_use(group: Any) -> bool:
+    """Whether the strategy meets through torch.distributed: ``group=`` was
+    given, or the program initialised ``torch.distributed`` and
+    ``RANKTUNE_COLLECTIVE`` names no other place."""
+    if group is not None:
+        return True
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return False
+    return os.environ.get("RANKTUNE_COLLECTIVE", "").strip().lower() in ("", "auto")
 
 
-def _coordinator(cache: Any) -> Any:
-    directory = os.path.dirname(os.path.abspath(os.fspath(cache.path)))
+def _coordinator(cache: Any, group: Any = None) -> Any:
+    """The coordinator this op's strategy meets through: the job's process
+    group when ``torch.distributed`` is initialised or ``group=`` was given
+    (its c10d store; ``ranktune.torch``), else the cache's meeting place,
+    chosen by the Rust rule ``ranktune tune`` uses (the cache file's
+    directory, the cache's Redis server, ``RANKTUNE_COLLECTIVE``, MPI)."""
+    if _process_group_in_use(group):
+        from ranktune import torch as _rt_torch
+
+        c = _rt_torch._coordinator_for(group)
+        if c is not None:
+            return c
+    # The location as text (a path made absolute, or the redacted URL) keys
+    # the one coordinator per place.
+    loc = cache.location
+    if loc.startswith(("redis://", "rediss://")):
+        key = loc
+    else:
+        key = os.path.dirname(os.path.abspath(os.fspath(cache.path)))
     with _lock:
-        c = _coordinators.get(directory)
+        c = _coordinators.get(key)
         if c is None:
-            c = _ranktune.Coordinator(directory)
-            _coordinators[directory] = c
+            c = _ranktune.Coordinator.for_cache(cache)
+            _coordinators[key] = c
         return c
 
 
@@ -500,6 +551,7 @@ def autotune(
     sync: Optional[Callable[[], Any]] = None,
     samples: Optional[int] = None,
     tolerance: float = _ranktune.DEFAULT_TIE_TOLERANCE,
+    group: Any = None,
 ) -> Callable[..., Any]:
     """A function that runs the best of ``candidates`` for its arguments
     (its ``tuner`` attribute is the :class:`Tuned` state).
@@ -525,14 +577,21 @@ def autotune(
       ``tuning()`` every rank then resolves each bucket together with the
       others -- every rank must call the op with the same buckets in the
       same order, as SPMD jobs do -- and all end with one choice, stored
-      once in the ``shared`` section. The ranks connect through the cache's
-      directory (or MPI), as ``ranktune tune`` does; every wait is bounded
+      once in the ``shared`` section. The ranks connect through the job's
+      ``torch.distributed`` process group when it is initialised (or
+      ``group=``: its c10d store), else where ``ranktune tune`` connects them
+      for this cache (its directory, its Redis server, or MPI); every wait is bounded
       by ``$RANKTUNE_STRATEGY_TIMEOUT`` (default 300 s), and a rank that
       does not arrive makes the others tune that bucket alone (with a
       warning) instead of hanging. ``None``: ``$RANKTUNE_STRATEGY``, else
       ``"independent"``.
+    - ``group``: a ``torch.distributed`` process group whose ranks tune
+      together (default: the default group, when ``torch.distributed`` is
+      initialised); they meet through its c10d store (``ranktune.torch``).
     """
-    t = Tuned(op, candidates, key, buckets, cache, strategy, warmup, samples, timer, sync, tolerance)
+    t = Tuned(
+        op, candidates, key, buckets, cache, strategy, warmup, samples, timer, sync, tolerance, group
+    )
     return t._make_entry()
 
 

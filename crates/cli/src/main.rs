@@ -1,8 +1,6 @@
-//! The `ranktune` command-line tool. All logic lives in the `cli` module.
-
-mod cli;
+//! The `ranktune` command-line tool. All logic lives in the library
+//! (`ranktune_cli`, `src/lib.rs`).
 
 fn main() -> std::process::ExitCode {
-    cli::sys::restore_sigpipe();
-    cli::main()
+    ranktune_cli::main().into()
 }

@@ -107,6 +107,33 @@ pub enum CollectiveError {
         /// What is wrong with its value.
         reason: String,
     },
+    /// An operation on a key-value store the caller gave
+    /// ([`KvCollective`](crate::KvCollective)) failed.
+    #[error(
+        "collective on the {place}: {action} failed: {reason}; check that every rank still runs \
+         and reaches the store"
+    )]
+    Store {
+        /// How the store names itself.
+        place: String,
+        /// What was being done ("posting a message", …).
+        action: String,
+        /// The store's error.
+        reason: String,
+    },
+    /// A value read from a key-value store is not what ranktune wrote there.
+    #[error(
+        "key {key:?} in the {place} does not hold a ranktune collective message ({reason}); make \
+         sure no other program writes under ranktune/collective/"
+    )]
+    StoreCorrupt {
+        /// How the store names itself.
+        place: String,
+        /// The key.
+        key: String,
+        /// What is wrong with its value.
+        reason: String,
+    },
     /// The ranks could not form one group (two processes claim the same rank,
     /// or ranks disagree on the world size).
     #[error("cannot form the job's rank group: {reason}")]

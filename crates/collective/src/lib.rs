@@ -62,6 +62,7 @@ mod file;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod kv;
 mod local;
 mod message;
 #[cfg(feature = "mpi")]
@@ -76,6 +77,7 @@ use std::time::Duration;
 
 pub use error::CollectiveError;
 pub use file::{FileCollective, NAMESPACE_DIR};
+pub use kv::{KeyValue, KvCollective};
 pub use local::LocalCollective;
 #[cfg(feature = "mpi")]
 pub use mpi::{MpiCollective, HELLO_TAG as MPI_HELLO_TAG};

@@ -34,6 +34,14 @@ pub struct Cache {
     location: CacheLocation,
 }
 
+impl Cache {
+    /// Where the cache lives (a file, or a Redis server), for the strategy
+    /// coordinator's choice of meeting place.
+    pub(crate) fn location_ref(&self) -> &CacheLocation {
+        &self.location
+    }
+}
+
 /// Warnings the store returned, as Python `RuntimeWarning`s.
 pub(crate) fn warn_all(py: Python<'_>, warnings: &[String]) -> PyResult<()> {
     let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();

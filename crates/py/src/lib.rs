@@ -10,10 +10,13 @@
 //! rules), and never depend on the command's crates (clap, indicatif).
 
 mod cache;
+#[cfg(feature = "cli")]
+mod cli;
 mod convert;
 mod errors;
 mod rules;
 mod strategy;
+mod torch;
 mod trace;
 mod trtllm;
 mod tune;
@@ -48,5 +51,8 @@ fn _ranktune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tune::register(m)?;
     strategy::register(m)?;
     rules::register(m)?;
+    torch::register(m)?;
+    #[cfg(feature = "cli")]
+    cli::register(m)?;
     Ok(())
 }

@@ -1,7 +1,8 @@
 //! `ranktune.autotune(..., strategy=...)` across Python processes: the Rust
 //! coordinator ([`ranktune_tune::strategy::Coordinator`]) over ranktune's
-//! collective transports (the cache file's directory, or MPI), driving
-//! Python's measurements.
+//! collective transports (the cache's meeting place exactly as `ranktune
+//! tune` picks it: the cache file's directory, the cache's Redis server,
+//! `RANKTUNE_COLLECTIVE`, or MPI), driving Python's measurements.
 //!
 //! Owns only the bridging: the coordinator decides (hit agreement, the
 //! split of candidates, combining, the bounded waits and the fallback to
@@ -14,7 +15,7 @@ use crate::{convert, errors};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use ranktune_cache::Stats;
+use ranktune_cache::{CacheLocation, Stats};
 use ranktune_core::rank::{RankInfo, RankOverrides};
 use ranktune_tune::strategy::{self, BucketCtx, Coordinator, Measured, Resolved, Strategy};
 use std::path::{Path, PathBuf};
@@ -45,15 +46,7 @@ impl PyCoordinator {
     #[new]
     #[pyo3(signature = (directory, timeout=None))]
     fn new(py: Python<'_>, directory: PathBuf, timeout: Option<f64>) -> PyResult<Self> {
-        let timeout = match timeout {
-            Some(t) if t.is_finite() && t > 0.0 => Duration::from_secs_f64(t),
-            Some(t) => {
-                return Err(PyValueError::new_err(format!(
-                    "timeout={t}: give a positive number of seconds"
-                )))
-            }
-            None => strategy::timeout_from_env().map_err(errors::to_py)?,
-        };
+        let timeout = timeout_or_env(timeout)?;
         let info = RankInfo::detect(&RankOverrides::default()).map_err(errors::to_py)?;
         let dir: &Path = if directory.as_os_str().is_empty() { Path::new(".") } else { &directory };
         let coll = py.allow_threads(|| ranktune_collective::from_env(&info, dir)).map_err(|e| {
@@ -66,6 +59,84 @@ impl PyCoordinator {
         })?;
         let coord = Coordinator::new(coll).with_timeout(timeout);
         Ok(PyCoordinator { inner: Mutex::new(Some(coord)) })
+    }
+
+    /// `Coordinator.for_cache(cache, timeout=None)`: the ranks of a job whose
+    /// cache is `cache` (a `ranktune.Cache`), meeting exactly where `ranktune
+    /// tune --cache` makes them meet: a cache file's directory, a cache on a
+    /// Redis server on that server (under its `?prefix=`), unless
+    /// `RANKTUNE_COLLECTIVE` names another place or MPI launched the job.
+    #[staticmethod]
+    #[pyo3(signature = (cache, timeout=None))]
+    fn for_cache(
+        py: Python<'_>,
+        cache: PyRef<'_, crate::cache::Cache>,
+        timeout: Option<f64>,
+    ) -> PyResult<Self> {
+        let timeout = timeout_or_env(timeout)?;
+        let info = RankInfo::detect(&RankOverrides::default()).map_err(errors::to_py)?;
+        let location = cache.location_ref().clone();
+        let coll = py
+            .allow_threads(|| {
+                let at = match &location {
+                    CacheLocation::File(p) => ranktune_collective::CacheAt::File(p),
+                    CacheLocation::Redis(u) => ranktune_collective::CacheAt::Redis(u),
+                };
+                ranktune_collective::from_env_for_cache(&info, at)
+            })
+            .map_err(|e| {
+                // The collective's error names the place (a directory, a
+                // server with its password hidden).
+                errors::Error::new_err(format!(
+                    "connecting the ranks for the cache {location}: {}; \
+                     strategy=\"independent\" needs no connection but lets ranks disagree",
+                    ranktune_core::error_chain::Chain(&e)
+                ))
+            })?;
+        let coord = Coordinator::new(coll).with_timeout(timeout);
+        Ok(PyCoordinator { inner: Mutex::new(Some(coord)) })
+    }
+
+    /// `Coordinator.over_store(store, rank, world_size, job, timeout=None,
+    /// name="key-value store")`: the ranks of a job meeting in `store`, a
+    /// Python object with `set(key, bytes)`, `get(key) -> bytes | None`
+    /// (None at once for a missing key, never waiting) and `delete(key)`,
+    /// which every rank reaches (``ranktune.torch`` passes the c10d store
+    /// of the job's process group). `job` tells one run of the job from
+    /// another sharing the store. The same protocol and bounded waits as
+    /// the other meeting places.
+    #[staticmethod]
+    #[pyo3(signature = (store, rank, world_size, job, timeout=None, name=None))]
+    fn over_store(
+        store: Py<PyAny>,
+        rank: u32,
+        world_size: u32,
+        job: String,
+        timeout: Option<f64>,
+        name: Option<String>,
+    ) -> PyResult<Self> {
+        let timeout = timeout_or_env(timeout)?;
+        if job.is_empty() {
+            return Err(PyValueError::new_err("job must name this run of the job"));
+        }
+        let store = PyStore { obj: store, name: name.unwrap_or_else(|| "key-value store".into()) };
+        let job = ranktune_collective::JobId { value: job, source: "the process group" };
+        let coll = ranktune_collective::KvCollective::new(rank, world_size, Box::new(store), job)
+            .map_err(errors::to_py)?;
+        let coord = Coordinator::new(Box::new(coll)).with_timeout(timeout);
+        Ok(PyCoordinator { inner: Mutex::new(Some(coord)) })
+    }
+
+    /// Where the ranks meet, for messages and tests (a directory, a Redis
+    /// server with its password hidden, MPI).
+    fn describe(&self) -> PyResult<String> {
+        let slot = self.inner.lock().map_err(|_| {
+            errors::Error::new_err("the coordinator was poisoned by an earlier panic")
+        })?;
+        Ok(match slot.as_ref() {
+            Some(c) => c.describe(),
+            None => "(busy: resolve() is running)".to_string(),
+        })
     }
 
     /// Resolves one bucket of `op` under `strategy` (`broadcast`, `merge`,
@@ -171,6 +242,71 @@ impl PyCoordinator {
         d.set_item("measured_here", res.measured_here)?;
         d.set_item("fallback", res.fallback.map(|f| f.reason))?;
         Ok(d)
+    }
+}
+
+/// A Python key-value store as the collective's meeting place: each call
+/// takes the GIL for the one store operation (the coordinator waits without
+/// it).
+struct PyStore {
+    obj: Py<PyAny>,
+    name: String,
+}
+
+impl PyStore {
+    fn call(
+        &self,
+        method: &str,
+        args: impl FnOnce(Python<'_>) -> PyResult<Py<PyAny>>,
+    ) -> Result<Py<PyAny>, String> {
+        Python::with_gil(|py| {
+            let a = args(py).map_err(|e| e.to_string())?;
+            let tuple =
+                a.bind(py).downcast::<pyo3::types::PyTuple>().map_err(|e| e.to_string())?.clone();
+            self.obj.call_method1(py, method, tuple).map_err(|e| format!("{method}() raised {e}"))
+        })
+    }
+}
+
+impl ranktune_collective::KeyValue for PyStore {
+    fn set(&mut self, key: &str, value: &[u8]) -> Result<(), String> {
+        self.call("set", |py| {
+            Ok((key, pyo3::types::PyBytes::new(py, value)).into_pyobject(py)?.into_any().unbind())
+        })
+        .map(drop)
+    }
+
+    fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>, String> {
+        let v = self.call("get", |py| Ok((key,).into_pyobject(py)?.into_any().unbind()))?;
+        Python::with_gil(|py| {
+            let v = v.bind(py);
+            if v.is_none() {
+                return Ok(None);
+            }
+            v.extract::<Vec<u8>>()
+                .map(Some)
+                .map_err(|_| format!("get({key:?}) returned {}, not bytes or None", v.get_type()))
+        })
+    }
+
+    fn delete(&mut self, key: &str) -> Result<(), String> {
+        self.call("delete", |py| Ok((key,).into_pyobject(py)?.into_any().unbind())).map(drop)
+    }
+
+    fn describe(&self) -> String {
+        self.name.clone()
+    }
+}
+
+/// `timeout=` as a duration: a positive number of seconds, or `None` for
+/// `RANKTUNE_STRATEGY_TIMEOUT` (else 300 s).
+fn timeout_or_env(timeout: Option<f64>) -> PyResult<Duration> {
+    match timeout {
+        Some(t) if t.is_finite() && t > 0.0 => Ok(Duration::from_secs_f64(t)),
+        Some(t) => {
+            Err(PyValueError::new_err(format!("timeout={t}: give a positive number of seconds")))
+        }
+        None => strategy::timeout_from_env().map_err(errors::to_py),
     }
 }
 

@@ -78,6 +78,6 @@ pub use config::{TraceConfig, BASE_VAR, MAX_EVENTS_VAR, PATH_VARS, SIGNALS_VAR, 
 pub use error::TraceError;
 pub use layer::{layer, TraceLayer};
 pub use path::{prepare, rank_files, rank_path};
-pub use session::TraceSession;
+pub use session::{run_identity, RunIdentity, TraceSession};
 pub use subscriber::{subscriber, TraceSubscriber};
 pub use window::IterWindow;

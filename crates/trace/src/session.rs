@@ -214,6 +214,38 @@ fn run_header(
     Ok(RunHeader { base_ns, offset_ns, run_id, run_id_source })
 }
 
+/// Which run a trace file of this rank belongs to and its clock base: what
+/// ranktune's own files write as `otherData.run_id` and
+/// `baseTimeNanoseconds`, for another recorder's files of the same rank
+/// (`torch.profiler`'s, through `ranktune.torch`), so that `trace merge`
+/// and `trace summary` put them in the same run and on the same clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunIdentity {
+    /// `baseTimeNanoseconds`: Unix-epoch nanoseconds (the shared
+    /// `RANKTUNE_TRACE_BASE_NS`, else this process's clock base).
+    pub base_ns: u64,
+    /// `otherData.run_id`.
+    pub run_id: Option<String>,
+    /// `otherData.run_id_source`.
+    pub run_id_source: &'static str,
+}
+
+/// This process's [`RunIdentity`] for `rank` (the rules on
+/// [`TraceSession::start`], reading the environment).
+pub fn run_identity(rank: &RankInfo) -> Result<RunIdentity, TraceError> {
+    clock::init();
+    let cfg = TraceConfig::new("-");
+    let h = run_header(
+        &cfg,
+        rank,
+        clock::base_unix_ns(),
+        std::process::id(),
+        &ranktune_core::rank::host_name(),
+        |name| std::env::var(name).ok(),
+    )?;
+    Ok(RunIdentity { base_ns: h.base_ns, run_id: h.run_id, run_id_source: h.run_id_source })
+}
+
 impl Drop for TraceSession {
     fn drop(&mut self) {
         if !self.done {

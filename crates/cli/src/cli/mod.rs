@@ -4,14 +4,15 @@
 //! never implement library behaviour itself.
 
 mod cache;
+mod code;
 pub mod sys;
 mod table;
 mod trace;
 mod tune;
 
 use clap::{Parser, Subcommand};
+pub use code::ExitCode;
 use std::io::{IsTerminal, Write};
-use std::process::ExitCode;
 
 /// Autotuning with one shared, crash-safe tuning cache and per-rank
 /// profiling traces for multi-rank jobs.
@@ -126,9 +127,40 @@ pub(crate) fn count<T: std::str::FromStr>(s: &str) -> Result<T, String> {
     s.trim().parse().map_err(|_| format!("{s:?} is not a whole number (e.g. 4)"))
 }
 
+/// The executable that starts `tune --ranks N`'s rank processes, when it
+/// is not this process's own (`std::env::current_exe`): the Python
+/// package's `ranktune` script runs the command inside Python.
+static RANK_EXECUTABLE: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// The executable rank processes are started with.
+pub(crate) fn rank_executable() -> std::io::Result<std::path::PathBuf> {
+    match RANK_EXECUTABLE.get() {
+        Some(p) => Ok(p.clone()),
+        None => std::env::current_exe(),
+    }
+}
+
+/// Runs the CLI on `args` (the program name first, as `std::env::args_os`)
+/// and returns its exit status; `rank_exe` starts the ranks of `tune --ranks`
+/// instead of this process's executable. `--help`, `--version` and argument
+/// errors print and end the process, as clap does.
+pub fn run<I, T>(args: I, rank_exe: Option<std::path::PathBuf>) -> ExitCode
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    if let Some(exe) = rank_exe {
+        let _ = RANK_EXECUTABLE.set(exe);
+    }
+    dispatch(Cli::parse_from(args))
+}
+
 /// Runs the CLI and returns the process exit code.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    dispatch(Cli::parse())
+}
+
+fn dispatch(cli: Cli) -> ExitCode {
     init_logging(cli.verbose);
     let result = match cli.command {
         Command::Tune(args) => tune::run(args),

@@ -1,10 +1,10 @@
 //! `ranktune trace merge|summary`: argument parsing and presentation for
 //! trace analysis. The work itself is in `ranktune_trace_analyze`; this
 //! module only resolves inputs, calls it, prints warnings, tables or JSON.
+use crate::cli::ExitCode;
 use anyhow::Context;
 use ranktune_trace_analyze as analyze;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 /// Trace analysis subcommands.
 #[derive(Debug, clap::Subcommand)]

@@ -6,9 +6,9 @@
 //! `ranktune_cache::check`'s; this module only reads the file and prints.
 
 use super::common::{exists, is_empty_file, location, open_store};
+use crate::cli::ExitCode;
 use ranktune_cache::{CacheError, Identity};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 /// Check a cache's health.
 #[derive(Debug, clap::Args)]

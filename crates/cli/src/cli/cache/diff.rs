@@ -5,10 +5,10 @@
 //! flag).
 
 use super::common::{load_source, source_formats, Format};
+use crate::cli::ExitCode;
 use anyhow::Result;
 use ranktune_cache::{diff, CacheDiff, ChangeKind, DiffOptions, Entry, EntryKey};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 /// The default `--time-threshold`, in percent: the tuner's widest near-tie
 /// band ([`ranktune_tune::NOISE_BAND_CAP`], 10%). A time change smaller than

@@ -10,10 +10,10 @@
 //! replaced with --force. The cache itself is only read.
 
 use super::common::{exists, export_formats, location, open_store, same_file};
+use crate::cli::ExitCode;
 use anyhow::{bail, Context, Result};
 use ranktune_formats::{ExportError, Format, Layout};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use tracing::warn;
 
 #[derive(Debug, clap::Args)]

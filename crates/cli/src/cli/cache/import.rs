@@ -8,10 +8,10 @@
 use super::common::{
     load_source, location, open_store, shown, source_formats, won_by_text, Format,
 };
+use crate::cli::ExitCode;
 use anyhow::{Context, Result};
 use ranktune_cache::{merge, place_in_rank, CacheData};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use tracing::warn;
 
 #[derive(Debug, clap::Args)]

@@ -7,11 +7,11 @@
 use super::common::{
     load_source, location, open_store, same_file, shown, source_formats, won_by_text, Format,
 };
+use crate::cli::ExitCode;
 use anyhow::{Context, Result};
 use ranktune_cache::CacheLocation;
 use ranktune_cache::{merge, new_wins};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use tracing::warn;
 
 #[derive(Debug, clap::Args)]

@@ -10,7 +10,7 @@ mod merge;
 mod prune;
 mod show;
 
-use std::process::ExitCode;
+use crate::cli::ExitCode;
 
 /// The `cache` subcommands.
 #[derive(Debug, clap::Subcommand)]

@@ -5,10 +5,10 @@
 //! re-tunes a stale entry while prune runs keeps its fresh entry.
 
 use super::common::{exists, location, open_store};
+use crate::cli::ExitCode;
 use anyhow::Context;
 use ranktune_cache::{is_stale, Identity};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 /// Remove stale entries.
 #[derive(Debug, clap::Args)]

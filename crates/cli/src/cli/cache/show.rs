@@ -3,9 +3,9 @@
 //! or rewrites anything.
 
 use super::common::{bucket_text, exists, is_empty_file, location, open_store, tactic_text};
+use crate::cli::ExitCode;
 use ranktune_cache::{bucket_size, is_stale, CacheData, Entry, EntryKey, Identity, Section};
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 /// Print a cache's entries.
 #[derive(Debug, clap::Args)]

@@ -43,8 +43,8 @@ pub(super) fn launch(
 ) -> anyhow::Result<Launched> {
     let started = Instant::now();
     check_paths(args, cache, n)?;
-    let exe =
-        std::env::current_exe().context("finding the ranktune executable to start the ranks")?;
+    let exe = crate::cli::rank_executable()
+        .context("finding the ranktune executable to start the ranks")?;
     let mut bar = LaunchBar::new(n);
     let mut launcher = Launcher::new(exe).args(child_args(args, cache, n));
     // Local ranks meet in a private directory of this job, not beside the

@@ -32,6 +32,7 @@ mod report;
 mod table;
 
 use crate::cli::sys;
+use crate::cli::ExitCode;
 use anyhow::{bail, Context};
 use ranktune_cache::CacheLocation;
 use ranktune_tune::strategy::Strategy;
@@ -40,7 +41,6 @@ use serde::{Deserialize, Serialize};
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Instant;
 
 /// Default cache file, in the current directory.
