@@ -10,7 +10,7 @@
 //!     op: "gemm".into(),
 //!     runner: "blocked".into(),
 //!     fingerprint: "f0".into(),
-//!     bucket: vec![vec![64, 64]],
+//!     bucket: ranktune_cache::sizes_bucket(&[vec![64, 64]]),
 //! };
 //! let entry = Entry {
 //!     runner_index: 0,
@@ -58,6 +58,7 @@
 mod check;
 mod codec;
 mod compare;
+mod dim;
 mod document;
 mod entry;
 mod error;
@@ -79,6 +80,7 @@ pub use codec::{
     cache_to_bytes, parse_cache, ParseError, Parsed, FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME,
 };
 pub use compare::{diff, CacheDiff, Change, ChangeKind, DiffOptions, OneSided};
+pub use dim::{bucket_sizes, sizes_bucket, Dim};
 pub use document::{CacheData, Metadata};
 pub use entry::{Candidate, Entry, EntryKey, Identity, Section, Stats};
 pub use error::CacheError;

@@ -167,7 +167,7 @@ fn import_entry(name: &str, value: &Value, env: &str) -> Result<(EntryKey, Entry
         op: op.clone(),
         runner: runner.clone(),
         fingerprint: FINGERPRINT.into(),
-        bucket,
+        bucket: ranktune_cache::sizes_bucket(&bucket),
     };
     Ok((key, entry))
 }
@@ -195,7 +195,10 @@ fn format_key(key: &EntryKey) -> String {
         .iter()
         .map(|dims| match dims.as_slice() {
             [one] => format!("({one},)"),
-            _ => format!("({})", dims.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
+            _ => format!(
+                "({})",
+                dims.iter().map(ranktune_cache::Dim::to_string).collect::<Vec<_>>().join(", ")
+            ),
         })
         .collect();
     let profile = match shapes.as_slice() {
@@ -351,10 +354,10 @@ mod tests {
             op: "fp4_gemm".into(),
             runner: "CudnnFp4GemmRunner".into(),
             fingerprint: FINGERPRINT.into(),
-            bucket: vec![vec![4, 4608], vec![7168]],
+            bucket: ranktune_cache::sizes_bucket(&[vec![4, 4608], vec![7168]]),
         };
         assert_eq!(format_key(&key), "('fp4_gemm', 'CudnnFp4GemmRunner', ((4, 4608), (7168,)))");
-        let one = EntryKey { bucket: vec![vec![4, 4608]], ..key };
+        let one = EntryKey { bucket: ranktune_cache::sizes_bucket(&[vec![4, 4608]]), ..key };
         assert_eq!(format_key(&one), "('fp4_gemm', 'CudnnFp4GemmRunner', ((4, 4608),))");
     }
 }

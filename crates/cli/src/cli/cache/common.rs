@@ -117,7 +117,7 @@ pub(super) fn won_by_text(w: WonBy) -> &'static str {
 
 /// `64x64,64`: a bucket as people read it, the same label `tune` prints
 /// (see `ranktune_cache::bucket_label`).
-pub(super) fn bucket_text(bucket: &[Vec<u64>]) -> String {
+pub(super) fn bucket_text(bucket: &[Vec<ranktune_cache::Dim>]) -> String {
     ranktune_cache::bucket_label(bucket)
 }
 
