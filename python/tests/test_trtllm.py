@@ -229,12 +229,15 @@ def test_extras_are_kept_by_unpatched_saves_and_cache_commands_read_the_file(tmp
     u.save_cache(p, 1)
     doc = json.loads(p.read_text())
     assert "rank_0" in doc["ranktune"]["sections"] and doc["ranktune"]["environments"]
-    for args in (["show", str(p)], ["check", str(p)], ["show", "--json", str(p)]):
-        out = subprocess.run([cli, "cache", *args], capture_output=True, text=True)
-        assert out.returncode in (0, 1), out.stderr
-        assert "not" not in out.stderr.lower() or "stale" in out.stderr.lower(), out.stderr
-    shown = subprocess.run([cli, "cache", "show", str(p)], capture_output=True, text=True).stdout
-    assert "-1" in shown and "FP4GemmRunner" in shown, shown
+    show = subprocess.run([cli, "cache", "show", str(p)], capture_output=True, text=True)
+    assert show.returncode == 0, show.stderr
+    # -1 dims are read; the one `inf` entry per rank is named and skipped
+    # (a ranktune time is finite).
+    assert show.stdout.count("4x-1,0") == 2, show.stdout
+    assert show.stderr.count("FP4GemmRunner") == 2 and "skipped" in show.stderr, show.stderr
+    check = subprocess.run([cli, "cache", "check", str(p)], capture_output=True, text=True)
+    assert "is not" not in check.stderr and "cannot" not in check.stderr, check.stderr
+    assert "measured elsewhere" in check.stdout or check.returncode == 0, check.stdout
 
 
 def test_patch_changes_one_instance_only(tmp_path):

@@ -68,23 +68,16 @@ fn set_aside(path: &Path, why: &str) -> Result<String, String> {
     ))
 }
 
-/// The file's text for a save or a load: a corrupt one is set aside (and
-/// reads as empty).
-fn current_text(path: &Path, warnings: &mut Vec<String>, rank: u32) -> Result<Option<String>, String> {
-    let Some(text) = (match read_text(path) {
+/// The file's text (`None`: no file); a file that is not UTF-8 is set
+/// aside and reads as empty.
+fn current_text(path: &Path, warnings: &mut Vec<String>) -> Result<Option<String>, String> {
+    match read_text(path) {
         Err(why) if why.contains("not UTF-8") => {
             warnings.push(set_aside(path, &why)?);
-            return Ok(Some(String::new()));
+            Ok(Some(String::new()))
         }
-        other => other?,
-    }) else {
-        return Ok(None);
-    };
-    if let Err(e) = tconv::read_native(&text, rank) {
-        warnings.push(set_aside(path, &e.to_string())?);
-        return Ok(Some(String::new()));
+        other => other,
     }
-    Ok(Some(text))
 }
 
 fn entries(list: &Bound<'_, PyList>) -> PyResult<Vec<NativeEntry>> {
@@ -125,8 +118,14 @@ fn trtllm_native_save<'py>(
     let (spliced, warnings) = py
         .allow_threads(|| -> Result<_, String> {
             let mut warnings = Vec::new();
-            let old = current_text(&path, &mut warnings, 0)?.unwrap_or_default();
-            let spliced = tconv::splice_native(&old, &update).map_err(|e| e.to_string())?;
+            let old = current_text(&path, &mut warnings)?.unwrap_or_default();
+            let spliced = match tconv::splice_native(&old, &update) {
+                Ok(s) => s,
+                Err(e) => {
+                    warnings.push(set_aside(&path, &e.to_string())?);
+                    tconv::splice_native("", &update).map_err(|e| e.to_string())?
+                }
+            };
             ranktune_core::atomic_file::Publish::new(&path)
                 .durable()
                 .keep_permissions()
@@ -154,10 +153,16 @@ fn trtllm_native_load(py: Python<'_>, path: PathBuf, rank: u32) -> PyResult<PyOb
     let read = py
         .allow_threads(|| -> Result<_, String> {
             let mut warnings = Vec::new();
-            let Some(text) = current_text(&path, &mut warnings, rank)? else {
+            let Some(text) = current_text(&path, &mut warnings)? else {
                 return Ok(None);
             };
-            let mut loaded = tconv::read_native(&text, rank).map_err(|e| e.to_string())?;
+            let mut loaded = match tconv::read_native(&text, rank) {
+                Ok(l) => l,
+                Err(e) => {
+                    warnings.push(set_aside(&path, &e.to_string())?);
+                    tconv::NativeLoaded::default()
+                }
+            };
             warnings.append(&mut loaded.warnings);
             loaded.warnings = warnings;
             Ok(Some(loaded))

@@ -118,30 +118,45 @@ impl<'a> Scan<'a> {
     }
 
     /// Any value's range: a string, an object or array (brackets matched
-    /// outside strings), or a bare token (number, `true`, `Infinity`, ...).
-    fn value(&mut self) -> Result<Range<usize>, NativeError> {
+    /// outside strings), or a bare token (number, `true`, `Infinity`, ...);
+    /// and for an object or array its number of members (counted in the
+    /// same pass).
+    fn counted(&mut self) -> Result<(Range<usize>, usize), NativeError> {
         self.ws();
         let start = self.at;
         match self.peek() {
-            Some(b'"') => self.string(),
+            Some(b'"') => self.string().map(|r| (r, 0)),
             Some(b'{' | b'[') => {
                 let b = self.text.as_bytes();
                 let mut depth = 0usize;
+                let (mut commas, mut empty) = (0usize, true);
                 let mut strings = ranktune_cache::json_text::Strings::default();
                 while self.at < b.len() {
                     let c = b[self.at];
                     self.at += 1;
                     if !strings.outside(char::from(c)) {
+                        if depth == 1 {
+                            empty = false;
+                        }
                         continue;
                     }
                     match c {
-                        b'{' | b'[' => depth += 1,
+                        b'{' | b'[' => {
+                            if depth == 1 {
+                                empty = false;
+                            }
+                            depth += 1
+                        }
                         b'}' | b']' => {
                             depth -= 1;
                             if depth == 0 {
-                                return Ok(start..self.at);
+                                let n = if empty { 0 } else { commas + 1 };
+                                return Ok((start..self.at, n));
                             }
                         }
+                        b',' if depth == 1 => commas += 1,
+                        b' ' | b'\n' | b'\r' | b'\t' => {}
+                        _ if depth == 1 => empty = false,
                         _ => {}
                     }
                 }
@@ -157,14 +172,15 @@ impl<'a> Scan<'a> {
                 if self.at == start {
                     return self.err("a value");
                 }
-                Ok(start..self.at)
+                Ok((start..self.at, 0))
             }
             None => self.err("a value"),
         }
     }
 
-    /// The members of the object at the cursor: (name token, value range).
-    fn members(&mut self) -> Result<Vec<(Range<usize>, Range<usize>)>, NativeError> {
+    /// The members of the object at the cursor: (name token, value range,
+    /// the value's own member count).
+    fn members(&mut self) -> Result<Vec<(Range<usize>, Range<usize>, usize)>, NativeError> {
         self.expect(b'{', "an object")?;
         let mut out = Vec::new();
         self.ws();
@@ -176,8 +192,8 @@ impl<'a> Scan<'a> {
             self.ws();
             let name = self.string()?;
             self.expect(b':', "':' after a member name")?;
-            let value = self.value()?;
-            out.push((name, value));
+            let (value, n) = self.counted()?;
+            out.push((name, value, n));
             self.ws();
             match self.peek() {
                 Some(b',') => self.at += 1,
@@ -199,8 +215,9 @@ fn unquote(token: &str) -> Result<String, String> {
     serde_json::from_str(token).map_err(|e| e.to_string())
 }
 
-/// The top-level members of a document: (name, raw value text).
-fn top(text: &str) -> Result<Vec<(String, &str)>, NativeError> {
+/// The top-level members of a document: (name, raw value text, the
+/// value's member count).
+fn top(text: &str) -> Result<Vec<(String, &str, usize)>, NativeError> {
     let mut s = Scan { text, at: 0 };
     let members = s.members()?;
     s.ws();
@@ -209,10 +226,10 @@ fn top(text: &str) -> Result<Vec<(String, &str)>, NativeError> {
     }
     members
         .into_iter()
-        .map(|(n, v)| {
+        .map(|(n, v, count)| {
             let name = unquote(&text[n.clone()])
                 .map_err(|what| NativeError { offset: n.start, what })?;
-            Ok((name, &text[v]))
+            Ok((name, &text[v], count))
         })
         .collect()
 }
@@ -223,7 +240,7 @@ fn section_members(raw: &str) -> Result<Vec<(String, &str)>, NativeError> {
     let members = s.members()?;
     members
         .into_iter()
-        .map(|(n, v)| {
+        .map(|(n, v, _)| {
             let name = unquote(&raw[n.clone()])
                 .map_err(|what| NativeError { offset: n.start, what })?;
             Ok((name, &raw[v]))
@@ -277,7 +294,7 @@ pub fn read_native(text: &str, rank: u32) -> Result<NativeLoaded, NativeError> {
     if text.trim().is_empty() {
         return Ok(out);
     }
-    for (name, raw) in top(text)? {
+    for (name, raw, _) in top(text)? {
         if name == "metadata" {
             out.metadata = crate::json::parse_document(raw.as_bytes()).ok();
             continue;
@@ -431,12 +448,12 @@ pub fn splice_native(old: &str, update: &NativeUpdate) -> Result<Spliced, Native
     let mut out: Vec<(String, String)> = Vec::with_capacity(members.len() + 3);
     let mut total = 0usize;
     let mut written = 0usize;
-    if !members.iter().any(|(n, _)| n == "metadata") {
+    if !members.iter().any(|(n, _, _)| n == "metadata") {
         out.push(("metadata".into(), ordered_object(&update.metadata, 1)));
     }
     let mut pending: Vec<&(String, Vec<NativeEntry>)> = update.sections.iter().collect();
     let mut extras_seen = false;
-    for (name, raw) in &members {
+    for (name, raw, count) in &members {
         if let Some(pos) = pending.iter().position(|(n, _)| n == name) {
             let (_, entries) = pending.remove(pos);
             let (text, n) = merge_section(raw, entries)?;
@@ -448,7 +465,7 @@ pub fn splice_native(old: &str, update: &NativeUpdate) -> Result<Spliced, Native
             out.push((name.clone(), merge_extras(raw, &update.extras)));
         } else {
             if name == "shared" || name.starts_with("rank_") {
-                total += section_members(raw).map(|m| m.len()).unwrap_or(0);
+                total += count;
             }
             out.push((name.clone(), (*raw).to_string()));
         }
@@ -573,7 +590,7 @@ mod tests {
 
     #[test]
     fn splice_updates_in_place_and_copies_the_rest() {
-        let old = "{\n  \"metadata\": {\"creation_timestamp\": 1},\n  \"zz\": [1, {\"a\": \"}\"}],\n  \"rank_1\": {\"k\": {\"runner_id\": 0, \"tactic\": \"1\", \"min_time\": Infinity}},\n  \"rank_0\": {\"a\": {\"runner_id\": 0, \"tactic\": \"1\", \"min_time\": 2.0}, \"b\": {\"runner_id\": 0, \"tactic\": \"1\", \"min_time\": 3.0}}\n}\n";
+        let old = "{\n  \"metadata\": {\"creation_timestamp\": 1},\n  \"rank_2\": { },\n  \"rank_3\": {\"a\": [1, 2], \"b,\": {}},\n  \"zz\": [1, {\"a\": \"}\"}],\n  \"rank_1\": {\"k\": {\"runner_id\": 0, \"tactic\": \"1\", \"min_time\": Infinity}},\n  \"rank_0\": {\"a\": {\"runner_id\": 0, \"tactic\": \"1\", \"min_time\": 2.0}, \"b\": {\"runner_id\": 0, \"tactic\": \"1\", \"min_time\": 3.0}}\n}\n";
         let update = NativeUpdate {
             sections: vec![("rank_0".into(), vec![e("a", 5.0), e("c", f64::INFINITY)])],
             metadata: vec![("lib_version".into(), json!("other"))],
@@ -587,7 +604,7 @@ mod tests {
         let keys: Vec<_> = got.rank.iter().map(|e| (e.key.as_str(), e.min_time)).collect();
         assert_eq!(keys, [("a", 5.0), ("b", 3.0), ("c", f64::INFINITY)]);
         assert_eq!(read_native(&s.text, 1).unwrap().rank[0].min_time, f64::INFINITY);
-        assert_eq!((s.written, s.total), (2, 4));
+        assert_eq!((s.written, s.total), (2, 6));
         let again = splice_native(
             &s.text,
             &NativeUpdate { extras: json!({"sections": {"rank_1": {"env": "e"}}}), ..update },
