@@ -20,10 +20,15 @@ file), merges ``shared`` and ``rank_<rank>`` into the file (``dict.update``),
 keeps the first writer's ``metadata`` and every other member, and replaces
 the file atomically. ``inf`` times are written as ``Infinity``; keys are
 ``str()`` of the key tuple, so ``-1``, ``0`` and float dims stay as they are.
-What it does better: the whole save is one scan and copy in Rust (members
-and entries it does not change are copied as text), and a file that is not a
-cache is set aside as ``<file>.corrupt-<stamp>`` with a warning instead of
-silently dropping every rank's entries. ranktune's extras (the environment
+What it does better: a save first writes its entries to a spool file
+(``<file>.trtllm-spool/``, no lock), then takes the locks and, if its spool
+is still there, folds every waiting spool into the file at once; ranks
+saving together so share one or two rewrites instead of one each (a save
+returns only after the rewrite holding its entries was synced). The rewrite
+is one scan and copy in Rust (members and entries it does not change are
+copied as text). A file that is not a cache is set aside as
+``<file>.corrupt-<stamp>`` with a warning instead of silently dropping every
+rank's entries. ranktune's extras (the environment
 that saved each section) go in the top-level member ``ranktune``, which
 TensorRT-LLM's saver keeps and its loader ignores.
 
@@ -113,10 +118,12 @@ def save_cache(obj: Any, file_path: Any, rank: int) -> TrtllmSaveReport:
     if shared:
         sections.append(("shared", shared))
     sections.append((f"rank_{int(rank)}", mine))
+    # Spool first (no lock), then fold under the locks: ranks that save at
+    # once share one or two rewrites of the file (see the module docs).
+    spool = _ranktune.trtllm_native_spool(os.fspath(path), sections, _metadata(obj))
     with locked(path):
-        report = _ranktune.trtllm_native_save(os.fspath(path), sections, _metadata(obj))
-    report["skipped"] = skipped
-    return report  # type: ignore[return-value]
+        folded = _ranktune.trtllm_native_fold(os.fspath(path), spool)
+    return {"written": len(shared) + len(mine), "total": folded["total"], "skipped": skipped}
 
 
 def _literal(text: str, what: str, key: str) -> Tuple[bool, Any]:
