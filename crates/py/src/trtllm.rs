@@ -189,7 +189,8 @@ fn trtllm_native_spool(
 /// Step two of a save, with TensorRT-LLM's and ranktune's locks held: when
 /// `spool` is still there, folds **every** waiting spool file (in the order
 /// they were written) into the cache at `path` as TensorRT-LLM's own saver
-/// merges one save, writes the file once (temp, fsync, rename), then
+/// merges one save (after waiting while more spools arrive: a quiet 10 ms,
+/// 200 ms at most), writes the file once (temp, fsync, rename), then
 /// deletes the folded spools. When `spool` is gone, a save that held the
 /// lock before folded it, and nothing is written. Ranks that save at once
 /// so share one or two rewrites instead of one each. Returns `{"written"
@@ -209,6 +210,18 @@ fn trtllm_native_fold<'py>(
             };
             let written = parse_spool(&own).map(|u| u.sections.iter().map(|(_, e)| e.len()).sum::<usize>());
             let dir = spool_dir(&path);
+            // Ranks that finish together are folded together: wait while
+            // spools keep arriving (a quiet 10 ms; 200 ms at most).
+            let count = || std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(0);
+            let mut seen = count();
+            for _ in 0..20 {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                let now = count();
+                if now == seen {
+                    break;
+                }
+                seen = now;
+            }
             let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
                 .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
                 .filter_map(|e| e.ok())
