@@ -42,9 +42,9 @@ fn extras<'a>(sections: impl Iterator<Item = &'a str>) -> serde_json::Value {
 /// The file's text; `None` when it does not exist.
 fn read_text(path: &Path) -> Result<Option<String>, String> {
     match std::fs::read(path) {
-        Ok(bytes) => String::from_utf8(bytes)
-            .map(Some)
-            .map_err(|e| format!("{} is not UTF-8 text (byte {})", path.display(), e.utf8_error().valid_up_to())),
+        Ok(bytes) => String::from_utf8(bytes).map(Some).map_err(|e| {
+            format!("{} is not UTF-8 text (byte {})", path.display(), e.utf8_error().valid_up_to())
+        }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(format!("cannot read {}: {e}", path.display())),
     }
@@ -208,7 +208,8 @@ fn trtllm_native_fold<'py>(
             let Ok(own) = std::fs::read_to_string(&spool) else {
                 return Ok((None, None, 0, warnings));
             };
-            let written = parse_spool(&own).map(|u| u.sections.iter().map(|(_, e)| e.len()).sum::<usize>());
+            let written =
+                parse_spool(&own).map(|u| u.sections.iter().map(|(_, e)| e.len()).sum::<usize>());
             let dir = spool_dir(&path);
             // Ranks that finish together are folded together: wait while
             // spools keep arriving (a quiet 10 ms; 200 ms at most).
@@ -316,7 +317,10 @@ fn trtllm_native_load(py: Python<'_>, path: PathBuf, rank: u32) -> PyResult<PyOb
     };
     crate::cache::warn_all(py, &loaded.warnings)?;
     let list = |es: &[NativeEntry]| -> PyResult<Bound<'_, PyList>> {
-        PyList::new(py, es.iter().map(|e| (e.key.as_str(), e.runner_id, e.tactic.as_str(), e.min_time)))
+        PyList::new(
+            py,
+            es.iter().map(|e| (e.key.as_str(), e.runner_id, e.tactic.as_str(), e.min_time)),
+        )
     };
     let d = PyDict::new(py);
     match &loaded.metadata {

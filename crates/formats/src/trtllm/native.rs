@@ -64,6 +64,10 @@ pub struct NativeLoaded {
 
 // ------------------------------------------------------------------ scanning
 
+/// A member found by a scan: its name token, its value, and the value's
+/// own member count (0 for a scalar).
+type Member = (Range<usize>, Range<usize>, usize);
+
 struct Scan<'a> {
     text: &'a str,
     at: usize,
@@ -180,7 +184,7 @@ impl<'a> Scan<'a> {
 
     /// The members of the object at the cursor: (name token, value range,
     /// the value's own member count).
-    fn members(&mut self) -> Result<Vec<(Range<usize>, Range<usize>, usize)>, NativeError> {
+    fn members(&mut self) -> Result<Vec<Member>, NativeError> {
         self.expect(b'{', "an object")?;
         let mut out = Vec::new();
         self.ws();
@@ -227,8 +231,8 @@ fn top(text: &str) -> Result<Vec<(String, &str, usize)>, NativeError> {
     members
         .into_iter()
         .map(|(n, v, count)| {
-            let name = unquote(&text[n.clone()])
-                .map_err(|what| NativeError { offset: n.start, what })?;
+            let name =
+                unquote(&text[n.clone()]).map_err(|what| NativeError { offset: n.start, what })?;
             Ok((name, &text[v], count))
         })
         .collect()
@@ -241,8 +245,8 @@ fn section_members(raw: &str) -> Result<Vec<(String, &str)>, NativeError> {
     members
         .into_iter()
         .map(|(n, v, _)| {
-            let name = unquote(&raw[n.clone()])
-                .map_err(|what| NativeError { offset: n.start, what })?;
+            let name =
+                unquote(&raw[n.clone()]).map_err(|what| NativeError { offset: n.start, what })?;
             Ok((name, &raw[v]))
         })
         .collect()
@@ -271,7 +275,10 @@ fn parse_float(token: &str) -> Option<f64> {
         "Infinity" => Some(f64::INFINITY),
         "-Infinity" => Some(f64::NEG_INFINITY),
         "NaN" => Some(f64::NAN),
-        t if t.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E')) => {
+        t if t
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E')) =>
+        {
             serde_json::from_str::<serde_json::Number>(t).ok()?.as_f64()
         }
         _ => None,

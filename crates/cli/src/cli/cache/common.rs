@@ -96,8 +96,9 @@ pub(super) fn inspect_any(
                 doc.get("format").is_none() && ranktune_formats::trtllm::looks_like_trtllm(&doc)
             });
         if is_trtllm {
-            let source = read_source(path, ranktune_formats::by_name("trtllm"))
-                .map_err(|e| CacheError::Invalid(ranktune_core::error_chain::Chain(&e).to_string()))?;
+            let source = read_source(path, ranktune_formats::by_name("trtllm")).map_err(|e| {
+                CacheError::Invalid(ranktune_core::error_chain::Chain(&e).to_string())
+            })?;
             return Ok(ranktune_cache::Loaded {
                 data: source.data,
                 warnings: source.warnings,
