@@ -34,7 +34,9 @@
 //!
 //! - the data model: [`Entry`] (a decision and its evidence) under an
 //!   [`EntryKey`] in a [`Section`] (`shared` or one rank's), measured under
-//!   an [`Identity`]; [`CacheData`] is a whole cache (the one document
+//!   an [`Identity`]; a key's bucket holds [`Dim`]s (sizes, negative
+//!   integers such as TensorRT-LLM's `-1`, bit-exact floats);
+//!   [`CacheData`] is a whole cache (the one document
 //!   model), [`is_stale`] the staleness rule;
 //! - [`Store`], the interface backends implement (`save` merges, `load`
 //!   never fails on bad content), with [`FileStore`] (the crash-safe JSON

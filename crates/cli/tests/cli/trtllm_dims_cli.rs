@@ -45,7 +45,10 @@ fn minus_one_and_float_dims_import_show_check_and_export_exactly() {
     let show = ranktune(&[&"cache", &"show", &src]);
     assert!(show.status.success(), "{}", show.stderr_text());
     let table = show.stdout_text();
-    assert!(table.contains("8x-1,0,8x448") && table.contains("-1x-1x1") && table.contains("1.5x0"), "{table}");
+    assert!(
+        table.contains("8x-1,0,8x448") && table.contains("-1x-1x1") && table.contains("1.5x0"),
+        "{table}"
+    );
     assert!(!show.stderr_text().contains("skipped"), "{}", show.stderr_text());
 
     let check = ranktune(&[&"cache", &"check", &src]);
