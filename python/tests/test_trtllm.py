@@ -25,11 +25,9 @@ class Mode(enum.Enum):
 
 
 def fresh_class():
-    """A fresh copy of the stand-in's class (install() changes the class)."""
-    import importlib
-
-    importlib.reload(trtllm_standin)
-    return trtllm_standin.AutoTunerProfilingCache
+    """A fresh subclass of the stand-in's class: install() changes the class
+    it is given, and the stand-in's own stays unpatched."""
+    return type("AutoTunerProfilingCache", (trtllm_standin.AutoTunerProfilingCache,), {})
 
 
 def plain():
