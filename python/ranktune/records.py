@@ -113,10 +113,11 @@ class ExportReport(TypedDict):
 
 class TrtllmSaveReport(TypedDict):
     """``ranktune.trtllm.save_cache()``: entries written, the file's total
-    after, and entries skipped."""
+    after (``None`` when another rank's save folded this one), and entries
+    skipped (those of excluded ops)."""
 
     written: int
-    total: int
+    total: Optional[int]
     skipped: int
 
 

@@ -1,4 +1,5 @@
-"""TensorRT-LLM's autotuner cache through ranktune's store.
+"""TensorRT-LLM's autotuner cache, saved and loaded by ranktune in
+TensorRT-LLM's own file format.
 
 Two lines in a TensorRT-LLM program (before the autotuner loads or saves)::
 
@@ -6,22 +7,38 @@ Two lines in a TensorRT-LLM program (before the autotuner loads or saves)::
     from tensorrt_llm._torch.autotuner import AutoTunerProfilingCache
     ranktune.trtllm.install(AutoTunerProfilingCache)
 
-From then on ``save_cache(file_path, rank)`` merges this rank's entries into
-the file with ranktune's locked, crash-safe save (many ranks saving at once
-lose nothing; a killed writer never corrupts the file) and
-``load_cache(file_path, rank)`` reads it back (a file that does not parse is
-set aside as ``<file>.corrupt-<stamp>`` with a warning, instead of failing
-or dropping the other ranks' entries). The file is a ranktune cache:
-``ranktune cache show/check/export --format trtllm`` work on it.
+The file stays TensorRT-LLM's own, in place: ``metadata``, ``shared`` and
+``rank_<N>`` sections of ``str(key) -> {"runner_id", "tactic", "min_time"}``
+as its ``json.dump(indent=2)`` writes them. Unpatched ranks (and TensorRT-LLM
+after ranktune is uninstalled) read and write the same file, and every
+``ranktune cache`` command reads it.
 
-What round-trips exactly: the object's ``cache`` dict, key tuple
-``(custom_op, runner_class_name, str(runner_unique_id), opt_shapes)`` to
-value ``(runner_id, tactic, min_time)`` (milliseconds), with tactics made of
-ints, floats, strs, bools, None, tuples, lists and dicts; an ``enum.Enum``
-tactic is stored as its ``.value`` (the file holds data, not classes). Ops
-in the object's ``independent_op`` set go to the file's ``shared`` section,
-the others to ``rank_<rank>``; loading fills ``independent_op`` back from
-``shared``.
+``save_cache(file_path, rank)`` does what the original does: drops the ops in
+``excluded_op``, creates missing directories, takes TensorRT-LLM's lock
+(``fcntl.lockf`` on ``<file>.lock``) and ranktune's (``flock`` on the same
+file), merges ``shared`` and ``rank_<rank>`` into the file (``dict.update``),
+keeps the first writer's ``metadata`` and every other member, and replaces
+the file atomically. ``inf`` times are written as ``Infinity``; keys are
+``str()`` of the key tuple, so ``-1``, ``0`` and float dims stay as they are.
+What it does better: a save first writes its entries to a spool file
+(``<file>.trtllm-spool/``, no lock), then takes the locks and, if its spool
+is still there, folds every waiting spool into the file at once; ranks
+saving together so share one or two rewrites instead of one each (a save
+returns only after the rewrite holding its entries was synced). The rewrite
+is one scan and copy in Rust (members and entries it does not change are
+copied as text). A file that is not a cache is set aside as
+``<file>.corrupt-<stamp>`` with a warning instead of silently dropping every
+rank's entries. ranktune's extras (the environment
+that saved each section) go in the top-level member ``ranktune``, which
+TensorRT-LLM's saver keeps and its loader ignores.
+
+``load_cache(file_path, rank)`` raises ``FileNotFoundError`` for a missing
+file, as the original does; rebuilds ``cache`` and ``independent_op`` from
+``shared`` and ``rank_<rank>``; restores ``lib_version``,
+``creation_timestamp``, ``device_name`` and ``device_capability`` from
+``metadata``; skips (with a warning) an entry whose key or tactic is not a
+Python literal; bumps ``generation`` when the object has one. Times come back
+bit for bit.
 
 Alternatively ``patch(instance)`` changes one object only.
 """
@@ -29,69 +46,140 @@ Alternatively ``patch(instance)`` changes one object only.
 from __future__ import annotations
 
 import ast
+import contextlib
 import enum
+import fcntl
 import os
-from typing import Any, Dict, Tuple
+import warnings
+from pathlib import Path
+from typing import Any, Dict, Iterator, List, Tuple
 
 from ranktune import _ranktune
 from ranktune.records import TrtllmSaveReport
 
-__all__ = ["install", "patch", "save_cache", "load_cache"]
+__all__ = ["install", "patch", "save_cache", "load_cache", "locked"]
+
+_METADATA = ("lib_version", "creation_timestamp", "device_name", "device_capability")
 
 
 def _tactic_repr(tactic: Any) -> str:
+    # TensorRT-LLM writes an enum tactic as the repr of its value.
     if isinstance(tactic, enum.Enum):
         tactic = tactic.value
     return repr(tactic)
 
 
+@contextlib.contextmanager
+def locked(file_path: Any) -> Iterator[None]:
+    """Holds TensorRT-LLM's lock (``fcntl.lockf``, exclusive, on
+    ``<file>.lock``, created 0644 and never deleted) and ranktune's (``flock``
+    on the same file) while the block runs."""
+    lock_path = os.fspath(file_path) + ".lock"
+    fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        # Closing the descriptor releases both locks.
+        os.close(fd)
+
+
+def _metadata(obj: Any) -> List[Tuple[str, Any]]:
+    out = []
+    for name in _METADATA:
+        if hasattr(obj, name):
+            value = getattr(obj, name)
+            out.append((name, list(value) if isinstance(value, tuple) else value))
+    return out
+
+
 def save_cache(obj: Any, file_path: Any, rank: int) -> TrtllmSaveReport:
     """Saves ``obj.cache`` into ``file_path`` (see the module docs); returns
-    ``{"written", "total", "skipped"}``."""
+    ``{"written", "total", "skipped"}`` (``skipped``: entries of excluded
+    ops)."""
+    path = Path(file_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     independent = set(getattr(obj, "independent_op", ()) or ())
-    shared: Dict[str, Any] = {}
-    mine: Dict[str, Any] = {}
+    excluded = set(getattr(obj, "excluded_op", ()) or ())
+    shared: List[Tuple[str, int, str, float]] = []
+    mine: List[Tuple[str, int, str, float]] = []
+    skipped = 0
     for key, value in dict(obj.cache).items():
-        if not (isinstance(key, tuple) and len(key) == 4):
-            raise ValueError(
-                f"cache key {key!r} is not (custom_op, runner_class_name, runner_unique_id, opt_shapes)"
-            )
+        if not (isinstance(key, tuple) and len(key) >= 1):
+            raise ValueError(f"cache key {key!r} is not (custom_op, runner_class_name, runner_unique_id, opt_shapes)")
+        if key[0] in excluded:
+            skipped += 1
+            continue
         runner_id, tactic, min_time = value
-        op, runner, unique_id, shapes = key
-        text = str((op, runner, str(unique_id), tuple(tuple(int(d) for d in s) for s in shapes)))
-        item = {"runner_id": int(runner_id), "tactic": _tactic_repr(tactic), "min_time": float(min_time)}
-        (shared if op in independent else mine)[text] = item
-    sections: Dict[str, Any] = {}
+        item = (str(key), int(runner_id), _tactic_repr(tactic), float(min_time))
+        (shared if key[0] in independent else mine).append(item)
+    sections = []
     if shared:
-        sections["shared"] = shared
-    if mine:
-        sections[f"rank_{int(rank)}"] = mine
-    return _ranktune.trtllm_save(os.fspath(file_path), sections)
+        sections.append(("shared", shared))
+    sections.append((f"rank_{int(rank)}", mine))
+    # Spool first (no lock), then fold under the locks: ranks that save at
+    # once share one or two rewrites of the file (see the module docs).
+    spool = _ranktune.trtllm_native_spool(os.fspath(path), sections, _metadata(obj))
+    with locked(path):
+        folded = _ranktune.trtllm_native_fold(os.fspath(path), spool)
+    return {"written": len(shared) + len(mine), "total": folded["total"], "skipped": skipped}
+
+
+def _literal(text: str, what: str, key: str) -> Tuple[bool, Any]:
+    try:
+        return True, ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        warnings.warn(f"TensorRT-LLM cache entry {key}: {what} {text!r} is not a Python literal; skipped", RuntimeWarning, stacklevel=3)
+        return False, None
 
 
 def load_cache(obj: Any, file_path: Any, rank: int) -> None:
-    """Fills ``obj.cache`` and ``obj.independent_op`` from ``file_path``'s
-    ``shared`` and ``rank_<rank>`` sections (a missing file loads nothing)."""
-    doc = _ranktune.trtllm_load(os.fspath(file_path), int(rank))
-    cache: Dict[Tuple[Any, ...], Tuple[Any, Any, float]] = {}
+    """Fills ``obj.cache``, ``obj.independent_op`` and the metadata
+    attributes from ``file_path`` (see the module docs); a missing file
+    raises ``FileNotFoundError``."""
+    path = Path(file_path)
+    if not path.exists():
+        raise FileNotFoundError(f"Cache file not found: {path}")
+    with locked(path):
+        doc = _ranktune.trtllm_native_load(os.fspath(path), int(rank))
+    if doc is None:
+        raise FileNotFoundError(f"Cache file not found: {path}")
+    cache: Dict[Any, Tuple[Any, Any, float]] = {}
     independent = set()
     for name in ("shared", "rank"):
-        for text, v in (doc.get(name) or {}).items():
-            key = ast.literal_eval(text)
-            cache[key] = (v["runner_id"], ast.literal_eval(v["tactic"]), v["min_time"])
-            if name == "shared":
+        for key_text, runner_id, tactic_text, min_time in doc[name]:
+            ok, key = _literal(key_text, "key", key_text)
+            if not ok:
+                continue
+            ok, tactic = _literal(tactic_text, "tactic", key_text)
+            if not ok:
+                continue
+            cache[key] = (runner_id, tactic, min_time)
+            if name == "shared" and isinstance(key, tuple) and key:
                 independent.add(key[0])
-    obj.cache = cache
+    meta = doc.get("metadata")
+    if isinstance(meta, dict):
+        for field in _METADATA:
+            if field in meta:
+                setattr(obj, field, meta[field])
+    if hasattr(obj, "cache") and isinstance(obj.cache, dict):
+        obj.cache.clear()
+        obj.cache.update(cache)
+    else:
+        obj.cache = cache
     if hasattr(obj, "independent_op") and isinstance(obj.independent_op, set):
         obj.independent_op.clear()
         obj.independent_op.update(independent)
     else:
         obj.independent_op = independent
+    if isinstance(getattr(obj, "generation", None), int):
+        obj.generation += 1
 
 
 def install(cache_class: type) -> type:
     """Makes every instance's ``save_cache``/``load_cache`` go through
-    ranktune's store. Returns the class."""
+    ranktune (see the module docs). Returns the class."""
 
     def _save(self: Any, file_path: Any, rank: int) -> None:
         save_cache(self, file_path, rank)

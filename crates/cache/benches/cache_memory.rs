@@ -40,7 +40,7 @@ fn insert_entries(d: &mut CacheData, section: Section, seed: u64, n: u64, create
             op: "fp8_gemm".into(),
             runner: "CutlassFp8GemmRunner".into(),
             fingerprint: format!("{:016x}", (seed << 32) | i),
-            bucket: vec![vec![m, 4096], vec![4096, 4096], vec![4096]],
+            bucket: ranktune_cache::sizes_bucket(&[vec![m, 4096], vec![4096, 4096], vec![4096]]),
         };
         let entry = Entry {
             runner_index: (i % 3) as u32,

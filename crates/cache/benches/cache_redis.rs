@@ -37,7 +37,11 @@ fn entries(ranks: std::ops::Range<u32>, n: u64) -> CacheData {
                 op: "fp8_gemm".into(),
                 runner: "CutlassFp8GemmRunner".into(),
                 fingerprint: format!("{:016x}", (u64::from(rank) << 32) | i),
-                bucket: vec![vec![m, 4096], vec![4096, 4096], vec![4096]],
+                bucket: ranktune_cache::sizes_bucket(&[
+                    vec![m, 4096],
+                    vec![4096, 4096],
+                    vec![4096],
+                ]),
             };
             let entry = Entry {
                 runner_index: (i % 3) as u32,

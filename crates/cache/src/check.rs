@@ -74,7 +74,7 @@ pub enum Problem {
         /// The op.
         op: String,
         /// The bucket.
-        bucket: Vec<Vec<u64>>,
+        bucket: Vec<Vec<crate::Dim>>,
         /// Each distinct choice and the sections that made it (at least two).
         choices: Vec<(RankChoice, Vec<Section>)>,
     },
@@ -162,7 +162,7 @@ impl fmt::Display for Problem {
 ///
 /// let entry = |fp: &str| {
 ///     let key = EntryKey { op: "moe".into(), runner: "MoERunner".into(),
-///                          fingerprint: fp.into(), bucket: vec![vec![8, 7168]] };
+///                          fingerprint: fp.into(), bucket: ranktune_cache::sizes_bucket(&[vec![8, 7168]]) };
 ///     let e = Entry { runner_index: 0, tactic: serde_json::json!([256, 1]), time_us: 1.0,
 ///                     candidates: vec![], checksum: String::new(), env: "e".into(), created_unix: 0 };
 ///     (key, e)
@@ -203,7 +203,7 @@ pub fn check(data: &CacheData, current: &str) -> Vec<Problem> {
 /// The op-and-bucket pairs on which rank sections chose differently.
 fn divergent(data: &CacheData) -> Vec<Problem> {
     type ByChoice = BTreeMap<RankChoice, Vec<Section>>;
-    let mut by_bucket: BTreeMap<(&str, &Vec<Vec<u64>>), ByChoice> = BTreeMap::new();
+    let mut by_bucket: BTreeMap<(&str, &Vec<Vec<crate::Dim>>), ByChoice> = BTreeMap::new();
     for (s, k, e) in data.iter() {
         if let Section::Rank(_) = s {
             let sections =
@@ -274,7 +274,7 @@ mod tests {
             op: "moe".into(),
             runner: runner.into(),
             fingerprint: fp.into(),
-            bucket: vec![vec![8, 64]],
+            bucket: crate::sizes_bucket(&[vec![8, 64]]),
         };
         let entry = Entry {
             runner_index: index,
@@ -369,7 +369,7 @@ mod tests {
             op: op.into(),
             runner: runner.into(),
             fingerprint: "f".into(),
-            bucket: vec![vec![n]],
+            bucket: crate::sizes_bucket(&[vec![n]]),
         };
         let entry = |created: u64| Entry {
             runner_index: 0,

@@ -73,7 +73,9 @@ pub struct EntryKey {
     /// Stable fingerprint of the runner's parameters (never Rust's `Hash`).
     pub fingerprint: String,
     /// The shape bucket: for each input, its dims after bucketing.
-    pub bucket: Vec<Vec<u64>>,
+    /// Each dim is a [`Dim`](crate::Dim): a size, a negative integer (`-1`)
+    /// or a float, as the file that holds the key wrote it.
+    pub bucket: Vec<Vec<crate::Dim>>,
 }
 
 impl fmt::Display for EntryKey {

@@ -10,17 +10,22 @@ use serde_json::Value;
 ///
 /// ```
 /// use ranktune_cache::bucket_label;
-/// assert_eq!(bucket_label(&[vec![16, 512], vec![16, 512]]), "16x512,16x512");
-/// assert_eq!(bucket_label(&[vec![8, 4096]]), "8x4096");
+/// use ranktune_cache::{sizes_bucket, Dim};
+/// assert_eq!(bucket_label(&sizes_bucket(&[vec![16, 512], vec![16, 512]])), "16x512,16x512");
+/// assert_eq!(bucket_label(&[vec![Dim::from(-1i64), Dim::float(1.5).unwrap()]]), "-1x1.5");
 /// ```
-pub fn bucket_label(bucket: &[Vec<u64>]) -> String {
+///
+/// Any dims that print themselves: the cache's [`Dim`](crate::Dim)s, or the
+/// sizes a tuner buckets by (`bucket_label(&[vec![16u64, 512]])`), written
+/// the same way.
+pub fn bucket_label<D: std::fmt::Display>(bucket: &[Vec<D>]) -> String {
     bucket
         .iter()
         .map(|dims| {
             if dims.is_empty() {
                 "()".to_string()
             } else {
-                dims.iter().map(u64::to_string).collect::<Vec<_>>().join("x")
+                dims.iter().map(D::to_string).collect::<Vec<_>>().join("x")
             }
         })
         .collect::<Vec<_>>()
@@ -70,7 +75,13 @@ pub fn tactic_label(t: &Value) -> String {
 }
 
 /// The number of elements of a bucket (the product of each input's dims,
-/// summed over inputs): how `cache show` orders buckets, smallest first.
-pub fn bucket_size(bucket: &[Vec<u64>]) -> u128 {
-    bucket.iter().map(|d| d.iter().map(|&x| u128::from(x)).product::<u128>()).sum()
+/// summed over inputs): how `cache show` orders buckets, smallest first. A
+/// dim that is not a size (`-1`, a float) counts as 1: it names no extent.
+pub fn bucket_size(bucket: &[Vec<crate::Dim>]) -> u128 {
+    bucket
+        .iter()
+        .map(|d| {
+            d.iter().map(|x| x.as_u64().map_or(1, u128::from)).fold(1u128, u128::saturating_mul)
+        })
+        .fold(0u128, u128::saturating_add)
 }

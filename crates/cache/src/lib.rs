@@ -10,7 +10,7 @@
 //!     op: "gemm".into(),
 //!     runner: "blocked".into(),
 //!     fingerprint: "f0".into(),
-//!     bucket: vec![vec![64, 64]],
+//!     bucket: ranktune_cache::sizes_bucket(&[vec![64, 64]]),
 //! };
 //! let entry = Entry {
 //!     runner_index: 0,
@@ -34,7 +34,9 @@
 //!
 //! - the data model: [`Entry`] (a decision and its evidence) under an
 //!   [`EntryKey`] in a [`Section`] (`shared` or one rank's), measured under
-//!   an [`Identity`]; [`CacheData`] is a whole cache (the one document
+//!   an [`Identity`]; a key's bucket holds [`Dim`]s (sizes, negative
+//!   integers such as TensorRT-LLM's `-1`, bit-exact floats);
+//!   [`CacheData`] is a whole cache (the one document
 //!   model), [`is_stale`] the staleness rule;
 //! - [`Store`], the interface backends implement (`save` merges, `load`
 //!   never fails on bad content), with [`FileStore`] (the crash-safe JSON
@@ -58,6 +60,7 @@
 mod check;
 mod codec;
 mod compare;
+mod dim;
 mod document;
 mod entry;
 mod error;
@@ -79,6 +82,7 @@ pub use codec::{
     cache_to_bytes, parse_cache, ParseError, Parsed, FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME,
 };
 pub use compare::{diff, CacheDiff, Change, ChangeKind, DiffOptions, OneSided};
+pub use dim::{bucket_sizes, sizes_bucket, Dim};
 pub use document::{CacheData, Metadata};
 pub use entry::{Candidate, Entry, EntryKey, Identity, Section, Stats};
 pub use error::CacheError;

@@ -10,7 +10,7 @@ use crate::{is_stale, Entry, EntryKey, Section};
 /// ```
 /// use ranktune_cache::{entry_listing, Entry, EntryKey, Section};
 /// let key = EntryKey { op: "gemm".into(), runner: "naive".into(),
-///                      fingerprint: "f".into(), bucket: vec![vec![8, 512]] };
+///                      fingerprint: "f".into(), bucket: ranktune_cache::sizes_bucket(&[vec![8, 512]]) };
 /// let entry = Entry { runner_index: 0, tactic: "ikj".into(), time_us: 3.5, candidates: vec![],
 ///                     checksum: "c".into(), env: "e".into(), created_unix: 0 };
 /// let v = entry_listing(Section::Rank(1), &key, &entry, "e");

@@ -214,7 +214,7 @@ mod tests {
             op: op.into(),
             runner: "r".into(),
             fingerprint: "f".into(),
-            bucket: vec![vec![8]],
+            bucket: crate::sizes_bucket(&[vec![8]]),
         }
     }
     fn entry(tactic: i64, time_us: f64, created: u64) -> Entry {

@@ -30,7 +30,11 @@ fn reference_doc() -> Vec<u8> {
                 fingerprint: format!(
                     "(8, (0, 1, 2, 3, 4, 5, 6, 7), 'RESIDUAL_RMS_NORM', 1e-06, True, {r})"
                 ),
-                bucket: vec![vec![1 << m, 4096], vec![4096, 7168], vec![7168]],
+                bucket: ranktune_cache::sizes_bucket(&[
+                    vec![1 << m, 4096],
+                    vec![4096, 7168],
+                    vec![7168],
+                ]),
             };
             let tactic = match i % 3 {
                 0 => format!("{}", i % 97),

@@ -224,7 +224,7 @@ fn import_entry(name: &str, value: &OValue, env: &str) -> Result<(EntryKey, Entr
         op: parsed.op,
         runner: parsed.runner,
         fingerprint: format!("{FINGERPRINT_PREFIX}{}", parsed.template),
-        bucket: parsed.dims,
+        bucket: ranktune_cache::sizes_bucket(&parsed.dims),
     };
     Ok((key, entry))
 }
@@ -245,7 +245,10 @@ fn format_key(key: &EntryKey) -> Option<String> {
         .iter()
         .map(|dims| match dims.as_slice() {
             [one] => format!("({one},)"),
-            _ => format!("({})", dims.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")),
+            _ => format!(
+                "({})",
+                dims.iter().map(ranktune_cache::Dim::to_string).collect::<Vec<_>>().join(", ")
+            ),
         })
         .collect();
     let profile = match shapes.as_slice() {
@@ -457,13 +460,14 @@ mod tests {
             op: "fp4_gemm".into(),
             runner: "CudnnFp4GemmRunner".into(),
             fingerprint: FINGERPRINT.into(),
-            bucket: vec![vec![4, 4608], vec![7168]],
+            bucket: ranktune_cache::sizes_bucket(&[vec![4, 4608], vec![7168]]),
         };
         assert_eq!(
             format_key(&key).unwrap(),
             "('fp4_gemm', 'CudnnFp4GemmRunner', ((4, 4608), (7168,)))"
         );
-        let one = EntryKey { bucket: vec![vec![4, 4608]], ..key.clone() };
+        let one =
+            EntryKey { bucket: ranktune_cache::sizes_bucket(&[vec![4, 4608]]), ..key.clone() };
         assert_eq!(format_key(&one).unwrap(), "('fp4_gemm', 'CudnnFp4GemmRunner', ((4, 4608),))");
         let other = EntryKey { fingerprint: "blocked".into(), ..key };
         assert_eq!(format_key(&other), None);

@@ -268,7 +268,7 @@ mod tests {
             op: "gemm".into(),
             runner: "r".into(),
             fingerprint: "f".into(),
-            bucket: vec![vec![8]],
+            bucket: ranktune_cache::sizes_bucket(&[vec![8]]),
         };
         let entry: &Entry = s.data.get(Section::Rank(0), &key).unwrap();
         assert_eq!(entry.time_us, 1.5);

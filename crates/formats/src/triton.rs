@@ -284,8 +284,12 @@ pub fn import_file(path: &str, bytes: &[u8]) -> Result<Imported, FormatError> {
     let env = identity.digest();
     out.data.metadata.environments.insert(env.clone(), identity);
     let (fingerprint, dims) = fingerprint_of(&key);
-    let key =
-        EntryKey { op: kernel.into(), runner: RUNNER.into(), fingerprint, bucket: vec![dims] };
+    let key = EntryKey {
+        op: kernel.into(),
+        runner: RUNNER.into(),
+        fingerprint,
+        bucket: ranktune_cache::sizes_bucket(&[dims]),
+    };
     let entry = Entry {
         runner_index: 0,
         tactic,
@@ -458,7 +462,8 @@ pub fn export(data: &CacheData) -> Exported {
             continue;
         }
         let tuning_key = match key.bucket.as_slice() {
-            [dims] => key_of(&key.fingerprint, dims),
+            [dims] => ranktune_cache::bucket_sizes(std::slice::from_ref(dims))
+                .and_then(|d| key_of(&key.fingerprint, &d[0])),
             _ => None,
         };
         let (Some(tuning_key), Some(_)) = (tuning_key, kernel_name(&format!("{}{SUFFIX}", key.op)))

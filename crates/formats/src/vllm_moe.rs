@@ -241,7 +241,7 @@ pub fn import_file(name: &str, bytes: &[u8]) -> Result<Imported, FormatError> {
                     op: OP.into(),
                     runner: RUNNER.into(),
                     fingerprint: file.fingerprint(),
-                    bucket: vec![vec![m], vec![file.experts, file.n]],
+                    bucket: ranktune_cache::sizes_bucket(&[vec![m], vec![file.experts, file.n]]),
                 };
                 let entry = Entry {
                     runner_index: 0,
@@ -355,7 +355,8 @@ pub fn export(data: &CacheData) -> Exported {
     let mut out = Exported::default();
     let mut files: BTreeMap<String, BTreeMap<u64, Value>> = BTreeMap::new();
     for (section, key, entry) in data.iter() {
-        let parsed = match (key.op == OP && key.runner == RUNNER, key.bucket.as_slice()) {
+        let sizes = ranktune_cache::bucket_sizes(&key.bucket).unwrap_or_default();
+        let parsed = match (key.op == OP && key.runner == RUNNER, sizes.as_slice()) {
             (true, [m, en]) if m.len() == 1 && en.len() == 2 => {
                 FileName::from_key(&key.fingerprint, en[0], en[1]).map(|f| (f, m[0]))
             }

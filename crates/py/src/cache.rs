@@ -90,7 +90,12 @@ fn parse_entry(d: &Value, i: usize, current: &str) -> PyResult<(Section, EntryKe
         Some(c) => serde_json::from_value(c.clone())
             .map_err(|e| bad(format!("\"candidates\" is malformed: {e}")))?,
     };
-    let key = EntryKey { op, runner, fingerprint: s("fingerprint").unwrap_or_default(), bucket };
+    let key = EntryKey {
+        op,
+        runner,
+        fingerprint: s("fingerprint").unwrap_or_default(),
+        bucket: ranktune_cache::sizes_bucket(&bucket),
+    };
     let entry = Entry {
         runner_index: obj
             .get("runner_index")

@@ -204,7 +204,8 @@ fn tune_load<'py>(
                     {
                         continue;
                     }
-                    let [dims] = k.bucket.as_slice() else { continue };
+                    let Some(sizes) = ranktune_cache::bucket_sizes(&k.bucket) else { continue };
+                    let [dims] = sizes.as_slice() else { continue };
                     let Some(pos) =
                         cands.iter().position(|(r, t)| *r == k.runner && *t == e.tactic)
                     else {

@@ -14,7 +14,7 @@
 //!
 //! Owns test data only; it never touches a store or the filesystem.
 
-use ranktune_cache::{CacheData, Entry, EntryKey, Section};
+use ranktune_cache::{CacheData, Dim, Entry, EntryKey, Section};
 
 /// The runner of [`key`]'s keys.
 pub const RUNNER: &str = "blocked";
@@ -30,7 +30,7 @@ pub fn key(op: &str, bucket: &[&[u64]]) -> EntryKey {
         op: op.into(),
         runner: RUNNER.into(),
         fingerprint: FINGERPRINT.into(),
-        bucket: bucket.iter().map(|dims| dims.to_vec()).collect(),
+        bucket: bucket.iter().map(|dims| dims.iter().map(|&d| Dim::size(d)).collect()).collect(),
     }
 }
 

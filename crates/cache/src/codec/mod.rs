@@ -264,7 +264,7 @@ struct EntryOut<'a> {
     op: &'a str,
     runner: &'a str,
     fingerprint: &'a str,
-    bucket: &'a [Vec<u64>],
+    bucket: &'a [Vec<crate::Dim>],
     runner_index: u32,
     tactic: &'a serde_json::Value,
     time_us: f64,
@@ -522,7 +522,7 @@ struct EntryIn {
     op: String,
     runner: String,
     fingerprint: String,
-    bucket: Vec<Vec<u64>>,
+    bucket: Vec<Vec<crate::Dim>>,
     runner_index: u32,
     tactic: serde_json::Value,
     time_us: f64,
@@ -694,7 +694,7 @@ mod tests {
                     op: "gemm".into(),
                     runner: "r".into(),
                     fingerprint: "f".into(),
-                    bucket: vec![vec![1, 2]],
+                    bucket: crate::sizes_bucket(&[vec![1, 2]]),
                 },
                 Entry {
                     runner_index: 0,
@@ -745,7 +745,7 @@ mod tests {
                 op: "we\"ird \\ op\n".into(),
                 runner: "r ü".into(),
                 fingerprint: "".into(),
-                bucket: vec![vec![], vec![0, 18446744073709551615]],
+                bucket: crate::sizes_bucket(&[vec![], vec![0, 18446744073709551615]]),
             },
             d.get(Section::Shared, &d.sections[&Section::Shared].keys().next().unwrap().clone())
                 .unwrap()

@@ -15,7 +15,7 @@ struct KeyIn {
     op: String,
     runner: String,
     fingerprint: String,
-    bucket: Vec<Vec<u64>>,
+    bucket: Vec<Vec<crate::Dim>>,
 }
 
 /// Reads a JSON string token at the start of `s`; returns it and the rest.
@@ -45,7 +45,7 @@ fn take_json_string(s: &str) -> Option<(String, &str)> {
 }
 
 /// Reads a bucket `[[1,2],[3]]` (no spaces) at the start of `s`.
-fn take_bucket(s: &str) -> Option<(Vec<Vec<u64>>, &str)> {
+fn take_bucket(s: &str) -> Option<(Vec<Vec<crate::Dim>>, &str)> {
     let mut s = s.strip_prefix('[')?;
     let mut out = Vec::new();
     if let Some(rest) = s.strip_prefix(']') {
@@ -58,12 +58,25 @@ fn take_bucket(s: &str) -> Option<(Vec<Vec<u64>>, &str)> {
             s = rest;
         } else {
             loop {
-                let end = s.bytes().position(|b| !b.is_ascii_digit())?;
-                if end == 0 || (end > 1 && s.starts_with('0')) {
+                // An integer, maybe negative (`-1`); a float (`1.5`, `1e3`)
+                // is left to serde.
+                let sign = usize::from(s.starts_with('-'));
+                let digits = &s[sign..];
+                let end = digits.bytes().position(|b| !b.is_ascii_digit())?;
+                // `-0` is a float to serde_json; leave it to serde too.
+                if end == 0 || ((end > 1 || sign == 1) && digits.starts_with('0')) {
                     return None;
                 }
-                dims.push(s[..end].parse().ok()?);
-                s = &s[end..];
+                if matches!(digits.as_bytes()[end], b'.' | b'e' | b'E') {
+                    return None;
+                }
+                let dim = if sign == 1 {
+                    crate::Dim::from(s[..sign + end].parse::<i64>().ok()?)
+                } else {
+                    crate::Dim::size(digits[..end].parse().ok()?)
+                };
+                dims.push(dim);
+                s = &digits[end..];
                 if let Some(rest) = s.strip_prefix(',') {
                     s = rest;
                 } else {
@@ -139,6 +152,9 @@ mod tests {
             r#"{"op":"a","runner":"b","fingerprint":"c","bucket":[[]],"x":1}"#,
             r#"{"op":"a","runner":"b","fingerprint":"c","bucket":[[01]],"x":1}"#,
             r#"{"runner":"b","op":"a","fingerprint":"c","bucket":[[1]]}"#,
+            r#"{"op":"a","runner":"b","fingerprint":"c","bucket":[[-1,0],[1.5,2e3]],"x":1}"#,
+            r#"{"op":"a","runner":"b","fingerprint":"c","bucket":[[-1,-0,-01]],"x":1}"#,
+            r#"{"op":"a","runner":"b","fingerprint":"c","bucket":[[-9223372036854775809]],"x":1}"#,
         ] {
             let serde = serde_json::from_str::<KeyIn>(text).ok().map(|k| EntryKey {
                 op: k.op,
@@ -154,6 +170,11 @@ mod tests {
             r#"{"op":"a","runner":"b","fingerprint":"c","bucket":[[1,2],[3]],"x":1}"#
         )
         .is_some());
+        let neg = fast_key(r#"{"op":"a","runner":"b","fingerprint":"c","bucket":[[-1,0]],"x":1}"#);
+        assert_eq!(
+            neg.map(|k| k.bucket),
+            Some(vec![vec![crate::Dim::from(-1i64), crate::Dim::size(0)]])
+        );
     }
 
     #[test]

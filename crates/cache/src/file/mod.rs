@@ -139,7 +139,7 @@ pub fn lock_timeout_from_env() -> Result<Duration, CacheError> {
 /// let store = FileStore::new(dir.path().join("tune.json"));
 /// let mut update = CacheData::default();
 /// let key = EntryKey { op: "gemm".into(), runner: "blocked".into(),
-///     fingerprint: "f0".into(), bucket: vec![vec![64, 64]] };
+///     fingerprint: "f0".into(), bucket: ranktune_cache::sizes_bucket(&[vec![64, 64]]) };
 /// update.insert(Section::Rank(0), key.clone(), Entry { runner_index: 0,
 ///     tactic: serde_json::json!(3), time_us: 12.5, candidates: vec![],
 ///     checksum: "c".into(), env: "e".into(), created_unix: 0 });
@@ -788,7 +788,7 @@ impl Store for FileStore {
         };
         // The rank entries these shared entries supersede, removed from one
         // section (a cheap look at op and bucket first, the entry only then).
-        let superseding: BTreeSet<(&str, &Vec<Vec<u64>>)> = update
+        let superseding: BTreeSet<(&str, &Vec<Vec<crate::Dim>>)> = update
             .sections
             .get(&Section::Shared)
             .map(|s| s.keys().map(|k| (k.op.as_str(), &k.bucket)).collect())

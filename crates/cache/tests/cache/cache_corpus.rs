@@ -21,7 +21,7 @@ fn one_update() -> CacheData {
             op: "softmax".into(),
             runner: "r".into(),
             fingerprint: "f".into(),
-            bucket: vec![vec![8]],
+            bucket: ranktune_cache::sizes_bucket(&[vec![8]]),
         },
         Entry {
             runner_index: 0,
@@ -213,7 +213,7 @@ fn duplicates_are_reported_and_nothing_is_dropped_silently() {
         op: "gemm".into(),
         runner: "blocked".into(),
         fingerprint: "f0".into(),
-        bucket: vec![vec![64, 64]],
+        bucket: ranktune_cache::sizes_bucket(&[vec![64, 64]]),
     };
     assert_eq!(
         loaded.data.get(Section::Rank(0), &k).unwrap().tactic,

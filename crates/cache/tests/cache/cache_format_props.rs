@@ -60,13 +60,22 @@ fn candidate() -> impl Strategy<Value = Candidate> {
         })
 }
 
+/// Every kind of dim a key may hold: sizes, negative integers, finite floats.
+fn dim() -> impl Strategy<Value = ranktune_cache::Dim> {
+    prop_oneof![
+        any::<u64>().prop_map(ranktune_cache::Dim::size),
+        (i64::MIN..0).prop_map(ranktune_cache::Dim::from),
+        any::<f64>().prop_filter_map("finite", ranktune_cache::Dim::float),
+    ]
+}
+
 fn entry() -> impl Strategy<Value = (EntryKey, Entry)> {
     (
         (
             text(),
             text(),
             any::<String>(),
-            prop::collection::vec(prop::collection::vec(any::<u64>(), 0..4), 0..4),
+            prop::collection::vec(prop::collection::vec(dim(), 0..4), 0..4),
         ),
         (
             any::<u32>(),

@@ -156,7 +156,9 @@ fn removals_prune_merge_and_superseding_decide_on_what_is_stored() {
     let r = s.remove(&[(Section::Rank(0), key("gemm", 0, 0))]).unwrap();
     assert_eq!((r.written, r.total), (1, 9));
     // remove_where
-    let r = s.remove_where(&|sec, k, _| sec == Section::Rank(1) && k.bucket[0][1] < 2).unwrap();
+    let r = s
+        .remove_where(&|sec, k, _| sec == Section::Rank(1) && k.bucket[0][1].as_u64() < Some(2))
+        .unwrap();
     assert_eq!((r.written, r.total), (2, 7));
     // save_resolving: newest wins against the stored entry.
     let mut older = CacheData::default();
@@ -426,7 +428,7 @@ fn writers_killed_mid_save_leave_whole_saves_only() {
         std::thread::sleep(Duration::from_millis(100));
         let data = s.load().unwrap().data;
         let rank = &data.sections[&Section::Rank(7)];
-        let mut per_save = std::collections::BTreeMap::<u64, usize>::new();
+        let mut per_save = std::collections::BTreeMap::<ranktune_cache::Dim, usize>::new();
         for k in rank.keys() {
             *per_save.entry(k.bucket[0][0]).or_default() += 1;
         }
@@ -434,7 +436,10 @@ fn writers_killed_mid_save_leave_whole_saves_only() {
             assert_eq!(*n, 2000, "round {round}: save {save} is in part ({n} of 2000 entries)");
         }
         for i in returned {
-            assert!(per_save.contains_key(&i), "round {round}: save {i} returned but is missing");
+            assert!(
+                per_save.contains_key(&ranktune_cache::Dim::size(i)),
+                "round {round}: save {i} returned but is missing"
+            );
         }
         // Clean slate for the next round.
         let keys: Vec<_> = rank.keys().map(|k| (Section::Rank(7), k.clone())).collect();

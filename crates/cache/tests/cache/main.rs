@@ -3,6 +3,7 @@
 //! of its time linking test binaries).
 
 mod cache_corpus;
+mod cache_dims;
 mod cache_file;
 mod cache_format_props;
 mod cache_processes;

@@ -135,7 +135,7 @@ fn single_rank_file(path: &Path, op: &str, n: u64, tactic: &str, created: f64) {
             op: op.into(),
             runner: "Runner".into(),
             fingerprint: format!("('{op}', 1e-06, True)"),
-            bucket: vec![vec![m + 1, 4096], vec![4096]],
+            bucket: ranktune_cache::sizes_bucket(&[vec![m + 1, 4096], vec![4096]]),
         };
         section.insert(
             format_key(&key),

@@ -50,7 +50,8 @@ fn tune_show_and_diff_print_the_same_labels() {
     let entries = json["entries"].as_array().unwrap();
     assert!(!entries.is_empty());
     for e in entries {
-        let bucket: Vec<Vec<u64>> = serde_json::from_value(e["bucket"].clone()).unwrap();
+        let bucket: Vec<Vec<ranktune_cache::Dim>> =
+            serde_json::from_value(e["bucket"].clone()).unwrap();
         let b = bucket_label(&bucket);
         let t = tactic_label(&e["tactic"]);
         assert!(b.contains('x') && !b.contains('['), "{b}");

@@ -243,7 +243,7 @@ fn gemm_key(n: u64) -> ranktune_cache::EntryKey {
         op: "gemm".into(),
         runner: "r".into(),
         fingerprint: "f".into(),
-        bucket: vec![vec![n]],
+        bucket: ranktune_cache::sizes_bucket(&[vec![n]]),
     }
 }
 

@@ -79,7 +79,7 @@ fn a_password_with_any_character_is_never_printed() {
 
 fn save(path: &Path, op: &str, bucket: Vec<Vec<u64>>) {
     let key = EntryKey { runner: "r".repeat(70_000), ..fixtures::key(op, &[&[1, 2]]) };
-    let key = EntryKey { bucket, ..key };
+    let key = EntryKey { bucket: ranktune_cache::sizes_bucket(&bucket), ..key };
     let entry = Entry { checksum: "c".into(), ..fixtures::entry(serde_json::json!(1)) };
     FileStore::new(path).save(&fixtures::cache_of(&[(Section::Rank(0), key, entry)])).unwrap();
 }

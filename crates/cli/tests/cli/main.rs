@@ -22,6 +22,7 @@ mod trace_analyze_badinput;
 mod trace_analyze_merge;
 mod trace_analyze_summary;
 mod trace_runs;
+mod trtllm_dims_cli;
 mod tune_cli;
 mod tune_signals;
 mod two_users;

@@ -57,7 +57,10 @@ fn load(cache: &Path) -> CacheData {
     FileStore::new(cache).load().unwrap().data
 }
 
-fn choices(data: &CacheData, section: Section) -> BTreeMap<(String, Vec<Vec<u64>>), String> {
+fn choices(
+    data: &CacheData,
+    section: Section,
+) -> BTreeMap<(String, Vec<Vec<ranktune_cache::Dim>>), String> {
     data.sections
         .get(&section)
         .map(|m| {

@@ -189,7 +189,7 @@ pub fn parse(text: &str) -> Result<ParsedKey, String> {
 /// The key text of a template and its dims (the inverse of [`parse`]);
 /// `None` when the number of dims does not match the template's `#`s or
 /// an escape is malformed.
-pub fn render(template: &str, dims: &[Vec<u64>]) -> Option<String> {
+pub fn render<D: std::fmt::Display>(template: &str, dims: &[Vec<D>]) -> Option<String> {
     let mut values = dims.iter().flatten();
     let mut out = String::with_capacity(template.len() + 16);
     let mut chars = template.chars();

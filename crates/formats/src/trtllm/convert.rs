@@ -165,7 +165,8 @@ pub fn import(doc: &Value) -> Result<Imported, FormatError> {
     out.data.metadata.environments.insert(env.clone(), identity);
 
     for (name, section_value) in obj {
-        if name == "metadata" {
+        // ranktune's extras (the drop-in's notes) are not entries.
+        if name == "metadata" || name == super::EXTRAS {
             continue;
         }
         let Some(section) = Section::parse(name) else {

@@ -3,11 +3,13 @@
 //!
 //! It maps onto [`EntryKey`] as `op`, `runner`, `fingerprint` (the unique-id
 //! repr string, kept verbatim so export reproduces it exactly) and `bucket`
-//! (`opt_shapes`, a tuple of tuples of non-negative ints). Parsing goes
+//! (`opt_shapes`, a tuple of tuples of ints: `-1` for each dim a
+//! `ConstraintSpec` derives, `0` for non-tensor inputs; a float is kept
+//! too, bit-exact). Parsing goes
 //! through [`pyliteral`]: nothing is evaluated.
 
 use super::pyliteral::{self, PyValue};
-use ranktune_cache::EntryKey;
+use ranktune_cache::{Dim, EntryKey};
 
 /// Why a key string is not a reference key.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -29,7 +31,7 @@ pub enum KeyError {
 /// let key = parse_key(text).unwrap();
 /// assert_eq!(key.runner, "FP8GemmRunner");
 /// assert_eq!(key.fingerprint, "(1, 'x')");
-/// assert_eq!(key.bucket, vec![vec![8, 4096], vec![4096]]);
+/// assert_eq!(key.bucket, ranktune_cache::sizes_bucket(&[vec![8, 4096], vec![4096]]));
 /// assert_eq!(format_key(&key), text);
 /// ```
 pub fn parse_key(text: &str) -> Result<EntryKey, KeyError> {
@@ -55,7 +57,27 @@ pub fn parse_key(text: &str) -> Result<EntryKey, KeyError> {
     Ok(EntryKey { op, runner, fingerprint, bucket })
 }
 
-fn parse_shapes(v: PyValue) -> Result<Vec<Vec<u64>>, KeyError> {
+/// A dim of `opt_shapes`: an integer (`-1` for a dim a constraint derives,
+/// `0` for a non-tensor input) or a finite float, kept exactly.
+fn parse_dim(dim: &PyValue) -> Option<Dim> {
+    match dim {
+        PyValue::Int(text) => text.parse::<i128>().ok().and_then(Dim::int),
+        PyValue::Float(f) => Dim::float(*f),
+        // `True` is an int to Python's tuple repr only as `True`; not a dim.
+        _ => None,
+    }
+}
+
+fn dim_value(dim: &Dim) -> PyValue {
+    match (dim.as_i128(), dim.as_f64()) {
+        (Some(i), _) => PyValue::int(i),
+        (None, Some(f)) => PyValue::Float(f),
+        // A dim is an integer or a float.
+        (None, None) => PyValue::None,
+    }
+}
+
+fn parse_shapes(v: PyValue) -> Result<Vec<Vec<Dim>>, KeyError> {
     let seq = |v: PyValue, what: &str| match v {
         PyValue::Tuple(items) | PyValue::List(items) => Ok(items),
         other => {
@@ -68,9 +90,9 @@ fn parse_shapes(v: PyValue) -> Result<Vec<Vec<u64>>, KeyError> {
             seq(shape, "a shape in opt_shapes")?
                 .into_iter()
                 .map(|dim| {
-                    dim.as_u64().ok_or_else(|| {
+                    parse_dim(&dim).ok_or_else(|| {
                         KeyError::Shape(format!(
-                            "dimension {dim} in opt_shapes is not a non-negative integer"
+                            "dimension {dim} in opt_shapes is not an integer or a finite float"
                         ))
                     })
                 })
@@ -84,7 +106,7 @@ pub fn format_key(key: &EntryKey) -> String {
     let shapes = PyValue::Tuple(
         key.bucket
             .iter()
-            .map(|dims| PyValue::Tuple(dims.iter().map(|d| PyValue::int(i128::from(*d))).collect()))
+            .map(|dims| PyValue::Tuple(dims.iter().map(dim_value).collect()))
             .collect(),
     );
     PyValue::Tuple(vec![
@@ -112,7 +134,10 @@ mod tests {
             key.fingerprint,
             "(8, (0, 1, 2, 3, 4, 5, 6, 7), 'RESIDUAL_RMS_NORM', 1e-06, True)"
         );
-        assert_eq!(key.bucket, vec![vec![1, 2048], vec![1, 2048], vec![2048], vec![1]]);
+        assert_eq!(
+            key.bucket,
+            ranktune_cache::sizes_bucket(&[vec![1, 2048], vec![1, 2048], vec![2048], vec![1]])
+        );
         assert_eq!(format_key(&key), REAL);
         // The fingerprint is itself a Python literal; it parses too.
         let uid = pyliteral::parse_literal(&key.fingerprint).unwrap();
@@ -132,11 +157,25 @@ mod tests {
             op: "op".into(),
             runner: "R".into(),
             fingerprint: "('a', \"b'c\")".into(),
-            bucket: vec![vec![], vec![7]],
+            bucket: ranktune_cache::sizes_bucket(&[vec![], vec![7]]),
         };
         let text = format_key(&key);
         assert_eq!(text, r#"('op', 'R', '(\'a\', "b\'c")', ((), (7,)))"#);
         assert_eq!(parse_key(&text).unwrap(), key);
+    }
+
+    /// `_find_nearest_profile` writes `-1` for each dim a ConstraintSpec
+    /// derives and `(0,)` for a non-tensor input; a float dim stays one.
+    #[test]
+    fn minus_one_zero_and_float_dims_round_trip_exactly() {
+        let text =
+            "('trtllm::fp4_gemm', 'FP4GemmRunner', '(1,)', ((8, -1), (0,), (1.5, 0.1, 1.0)))";
+        let key = parse_key(text).unwrap();
+        assert_eq!(key.bucket[0], [Dim::size(8), Dim::from(-1i64)]);
+        assert_eq!(key.bucket[1], [Dim::size(0)]);
+        let bits: Vec<_> = key.bucket[2].iter().map(|d| d.as_f64().map(f64::to_bits)).collect();
+        assert_eq!(bits, [Some(1.5f64.to_bits()), Some(0.1f64.to_bits()), Some(1.0f64.to_bits())]);
+        assert_eq!(format_key(&key), text);
     }
 
     #[test]
@@ -145,8 +184,10 @@ mod tests {
             "('a', 'b', 'c')",
             "('a', 'b', 'c', ((1,),), 5)",
             "(1, 'b', 'c', ())",
-            "('a', 'b', 'c', ((-1,),))",
-            "('a', 'b', 'c', ((1.5,),))",
+            "('a', 'b', 'c', ((inf,),))",
+            "('a', 'b', 'c', (('1',),))",
+            "('a', 'b', 'c', ((None,),))",
+            "('a', 'b', 'c', ((18446744073709551616,),))",
             "('a', 'b', 'c', (1,))",
             "'abc'",
             "('a', 'b', 'c', ((1,),)",

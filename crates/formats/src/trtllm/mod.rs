@@ -12,6 +12,8 @@
 //!   [`py_to_json`], [`json_to_py`];
 //! - `key`: their entry key, the `str()` of a 4-tuple: [`parse_key`],
 //!   [`format_key`];
+//! - `native`: the file as TensorRT-LLM's own code writes it, read and
+//!   spliced in place for the drop-in: [`read_native`], [`splice_native`];
 //! - `convert`: whole documents in both directions: [`import`],
 //!   [`import_bytes`], [`export`];
 //! - here: [`Trtllm`], the format in the registry.
@@ -20,6 +22,7 @@
 
 mod convert;
 mod key;
+mod native;
 mod pyliteral;
 mod tactic;
 
@@ -29,6 +32,10 @@ pub use convert::{
 };
 pub(crate) use convert::{ms_to_us, us_to_ms};
 pub use key::{format_key, parse_key, KeyError};
+pub use native::{
+    py_json_float, py_json_str, py_json_value, read_native, splice_native, NativeEntry,
+    NativeError, NativeLoaded, NativeUpdate, Spliced, EXTRAS,
+};
 pub use pyliteral::{parse_literal, repr_float, repr_str, LiteralError, PyValue};
 pub use tactic::{json_to_py, py_to_json, TacticError};
 

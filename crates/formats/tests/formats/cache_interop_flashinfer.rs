@@ -36,7 +36,7 @@ fn entries_keys_and_environment() {
         fingerprint: format!(
             "{FINGERPRINT_PREFIX}('fused_moe', 'CuteDslFusedMoENvfp4Runner', ((#, #), (#, #), (#,)))"
         ),
-        bucket: vec![vec![64, 7168], vec![256, 7168], vec![64]],
+        bucket: ranktune_cache::sizes_bucket(&[vec![64, 7168], vec![256, 7168], vec![64]]),
     };
     let entry = data.get(Section::Rank(0), &key).unwrap();
     assert_eq!(entry.tactic, serde_json::json!([128, 2, 1]));

@@ -42,7 +42,7 @@ fn matmul_key(m: u64, n: u64, k: u64) -> EntryKey {
         op: "matmul_kernel".into(),
         runner: RUNNER.into(),
         fingerprint: "#,#,#,torch.float16,torch.float16,torch.float16".into(),
-        bucket: vec![vec![m, n, k]],
+        bucket: ranktune_cache::sizes_bucket(&[vec![m, n, k]]),
     }
 }
 
@@ -114,7 +114,7 @@ fn entries_candidates_and_choice() {
         runner: RUNNER.into(),
         fingerprint: "#,torch.float16,torch.float16,torch.float16,torch.float32,torch.float32"
             .into(),
-        bucket: vec![vec![8192]],
+        bucket: ranktune_cache::sizes_bucket(&[vec![8192]]),
     };
     let ln = data.get(Section::Rank(0), &key).unwrap();
     assert_eq!(ln.candidates.len(), 4);

@@ -98,7 +98,7 @@ fn bad_entries_are_skipped_by_name_and_the_rest_loads() {
     // silently reuses the previous entry's tactic here).
     for (k, e) in &imported.data.sections[&Section::Rank(0)] {
         if k.op == "trtllm::fp8_block_scaling_gemm" {
-            let m = k.bucket[0][0];
+            let m = k.bucket[0][0].as_u64().unwrap();
             assert_eq!(e.tactic, json!([if m > 64 { 256 } else { 128 }, 128]), "{k}");
         }
     }
@@ -269,7 +269,7 @@ fn export_of_native_entries() {
         op: "gemm".into(),
         runner: "blocked".into(),
         fingerprint: "a1b2".into(),
-        bucket: vec![vec![64, 64], vec![64]],
+        bucket: ranktune_cache::sizes_bucket(&[vec![64, 64], vec![64]]),
     };
     let entry = Entry {
         runner_index: 1,

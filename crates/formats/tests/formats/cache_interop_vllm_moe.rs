@@ -61,7 +61,7 @@ fn entries_per_batch_size_with_the_config_as_tactic() {
         op: OP.into(),
         runner: RUNNER.into(),
         fingerprint: "device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128,128]".into(),
-        bucket: vec![vec![256], vec![128, 384]],
+        bucket: ranktune_cache::sizes_bucket(&[vec![256], vec![128, 384]]),
     };
     let entry = data.get(Section::Rank(0), &key).unwrap();
     assert_eq!(
@@ -126,7 +126,7 @@ fn two_gpus_differ_per_batch_size() {
         .changed
         .iter()
         .filter(|c| c.kind == ChangeKind::Choice)
-        .map(|c| c.key.bucket[0][0])
+        .filter_map(|c| c.key.bucket[0][0].as_u64())
         .collect();
     assert_eq!(changed, [8, 256, 4096]);
     assert!(d.added.is_empty() && d.removed.is_empty());
@@ -144,7 +144,7 @@ fn new_entries_and_fresh_files() {
         import_file(H200, &std::fs::read(dir("two_gpus").join(H200)).unwrap()).unwrap().data;
     let mut key = data.iter().next().unwrap().1.clone();
     let entry = data.iter().next().unwrap().2.clone();
-    key.bucket[0][0] = 8192;
+    key.bucket[0][0] = ranktune_cache::Dim::size(8192);
     data.insert(Section::Rank(0), key.clone(), entry.clone());
     let text = &export(&data).files[0].1;
     assert!(text.ends_with("    \"8192\": {\n        \"BLOCK_SIZE_M\": 16,\n        \"BLOCK_SIZE_N\": 64,\n        \"BLOCK_SIZE_K\": 128,\n        \"GROUP_SIZE_M\": 1,\n        \"num_warps\": 4,\n        \"num_stages\": 5\n    }\n}"), "{text}");

@@ -60,7 +60,9 @@ impl Tuner {
         let list = inner.loaded.get(op)?;
         list.iter()
             .filter(|le| {
-                le.env_problem.is_none() && le.key.runner == runner && le.key.bucket == bucket
+                le.env_problem.is_none()
+                    && le.key.runner == runner
+                    && ranktune_cache::bucket_sizes(&le.key.bucket).as_deref() == Some(bucket)
             })
             .max_by_key(|le| (le.section != Section::Shared, le.entry.created_unix))
             .map(|le| le.entry.clone())

@@ -154,7 +154,7 @@ impl Tuner {
             op: op.name().to_string(),
             runner: op.runner_names()[r].clone(),
             fingerprint: op.fingerprint(r).to_string(),
-            bucket: shapes.to_vec(),
+            bucket: ranktune_cache::sizes_bucket(shapes),
         };
         let entry = Entry {
             runner_index: r as u32,

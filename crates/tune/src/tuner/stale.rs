@@ -105,7 +105,12 @@ pub(super) fn validate<I: TuneInputs>(
             le.key.runner, le.entry.tactic
         )));
     };
-    let Some(key) = BucketKey::from_nested(&le.key.bucket) else {
+    let Some(sizes) = ranktune_cache::bucket_sizes(&le.key.bucket) else {
+        return Err(StaleReason::Unknown(
+            "the bucket holds a dim that is not a size (a negative or float dim)".into(),
+        ));
+    };
+    let Some(key) = BucketKey::from_nested(&sizes) else {
         return Err(StaleReason::Unknown("the bucket exceeds the key limits".into()));
     };
     Ok((key, r as u32, t as u32))

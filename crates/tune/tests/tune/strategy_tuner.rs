@@ -255,10 +255,7 @@ fn a_rank_that_never_comes_makes_the_others_tune_alone_and_say_why() {
         assert!(choices.iter().all(|c| c.source == Source::Tuned));
         assert!(entries.iter().all(|(s, _, _)| *s == Section::Rank(rank as u32)));
         let why = records[0].fallback.clone().unwrap();
-        assert!(
-            why.contains("rows_op 1x8,1x8") && why.contains("[3] did not arrive"),
-            "{why}"
-        );
+        assert!(why.contains("rows_op 1x8,1x8") && why.contains("[3] did not arrive"), "{why}");
         assert!(records[1].fallback.as_deref().unwrap().contains("earlier failure"));
         assert_eq!(stats.fallbacks, 7);
         assert!(broken.unwrap().contains("timed out"));

@@ -24,7 +24,7 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if !exists(&loc) {
         anyhow::bail!("{loc} does not exist");
     }
-    match open_store(&loc)?.inspect() {
+    match super::common::inspect_any(&loc, open_store(&loc)?.as_ref()) {
         Ok(loaded) => {
             if is_empty_file(&loc) {
                 println!(

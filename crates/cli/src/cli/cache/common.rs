@@ -6,7 +6,7 @@
 
 use anyhow::Context;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-use ranktune_cache::{CacheLocation, Store, WonBy};
+use ranktune_cache::{CacheError, CacheLocation, Store, WonBy};
 use ranktune_formats::{read_source, Source, FORMATS};
 use std::path::Path;
 use tracing::warn;
@@ -81,6 +81,35 @@ pub(super) fn load_source(path: &Path, format: Format) -> anyhow::Result<Source>
     Ok(source)
 }
 
+/// What `show` and `check` read: a ranktune cache through its store, or a
+/// file in TensorRT-LLM's own format (what `ranktune.trtllm`'s drop-in
+/// keeps) through the `trtllm` importer, so both read either in place.
+pub(super) fn inspect_any(
+    loc: &CacheLocation,
+    store: &dyn Store,
+) -> Result<ranktune_cache::Loaded, CacheError> {
+    if let Some(path) = loc.as_path() {
+        let is_trtllm = ranktune_cache::read_cache_bytes(path)
+            .ok()
+            .and_then(|b| ranktune_formats::parse_document(&b).ok())
+            .is_some_and(|doc| {
+                doc.get("format").is_none() && ranktune_formats::trtllm::looks_like_trtllm(&doc)
+            });
+        if is_trtllm {
+            let source = read_source(path, ranktune_formats::by_name("trtllm")).map_err(|e| {
+                CacheError::Invalid(ranktune_core::error_chain::Chain(&e).to_string())
+            })?;
+            return Ok(ranktune_cache::Loaded {
+                data: source.data,
+                warnings: source.warnings,
+                bad_entries: source.skipped,
+                moved_aside: None,
+            });
+        }
+    }
+    store.inspect()
+}
+
 /// True when the file at `path` holds nothing but blanks (0 bytes
 /// included): the store reads it as an empty cache, but people should hear
 /// that it is empty, not that it is a healthy cache.
@@ -117,7 +146,7 @@ pub(super) fn won_by_text(w: WonBy) -> &'static str {
 
 /// `64x64,64`: a bucket as people read it, the same label `tune` prints
 /// (see `ranktune_cache::bucket_label`).
-pub(super) fn bucket_text(bucket: &[Vec<u64>]) -> String {
+pub(super) fn bucket_text(bucket: &[Vec<ranktune_cache::Dim>]) -> String {
     ranktune_cache::bucket_label(bucket)
 }
 

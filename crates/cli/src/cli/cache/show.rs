@@ -54,7 +54,7 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("{loc} does not exist");
     }
     let store = open_store(&loc)?;
-    let loaded = match store.inspect() {
+    let loaded = match super::common::inspect_any(&loc, store.as_ref()) {
         Ok(loaded) => loaded,
         Err(e) => return Err(super::common::cannot("show", e, &loc)),
     };

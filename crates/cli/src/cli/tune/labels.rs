@@ -10,5 +10,5 @@ pub(super) fn tactic_label(t: &serde_json::Value) -> String {
 
 /// A bucket, e.g. `64x512,64x512`.
 pub(super) fn shape_label(bucket: &[Vec<u64>]) -> String {
-    ranktune_cache::bucket_label(bucket)
+    ranktune_cache::bucket_label(&ranktune_cache::sizes_bucket(bucket))
 }
