@@ -114,7 +114,18 @@ fn clip(s: &str, max: usize) -> String {
 }
 
 impl fmt::Display for Problem {
+    /// The problem in words, with control characters in the names a file
+    /// or server gave (ops, runners, tactics) written out.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut text = String::new();
+        self.write_text(&mut text)?;
+        f.write_str(&crate::label::escape_control(&text))
+    }
+}
+
+impl Problem {
+    fn write_text(&self, f: &mut String) -> fmt::Result {
+        use fmt::Write;
         match self {
             Problem::Stale { section, env, described, current, count } => write!(
                 f,

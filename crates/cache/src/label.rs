@@ -85,3 +85,30 @@ pub fn bucket_size(bucket: &[Vec<crate::Dim>]) -> u128 {
         })
         .fold(0u128, u128::saturating_add)
 }
+
+/// `text` with its control characters written out (`\n` as `\\n`, others
+/// as `\\u{..}`), for every message and table that quotes what a file or a
+/// server holds: an escape code planted in a field name reaches no
+/// terminal. Text without control characters is returned as it is.
+///
+/// ```
+/// use ranktune_cache::escape_control;
+/// assert_eq!(escape_control("a\u{1b}[31mb\n"), "a\\u{1b}[31mb\\n");
+/// assert_eq!(escape_control("gemm"), "gemm");
+/// ```
+pub fn escape_control(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return text.into();
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.into()
+}

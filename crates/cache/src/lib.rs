@@ -91,7 +91,7 @@ pub use file::{
     FileStore, DEFAULT_LOCK_TIMEOUT, LOCK_TIMEOUT_ENV, MAX_UNLOCKED_SPOOLS,
 };
 pub use identity::{foreign_library, is_stale};
-pub use label::{bucket_label, bucket_size, tactic_label};
+pub use label::{bucket_label, bucket_size, escape_control, tactic_label};
 pub use limit::{
     max_file_bytes, max_section_entries, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_SECTION_ENTRIES,
     ENTRY_OVERHEAD_BYTES, MAX_FILE_BYTES_ENV, MAX_SECTIONS, MAX_SECTION_ENTRIES_ENV,

@@ -601,8 +601,10 @@ pub(crate) fn entry_from_str(text: &str) -> Result<(EntryKey, Entry), String> {
 
 /// Parses one entry fully and validates it.
 fn parse_entry(section: &str, index: usize, raw: &RawValue) -> Result<(EntryKey, Entry), String> {
-    let e: EntryIn = serde_json::from_str(raw.get())
-        .map_err(|err| format!("bad entry {} skipped: {err}", describe_raw(section, index, raw)))?;
+    let e: EntryIn = serde_json::from_str(raw.get()).map_err(|err| {
+        let what = describe_raw(section, index, raw);
+        crate::label::escape_control(&format!("bad entry {what} skipped: {err}")).into_owned()
+    })?;
     let key = EntryKey { op: e.op, runner: e.runner, fingerprint: e.fingerprint, bucket: e.bucket };
     let entry = Entry {
         runner_index: e.runner_index,
@@ -613,8 +615,10 @@ fn parse_entry(section: &str, index: usize, raw: &RawValue) -> Result<(EntryKey,
         env: e.env,
         created_unix: e.created_unix,
     };
-    validate_entry(&key, &entry)
-        .map_err(|why| format!("bad entry {section}[{index}] ({key}) skipped: {why}"))?;
+    validate_entry(&key, &entry).map_err(|why| {
+        let text = format!("bad entry {section}[{index}] ({key}) skipped: {why}");
+        crate::label::escape_control(&text).into_owned()
+    })?;
     Ok((key, entry))
 }
 

@@ -923,10 +923,8 @@ impl Store for RedisStore {
     }
 }
 
-/// `text` with control characters (terminal escapes among them) written as
-/// `\u{..}`, for messages that quote what a server said.
+/// `text` with control characters written out, for messages that quote
+/// what a server said.
 fn escape_control(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() })
-        .collect()
+    crate::label::escape_control(text).into_owned()
 }

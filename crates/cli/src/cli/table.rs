@@ -20,20 +20,7 @@ pub fn clip(s: &str, max: usize) -> String {
 
 /// Escapes control characters (`\n` → `\\n`, others as `\\u{..}`).
 fn escape(cell: &str) -> std::borrow::Cow<'_, str> {
-    if !cell.chars().any(char::is_control) {
-        return cell.into();
-    }
-    let mut out = String::with_capacity(cell.len() + 8);
-    for c in cell.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.into()
+    ranktune_cache::escape_control(cell)
 }
 
 /// `cell` clipped to [`MAX_CELL`] characters.

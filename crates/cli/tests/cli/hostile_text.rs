@@ -105,3 +105,46 @@ fn cells_wider_than_any_format_width_are_clipped_not_a_panic() {
         assert!(!stdout.contains('\u{1b}'), "{args:?}: a raw escape code printed: {stdout:?}");
     }
 }
+
+/// A file whose names hold terminal escape codes: no message, warning or
+/// table of `show`, `check` or `import` lets one through.
+#[test]
+fn escape_codes_in_a_file_never_reach_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let esc = "\u{1b}[2J\u{1b}]0;owned\u{7}";
+    // One good entry whose op holds the codes, one bad one (negative time),
+    // and a section named with them.
+    let good = serde_json::json!({
+        "op": format!("gemm{esc}"), "runner": format!("r{esc}"), "fingerprint": "f",
+        "bucket": [[1, 2]], "runner_index": 0, "tactic": format!("t{esc}"), "time_us": 1.0,
+        "checksum": "c", "env": "e", "created_unix": 0, "candidates": []
+    });
+    let mut bad = good.clone();
+    bad["time_us"] = serde_json::json!(-1.0);
+    bad["bucket"] = serde_json::json!([[3, 4]]);
+    // Rank 1 chose another tactic: `check` says the ranks disagree, naming both.
+    let mut other = good.clone();
+    other["tactic"] = serde_json::json!(format!("u{esc}"));
+    let mut doc = serde_json::json!({
+        "format": "ranktune-cache", "version": "1.0",
+        "metadata": {"lib_version": "0", "host": "h", "created_unix": 0, "updated_unix": 0,
+                     "environments": {}},
+        "rank_0": [good, bad],
+        "rank_1": [other],
+    });
+    doc[format!("rank_{esc}")] = serde_json::json!([]);
+    let path = dir.path().join("c.json");
+    std::fs::write(&path, serde_json::to_vec(&doc).unwrap()).unwrap();
+    let p = path.to_str().unwrap();
+    let into = dir.path().join("into.json");
+    for args in [
+        vec!["cache", "show", p],
+        vec!["cache", "check", p],
+        vec!["cache", "import", into.to_str().unwrap(), p],
+    ] {
+        let out = ranktune(dir.path()).args(&args).run();
+        let all = text(&out);
+        assert!(!all.contains('\u{1b}') && !all.contains('\u{7}'), "{args:?}: {all:?}");
+        assert!(all.contains("\\u{1b}[2J"), "{args:?} names it, escaped: {all}");
+    }
+}

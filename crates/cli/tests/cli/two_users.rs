@@ -11,7 +11,7 @@ use ranktune_testkit::redis::in_ci;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 const ATTACKER: &str = "ranktune-attacker";
 const VICTIM: &str = "ranktune-victim";
@@ -48,21 +48,53 @@ fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
-#[test]
-fn a_directory_link_planted_one_level_up_is_refused_for_another_user() {
+/// A temporary root (searchable by everyone) holding `shared`: root's,
+/// sticky and world-writable, like /tmp; and the two users.
+struct Scene {
+    root: tempfile::TempDir,
+    shared: std::path::PathBuf,
+    attacker: (u32, u32),
+    victim: (u32, u32),
+}
+
+/// The scene, or `None` (skipped loudly; a failure in CI) where users
+/// cannot be made.
+fn scene() -> Option<Scene> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return skip("not root, cannot make users");
+        skip("not root, cannot make users");
+        return None;
     }
     let (Some(attacker), Some(victim)) = (user(ATTACKER), user(VICTIM)) else {
-        return skip("useradd failed");
+        skip("useradd failed");
+        return None;
     };
     let root = tempfile::tempdir().unwrap();
     chmod(root.path(), 0o755);
-    // The shared directory: root's, sticky, world-writable (like /tmp).
     let shared = root.path().join("shared");
     std::fs::create_dir(&shared).unwrap();
     chmod(&shared, 0o1777);
+    Some(Scene { root, shared, attacker, victim })
+}
+
+/// `ranktune cache import CACHE SRC` run as `user` in `dir`.
+fn import_as(user: (u32, u32), dir: &Path, cache: impl AsRef<Path>, src: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ranktune"))
+        .args(["cache", "import"])
+        .arg(cache.as_ref())
+        .arg(src)
+        .env_remove("RANKTUNE_LOG")
+        .env_remove("RANKTUNE_CACHE")
+        .current_dir(dir)
+        .uid(user.0)
+        .gid(user.1)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_directory_link_planted_one_level_up_is_refused_for_another_user() {
+    let Some(Scene { root, shared, attacker, victim }) = scene() else { return };
     // The victim's private directory, and an export the victim imports.
     let home = root.path().join("victim-home");
     std::fs::create_dir(&home).unwrap();
@@ -86,17 +118,7 @@ fn a_directory_link_planted_one_level_up_is_refused_for_another_user() {
     chown(&proj, attacker);
 
     let cache = proj.join("c.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_ranktune"))
-        .args(["cache", "import"])
-        .arg(&cache)
-        .arg(&src)
-        .env_remove("RANKTUNE_LOG")
-        .env_remove("RANKTUNE_CACHE")
-        .current_dir(root.path())
-        .uid(victim.0)
-        .gid(victim.1)
-        .output()
-        .unwrap();
+    let out = import_as(victim, root.path(), &cache, &src);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         out.status.code(),
@@ -121,35 +143,14 @@ fn a_directory_link_planted_one_level_up_is_refused_for_another_user() {
     let mine = shared.join("mine");
     symlink(&home, &mine).unwrap();
     chown(&mine, victim);
-    let out = Command::new(env!("CARGO_BIN_EXE_ranktune"))
-        .args(["cache", "import"])
-        .arg(mine.join("own.json"))
-        .arg(&src)
-        .env_remove("RANKTUNE_LOG")
-        .env_remove("RANKTUNE_CACHE")
-        .current_dir(root.path())
-        .uid(victim.0)
-        .gid(victim.1)
-        .output()
-        .unwrap();
+    let out = import_as(victim, root.path(), mine.join("own.json"), &src);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(home.join("own.json").exists());
 }
 
 #[test]
 fn a_foreign_damaged_cache_in_a_sticky_directory_names_its_owner() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return skip("not root, cannot make users");
-    }
-    let (Some(attacker), Some(victim)) = (user(ATTACKER), user(VICTIM)) else {
-        return skip("useradd failed");
-    };
-    let root = tempfile::tempdir().unwrap();
-    chmod(root.path(), 0o755);
-    let shared = root.path().join("shared");
-    std::fs::create_dir(&shared).unwrap();
-    chmod(&shared, 0o1777);
+    let Some(Scene { root, shared, attacker, victim }) = scene() else { return };
     let garbage = shared.join("c.json");
     std::fs::write(&garbage, b"{ not json").unwrap();
     chown(&garbage, attacker);
@@ -157,17 +158,7 @@ fn a_foreign_damaged_cache_in_a_sticky_directory_names_its_owner() {
     let src = shared.join("src.json");
     std::fs::write(&src, b"{}").unwrap();
     chown(&src, victim);
-    let out = Command::new(env!("CARGO_BIN_EXE_ranktune"))
-        .args(["cache", "import"])
-        .arg(&garbage)
-        .arg(&src)
-        .env_remove("RANKTUNE_LOG")
-        .env_remove("RANKTUNE_CACHE")
-        .current_dir(root.path())
-        .uid(victim.0)
-        .gid(victim.1)
-        .output()
-        .unwrap();
+    let out = import_as(victim, root.path(), &garbage, &src);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("cannot be set aside") && err.contains("sticky directory"), "{err}");

@@ -329,30 +329,10 @@ pub fn read_native(text: &str, rank: u32) -> Result<NativeLoaded, NativeError> {
 
 // ------------------------------------------------------------------- writing
 
-/// A JSON string as Python's `json.dumps` writes it (`ensure_ascii`).
+/// A JSON string as Python's `json.dumps` writes it (`ensure_ascii`): the
+/// one writer every format of Python's files shares.
 pub fn py_json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || (c as u32) > 0x7e => {
-                let mut buf = [0u16; 2];
-                for unit in c.encode_utf16(&mut buf) {
-                    out.push_str(&format!("\\u{unit:04x}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    crate::ordered::python_str(s)
 }
 
 /// A float as Python's `json.dumps` writes it: `repr`, or `Infinity`,
