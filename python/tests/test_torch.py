@@ -170,11 +170,16 @@ with warnings.catch_warnings(record=True) as caught:
                 steps.append(float(t))
                 prof.step()
 from ranktune.tune import _coordinator
-print(json.dumps({"rank": rank, "measured": mm.tuner.measured, "fallbacks": mm.tuner.fallbacks,
-                  "meets": _coordinator(mm.tuner._cache).describe(),
-                  "choice": {str(k): v.__name__ if hasattr(v, "__name__") else repr(v)
-                             for k, v in mm.tuner._choices.items()},
-                  "files": prof.ranktune_handler.files}))
+# One file per rank: torchrun mixes its workers' stdout, and two long
+# lines written at once can interleave.
+result = json.dumps({"rank": rank, "measured": mm.tuner.measured, "fallbacks": mm.tuner.fallbacks,
+                     "meets": _coordinator(mm.tuner._cache).describe(),
+                     "choice": {str(k): v.__name__ if hasattr(v, "__name__") else repr(v)
+                                for k, v in mm.tuner._choices.items()},
+                     "files": prof.ranktune_handler.files})
+with open(os.path.join(out_dir, f"result_{rank}.json.tmp"), "w") as f:
+    f.write(result)
+os.replace(os.path.join(out_dir, f"result_{rank}.json.tmp"), os.path.join(out_dir, f"result_{rank}.json"))
 dist.destroy_process_group()
 """
 
@@ -196,13 +201,15 @@ def _torchrun(tmp_path, slow_rank, timeout=240):
         env.pop(k, None)
     env.update({"GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1",
                 "RANKTUNE_STRATEGY_TIMEOUT": "60"})
+    for old in tmp_path.glob("result_*.json"):
+        old.unlink()
     p = subprocess.run(
         [torchrun, "--nproc-per-node", "4", "--master-addr", "127.0.0.1",
          "--master-port", str(_free_port()), "--max-restarts", "0",
          str(script), str(tmp_path), str(slow_rank), "-1"],
         env=env, capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, p.stderr[-4000:]
-    outs = [json.loads(line) for line in p.stdout.splitlines() if line.startswith('{"rank"')]
+    outs = [json.loads(f.read_text()) for f in tmp_path.glob("result_*.json")]
     return sorted(outs, key=lambda o: o["rank"])
 
 

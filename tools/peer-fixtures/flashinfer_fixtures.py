@@ -12,7 +12,7 @@ input) and the runners' extras; 0.7.x policies and selection records by its
 
 Stood in (sys.modules): `torch` (only its environment *queries*: CUDA and
 cuDNN versions, the device name, and dtype objects whose repr is
-`torch.bfloat16`), `tqdm`, the cuDNN frontend's version, and the parts of
+`torch.bfloat16`), its cuBLAS version probe, `tqdm`, the cuDNN frontend's version, and the parts of
 the `flashinfer` package the autotuner imports that need a GPU or a build
 (`flashinfer.utils`, `flashinfer.tllm_utils`, `flashinfer.jit.*`). No
 FlashInfer code is copied here.
@@ -135,7 +135,14 @@ def load_tuner(wheel_dir):
             del sys.modules[name]
     sys.modules.update(_torch_stand_in())
     sys.modules.update(_package_stand_ins(os.path.abspath(wheel_dir)))
-    return importlib.import_module("flashinfer.autotuner.autotuner")
+    at = importlib.import_module("flashinfer.autotuner.autotuner")
+    # cuBLAS's version is probed from the loaded library, then from any
+    # installed nvidia-cublas package (torch's wheel brings one), before
+    # torch.version.cuda: stand in for the probe too, so the environment is
+    # the one the fixtures were written in, whatever this machine has.
+    if hasattr(at, "_get_cublas_version"):
+        at._get_cublas_version = lambda: f"cuda-toolkit-{CUDA_VERSION}"
+    return at
 
 
 def make_runner(at, name):
