@@ -187,7 +187,6 @@ struct Edit {
     sections: BTreeMap<Section, Vec<FieldEdit>>,
 }
 
-/// The field an entry is stored under: its key as a compact JSON array.
 /// The key and the count a `RANKTUNE_TOO_*` error of `load.lua` names
 /// (`<key> <count>`).
 fn key_and_count(detail: Option<&str>) -> (String, String) {
@@ -198,6 +197,7 @@ fn key_and_count(detail: Option<&str>) -> (String, String) {
     }
 }
 
+/// The field an entry is stored under: its key as a compact JSON array.
 fn field_of(key: &EntryKey) -> String {
     serde_json::to_string(&(&key.op, &key.runner, &key.fingerprint, &key.bucket))
         .unwrap_or_default()
