@@ -267,13 +267,7 @@ fn a_prefix_holding_something_else_is_refused_and_left_alone() {
 
 #[test]
 fn credentials_come_from_the_url_or_the_environment_and_are_never_printed() {
-    let Some(server) = RedisServer::start() else { return };
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("requirepass")
-        .arg("s3cret-pw")
-        .query(&mut raw(&server))
-        .unwrap();
+    let Some(server) = RedisServer::start_with(&["--requirepass", "s3cret-pw"]) else { return };
     let base = format!("redis://127.0.0.1:{}/0?prefix=t", server.port());
     let no_pw = CacheLocation::parse(&base).unwrap();
     let e = no_pw.open().unwrap().load().unwrap_err().to_string();

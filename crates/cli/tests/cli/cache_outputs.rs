@@ -270,19 +270,7 @@ fn failed_operations_leave_nothing_next_to_a_tensorrt_llm_file() {
 #[test]
 fn every_subcommand_help_has_examples() {
     let dir = tempfile::tempdir().unwrap();
-    let subcommands: [&[&str]; 10] = [
-        &["tune"],
-        &["cache", "show"],
-        &["cache", "check"],
-        &["cache", "diff"],
-        &["cache", "merge"],
-        &["cache", "prune"],
-        &["cache", "import"],
-        &["cache", "export"],
-        &["trace", "merge"],
-        &["trace", "summary"],
-    ];
-    for sub in subcommands {
+    for sub in crate::help_and_thresholds::COMMANDS {
         let mut args = sub.to_vec();
         args.push("--help");
         let r = ranktune(dir.path(), &args);

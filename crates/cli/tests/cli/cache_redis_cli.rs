@@ -90,13 +90,7 @@ fn tune_four_ranks_into_redis_then_check_and_every_cache_command_on_the_url() {
 
 #[test]
 fn passwords_are_never_printed_and_reach_the_ranks_through_the_environment() {
-    let Some(server) = RedisServer::start() else { return };
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("requirepass")
-        .arg("s3cret-pw")
-        .query(&mut raw(&server))
-        .unwrap();
+    let Some(server) = RedisServer::start_with(&["--requirepass", "s3cret-pw"]) else { return };
     let dir = tempfile::tempdir().unwrap();
     let port = server.port();
     let with_pw = format!("redis://:s3cret-pw@127.0.0.1:{port}/0?prefix=p");

@@ -14,7 +14,8 @@ fn help(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-const COMMANDS: &[&[&str]] = &[
+/// Every subcommand (shared with the other help tests of this binary).
+pub(crate) const COMMANDS: &[&[&str]] = &[
     &["tune"],
     &["cache", "show"],
     &["cache", "check"],

@@ -16,22 +16,18 @@ fn four_ranks_twice_into_one_file() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache.json");
     let cache_s = cache.to_str().unwrap();
-    let first = ranktune(
-        dir.path(),
-        &[
-            "tune",
-            "--ranks",
-            "4",
-            "--quick",
-            "--json",
-            "--strategy",
-            "independent",
-            "--cache",
-            cache_s,
-        ],
-        &[],
-    )
-    .json();
+    let args = [
+        "tune",
+        "--ranks",
+        "4",
+        "--quick",
+        "--json",
+        "--strategy",
+        "independent",
+        "--cache",
+        cache_s,
+    ];
+    let first = ranktune(dir.path(), &args, &[]).json();
     let tuned = first["tuned"].as_u64().unwrap();
     assert!(tuned >= 4 * 3, "{first}");
     assert_eq!(first["misses"].as_u64(), Some(tuned));
@@ -59,22 +55,7 @@ fn four_ranks_twice_into_one_file() {
         assert_eq!(n as u64, tuned / 4, "rank {rank}'s entries");
     }
 
-    let second = ranktune(
-        dir.path(),
-        &[
-            "tune",
-            "--ranks",
-            "4",
-            "--quick",
-            "--json",
-            "--strategy",
-            "independent",
-            "--cache",
-            cache_s,
-        ],
-        &[],
-    )
-    .json();
+    let second = ranktune(dir.path(), &args, &[]).json();
     assert_eq!(second["tuned"].as_u64(), Some(0), "{second}");
     assert_eq!(second["misses"].as_u64(), Some(0));
     assert_eq!(second["hits"].as_u64(), Some(tuned));
