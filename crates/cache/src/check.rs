@@ -1,5 +1,6 @@
 //! The health check of a cache (`ranktune cache check`, and every other
-//! caller that needs it): stale entries, and ranks whose choices diverge.
+//! caller that needs it): stale entries, ranks whose choices diverge, and
+//! (as information) the blocklist's known-bad tactics.
 //!
 //! Owns the definitions of "stale" as the check reports it and of
 //! "divergent": a pure function of the cache's content. It never reads or
@@ -78,6 +79,16 @@ pub enum Problem {
         /// Each distinct choice and the sections that made it (at least two).
         choices: Vec<(RankChoice, Vec<Section>)>,
     },
+    /// A tactic on the blocklist: a fact to report (later tunes in that
+    /// environment skip it), not a defect.
+    Blocked {
+        /// The record's key.
+        key: crate::BlockKey,
+        /// The record.
+        record: crate::Blocked,
+        /// Whether the record is of this machine's environment.
+        here: bool,
+    },
 }
 
 impl Problem {
@@ -87,7 +98,7 @@ impl Problem {
     /// only for defects.
     pub fn is_defect(&self) -> bool {
         match self {
-            Problem::Stale { .. } => false,
+            Problem::Stale { .. } | Problem::Blocked { .. } => false,
             Problem::Divergent { .. } => true,
         }
     }
@@ -133,6 +144,27 @@ impl Problem {
                  not this machine's {current}; kept for that environment, not used here \
                  (`ranktune cache prune` would delete these {count} entries)"
             ),
+            Problem::Blocked { key, record, here } => {
+                let who = match record.rank {
+                    Some(r) => format!("rank {r} on {}", record.host),
+                    None => record.host.clone(),
+                };
+                write!(
+                    f,
+                    "known-bad tactic: {}/{} tactic {} at {} and larger: {}: {} ({who}, {}; \
+                     environment {}{}); skipped by later tunes there, tried again with \
+                     --retry-failed",
+                    key.op,
+                    key.runner,
+                    clip(&tactic_text(key.tactic_text()), TACTIC_CHARS),
+                    crate::bucket_label(&key.bucket),
+                    record.kind,
+                    record.message,
+                    crate::time::unix_label(record.when_unix),
+                    key.env,
+                    if *here { ", this machine's" } else { "" }
+                )
+            }
             Problem::Divergent { op, bucket, choices } => {
                 write!(f, "ranks disagree on {op} {}: ", crate::bucket_label(bucket))?;
                 for (i, (c, sections)) in choices.iter().enumerate() {
@@ -208,6 +240,13 @@ pub fn check(data: &CacheData, current: &str) -> Vec<Problem> {
         });
     }
     out.extend(divergent(data));
+    for (key, record) in data.blocklist.iter() {
+        out.push(Problem::Blocked {
+            key: key.clone(),
+            record: record.clone(),
+            here: key.env == current,
+        });
+    }
     out
 }
 

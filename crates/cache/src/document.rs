@@ -13,6 +13,7 @@
 //! same bytes and `diff` between two files is meaningful. No I/O and no JSON
 //! parsing here: text in `Extras` is opaque to this module.
 
+use super::blocklist::Blocklist;
 use super::entry::{Entry, EntryKey, Identity, Section};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -42,6 +43,9 @@ pub struct CacheData<E = Entry> {
     pub metadata: Metadata,
     /// Entries by section, then by key.
     pub sections: BTreeMap<Section, BTreeMap<EntryKey, E>>,
+    /// Tactics known to fail, per environment (see [`Blocklist`]): always
+    /// parsed, whatever `E` is (a blocklist is small).
+    pub blocklist: Blocklist,
     /// What the file held beyond the model, kept for the next rewrite.
     pub(crate) extras: Extras,
 }
@@ -112,6 +116,7 @@ impl<E> Default for CacheData<E> {
         CacheData {
             metadata: Metadata::default(),
             sections: BTreeMap::new(),
+            blocklist: Blocklist::default(),
             extras: Extras::default(),
         }
     }
@@ -187,7 +192,9 @@ impl<E> CacheData<E> {
 impl<E: PartialEq> CacheData<E> {
     /// Applies `src` over `self`, as a save applies over what is stored: its
     /// entries add to or replace ours under the same key, its identities are
-    /// recorded, its extras kept; nothing of ours is dropped. The metadata's
+    /// recorded, its blocklist merged ([`Blocklist::apply`]: newest record
+    /// wins, its clears remove older records), its extras kept; nothing
+    /// else of ours is dropped. The metadata's
     /// other fields stay ours (the writer stamps them). True when anything
     /// changed.
     pub fn apply(&mut self, src: CacheData<E>) -> bool {
@@ -207,7 +214,14 @@ impl<E: PartialEq> CacheData<E> {
                 }
             }
         }
+        changed |= self.blocklist.apply(src.blocklist);
         changed | self.extras.apply(src.extras)
+    }
+
+    /// True when there is nothing to save: no entries, no blocklist
+    /// records and no clears.
+    pub fn is_unchanged_update(&self) -> bool {
+        self.is_empty() && self.blocklist.is_empty()
     }
 }
 

@@ -37,7 +37,8 @@
 //!   an [`Identity`]; a key's bucket holds [`Dim`]s (sizes, negative
 //!   integers such as TensorRT-LLM's `-1`, bit-exact floats);
 //!   [`CacheData`] is a whole cache (the one document
-//!   model), [`is_stale`] the staleness rule;
+//!   model), [`is_stale`] the staleness rule; its [`Blocklist`] holds the
+//!   tactics known to fail per environment ([`BlockKey`] → [`Blocked`]);
 //! - [`Store`], the interface backends implement (`save` merges, `load`
 //!   never fails on bad content), with [`FileStore`] (the crash-safe JSON
 //!   file that many processes save into at once) and [`MemoryStore`];
@@ -57,6 +58,7 @@
 //! never touches files itself; everything that reads or writes a ranktune
 //! cache file goes through this crate.
 
+mod blocklist;
 mod check;
 mod codec;
 mod compare;
@@ -77,9 +79,11 @@ mod redis_store;
 mod store;
 mod time;
 
+pub use blocklist::{covers, tactic_text, BlockKey, BlockKind, Blocked, Blocklist};
 pub use check::{check, supersedes, Problem, RankChoice};
 pub use codec::{
-    cache_to_bytes, parse_cache, ParseError, Parsed, FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME,
+    cache_to_bytes, parse_cache, ParseError, Parsed, BLOCKLIST_MINOR, FORMAT_MAJOR, FORMAT_MINOR,
+    FORMAT_NAME,
 };
 pub use compare::{diff, CacheDiff, Change, ChangeKind, DiffOptions, OneSided};
 pub use dim::{bucket_sizes, sizes_bucket, Dim};
@@ -96,7 +100,7 @@ pub use limit::{
     max_file_bytes, max_section_entries, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_SECTION_ENTRIES,
     ENTRY_OVERHEAD_BYTES, MAX_FILE_BYTES_ENV, MAX_SECTIONS, MAX_SECTION_ENTRIES_ENV,
 };
-pub use listing::entry_listing;
+pub use listing::{block_listing, entry_listing};
 pub use location::{
     redact_text, CacheLocation, RedisUrl, DEFAULT_REDIS_PREFIX, REDIS_PASSWORD_ENV,
 };
@@ -107,3 +111,4 @@ pub use redis_store::{
     REDIS_CONNECT_TIMEOUT_ENV, REDIS_TIMEOUT_ENV,
 };
 pub use store::{Loaded, RemovePredicate, Resolver, SaveReport, Store};
+pub use time::unix_label;

@@ -85,6 +85,7 @@ impl Store for MemoryStore {
         let data = self.stored();
         let mut copy = CacheData {
             metadata: data.metadata.clone(),
+            blocklist: data.blocklist.clone(),
             extras: data.extras.clone(),
             ..CacheData::default()
         };

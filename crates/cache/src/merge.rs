@@ -6,7 +6,8 @@
 //! tie the **earlier input** wins. Inputs that chose a different runner or
 //! tactic than the winner are reported as a [`Conflict`]; inputs that agree
 //! are not. Entries are never mixed: the winner is kept whole, with its own
-//! candidates and environment. No I/O here: the CLI saves the result through
+//! candidates and environment. Blocklists are united: every record of
+//! every input, the newest under one key. No I/O here: the CLI saves the result through
 //! the locked, merging store.
 
 use super::{CacheData, Entry, EntryKey, Section};
@@ -101,6 +102,11 @@ pub fn merge(inputs: &[CacheData]) -> Merged {
         out.data.insert(section, key.clone(), winner.clone());
     }
     out.data.metadata = merge_metadata(inputs);
+    // Blocklists: the union; under one key the newest record wins (on a
+    // tie, the later input's).
+    for input in inputs {
+        out.data.blocklist.apply(input.blocklist.clone());
+    }
     // What imported files looked like travels with their entries (later
     // inputs over earlier ones), so an export after a merge reproduces them.
     for input in inputs {

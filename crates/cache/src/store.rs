@@ -160,7 +160,11 @@ pub(crate) fn prepare(update: &CacheData) -> (Cow<'_, CacheData>, Vec<String>) {
     if invalid.is_empty() && !needs_current {
         return (Cow::Borrowed(update), warnings);
     }
-    let mut out = CacheData { extras: update.extras.clone(), ..CacheData::default() };
+    let mut out = CacheData {
+        blocklist: update.blocklist.clone(),
+        extras: update.extras.clone(),
+        ..CacheData::default()
+    };
     out.metadata.environments = update.metadata.environments.clone();
     if needs_current {
         out.metadata.environments.insert(current_digest.clone(), current.clone());

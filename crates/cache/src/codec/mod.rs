@@ -42,6 +42,11 @@
 //! `metadata`), of `metadata` (after `environments`) and of identities
 //! (after their known fields), each sorted by name; entries' unknown fields
 //! stay in their text wherever the document holds entries as text.
+//!
+//! Version 1.1 adds the top-level `blocklist` (after `metadata`): an array
+//! of records, one per line, sorted by key (`crate::blocklist`); a file
+//! without one is still written as 1.0, byte for byte as before. An update
+//! (a spool file) may also hold `blocklist_cleared`, the records it clears.
 
 mod index;
 mod scan;
@@ -49,6 +54,7 @@ mod scan;
 pub(crate) use index::{scan as scan_index, Index, ScanError};
 mod top;
 
+use crate::blocklist::Blocklist;
 use crate::document::{CacheData, Extras, Fields, Metadata};
 use crate::entry::{Candidate, Entry, EntryKey, Section};
 use serde::{Deserialize, Serialize};
@@ -60,8 +66,13 @@ pub const FORMAT_NAME: &str = "ranktune-cache";
 /// The major version this build reads and writes; files with another major
 /// version are refused, never rewritten.
 pub const FORMAT_MAJOR: u32 = 1;
-/// The minor version this build writes; newer minors (extra fields) load.
+/// The minor version this build writes for a file without a blocklist;
+/// newer minors (extra fields) load.
 pub const FORMAT_MINOR: u32 = 0;
+/// The minor version of a file with a blocklist (the `blocklist` field,
+/// added in 1.1): a 1.0 reader keeps it as an unknown field through every
+/// rewrite, so only files that have one say 1.1.
+pub const BLOCKLIST_MINOR: u32 = 1;
 
 /// Why a document could not be read at all.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -305,13 +316,17 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(capacity: usize, m: &Metadata, extras: &Extras) -> Writer {
+    fn new(capacity: usize, m: &Metadata, blocklist: &Blocklist, extras: &Extras) -> Writer {
         let mut out = Vec::with_capacity(capacity);
         out.extend_from_slice(b"{\n");
         out.extend_from_slice(format!("  \"format\": {},\n", json_str(FORMAT_NAME)).as_bytes());
-        // Never lower than the version read. (FORMAT_MINOR is 0 today.)
+        // Never lower than the version read, and 1.1 when the file has a
+        // blocklist. (FORMAT_MINOR is 0 today.)
         #[allow(clippy::unnecessary_min_or_max)]
-        let minor = FORMAT_MINOR.max(extras.minor);
+        let mut minor = FORMAT_MINOR.max(extras.minor);
+        if !blocklist.is_empty() {
+            minor = minor.max(BLOCKLIST_MINOR);
+        }
         out.extend_from_slice(format!("  \"version\": \"{FORMAT_MAJOR}.{minor}\",\n").as_bytes());
         out.extend_from_slice(b"  \"metadata\": {\n");
         out.extend_from_slice(
@@ -339,6 +354,7 @@ impl Writer {
         out.extend_from_slice(b"}");
         push_fields(&mut out, &extras.metadata, ",\n    ", " ");
         out.extend_from_slice(b"\n  }");
+        crate::blocklist::write_fields(blocklist, &mut out);
         push_fields(&mut out, &extras.top, ",\n  ", " ");
         Writer { out, open: None }
     }
@@ -417,7 +433,7 @@ pub(crate) fn write_streaming<E: Stored>(
 ) -> std::io::Result<()> {
     const BUF: usize = 1 << 20;
     let unkeyed = &doc.extras.unkeyed;
-    let mut w = Writer::new(BUF + 4096, &doc.metadata, &doc.extras);
+    let mut w = Writer::new(BUF + 4096, &doc.metadata, &doc.blocklist, &doc.extras);
     let copied: std::collections::BTreeMap<Section, &Copied> =
         copies.iter().map(|c| (c.section, c)).collect();
     let sections: BTreeSet<Section> = doc
@@ -502,7 +518,7 @@ pub(crate) fn write<E: Stored>(doc: &CacheData<E>) -> Vec<u8> {
     let unkeyed = &doc.extras.unkeyed;
     let size: usize = doc.iter().map(|(_, _, e)| e.size_hint() + 6).sum::<usize>()
         + unkeyed.values().flatten().map(|t| t.len() + 6).sum::<usize>();
-    let mut w = Writer::new(1024 + size, &doc.metadata, &doc.extras);
+    let mut w = Writer::new(1024 + size, &doc.metadata, &doc.blocklist, &doc.extras);
     let sections: BTreeSet<Section> = doc.sections.keys().chain(unkeyed.keys()).copied().collect();
     for section in sections {
         for (key, entry) in doc.sections.get(&section).into_iter().flatten() {
@@ -632,6 +648,7 @@ pub(crate) fn read<E: Stored>(bytes: &[u8], strict: bool) -> Result<Parsed<E>, P
         data: CacheData {
             metadata: top.metadata,
             sections: Default::default(),
+            blocklist: top.blocklist,
             extras: top.extras,
         },
         warnings: top.warnings,

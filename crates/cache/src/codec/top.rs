@@ -10,6 +10,7 @@
 
 use super::scan::compact;
 use super::{ParseError, FORMAT_MAJOR, FORMAT_NAME};
+use crate::blocklist::Blocklist;
 use crate::document::{Extras, Fields, Metadata};
 use crate::entry::{Identity, Section};
 use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -205,6 +206,8 @@ pub(super) struct Top<'a> {
     pub warnings: Vec<String>,
     /// Sections skipped as malformed.
     pub bad_entries: usize,
+    /// The blocklist (`blocklist` and, in an update, `blocklist_cleared`).
+    pub blocklist: Blocklist,
     /// The version read and the unknown fields outside the sections.
     pub extras: Extras,
 }
@@ -231,6 +234,7 @@ pub(super) fn parse_top(bytes: &[u8]) -> Result<Option<Top<'_>>, ParseError> {
         sections: Vec::new(),
         warnings: Vec::new(),
         bad_entries: 0,
+        blocklist: Blocklist::default(),
         extras: Extras::default(),
     };
     let mut seen_format = false;
@@ -282,6 +286,18 @@ pub(super) fn parse_top(bytes: &[u8]) -> Result<Option<Top<'_>>, ParseError> {
                 seen_metadata = true;
                 out.metadata = parse_metadata(value, &mut out.warnings, &mut out.extras);
             }
+            "blocklist" => crate::blocklist::read_array(
+                value.get(),
+                false,
+                &mut out.blocklist,
+                &mut out.warnings,
+            ),
+            "blocklist_cleared" => crate::blocklist::read_array(
+                value.get(),
+                true,
+                &mut out.blocklist,
+                &mut out.warnings,
+            ),
             // A newer minor version may add top-level fields: keep them.
             // A name that looks like a section but is not one this build
             // can use (`rank_4294967296`, `rank_01`) is kept the same way,

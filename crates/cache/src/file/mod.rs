@@ -677,6 +677,7 @@ impl Store for FileStore {
         let mut edit = |doc: &mut CacheData<EntryText>| -> Result<usize, CacheError> {
             let mut winners = CacheData::default();
             winners.metadata.environments = update.metadata.environments.clone();
+            winners.blocklist = update.blocklist.clone();
             for (section, key, entry) in update.iter() {
                 let stored = doc.get(section, key).and_then(EntryText::entry);
                 if stored.as_ref().is_none_or(|old| take_new(section, key, old, entry)) {
@@ -809,6 +810,7 @@ impl Store for FileStore {
             superseded.set(superseded.get() + n);
             let mut new = CacheData::default();
             new.metadata.environments = update.metadata.environments.clone();
+            new.blocklist = update.blocklist.clone();
             for (section, key, entry) in update.iter() {
                 new.insert(section, key.clone(), EntryText::new(key, entry));
             }

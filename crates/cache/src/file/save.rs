@@ -74,7 +74,7 @@ impl FileStore {
     pub(super) fn save_resolved(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
         let (update, warnings) = store::prepare(update);
         let written = update.len();
-        if written == 0 && update.metadata.environments.is_empty() {
+        if written == 0 && update.metadata.environments.is_empty() && update.blocklist.is_empty() {
             return Ok(report(written, 0, warnings));
         }
         check_parent_dir(&self.path)?;

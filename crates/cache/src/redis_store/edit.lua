@@ -1,10 +1,12 @@
 -- ranktune: one atomic edit of a Redis cache (see docs/cache.md, "Redis").
--- KEYS[1] meta hash, KEYS[2] envs hash, KEYS[3] sections set,
--- KEYS[4..] one hash per section edited, in the order of the ARGV groups.
+-- KEYS[1] meta hash, KEYS[2] envs hash, KEYS[3] sections set, KEYS[4] the
+-- blocklist hash, KEYS[5..] one hash per section edited, in the order of
+-- the ARGV groups.
 -- ARGV: 1 format, 2 major version, 3 version, 4 lib_version, 5 host,
 -- 6 now (unix seconds), 7 section key prefix, 8 number of environments,
--- then (digest, identity JSON) pairs, then per section: name, number of
--- edits, then (field, expected, new) triples. expected: '*' any value,
+-- then (digest, identity JSON) pairs, then the number of blocklist edits
+-- and their (field, expected, new) triples, then per section: name, number
+-- of edits, then (field, expected, new) triples. expected: '*' any value,
 -- '' absent, else the exact stored text. new: '' deletes the field.
 -- Every expectation is checked before anything is written: the edit is
 -- applied whole or not at all. Returns {1, changed, total} or {0, conflicts, 0}.
@@ -30,19 +32,30 @@ if ver and string.match(ver, '^(%d+)%.') ~= ARGV[2] then
   return redis.error_reply('RANKTUNE_FOREIGN ' .. meta .. ' says version ' .. ver)
 end
 local nenv = tonumber(ARGV[8])
-local first = 9 + 2 * nenv
-local pos = first
+local bpos = 9 + 2 * nenv
+local nblk = tonumber(ARGV[bpos])
+local first = bpos + 1 + 3 * nblk
 local conflicts = 0
-for k = 4, #KEYS do
+local function conflicting(key, field, expected)
+  if expected == '*' then
+    return false
+  end
+  local cur = redis.call('HGET', key, field)
+  return (expected == '' and cur) or (expected ~= '' and cur ~= expected)
+end
+for j = 0, nblk - 1 do
+  local p = bpos + 1 + 3 * j
+  if conflicting(KEYS[4], ARGV[p], ARGV[p + 1]) then
+    conflicts = conflicts + 1
+  end
+end
+local pos = first
+for k = 5, #KEYS do
   local n = tonumber(ARGV[pos + 1])
   pos = pos + 2
   for _ = 1, n do
-    local expected = ARGV[pos + 1]
-    if expected ~= '*' then
-      local cur = redis.call('HGET', KEYS[k], ARGV[pos])
-      if (expected == '' and cur) or (expected ~= '' and cur ~= expected) then
-        conflicts = conflicts + 1
-      end
+    if conflicting(KEYS[k], ARGV[pos], ARGV[pos + 1]) then
+      conflicts = conflicts + 1
     end
     pos = pos + 3
   end
@@ -57,8 +70,18 @@ for j = 0, nenv - 1 do
     redis.call('HSET', envs, d, v)
   end
 end
+for j = 0, nblk - 1 do
+  local p = bpos + 1 + 3 * j
+  local field, new = ARGV[p], ARGV[p + 2]
+  if new == '' then
+    changed = changed + redis.call('HDEL', KEYS[4], field)
+  elseif redis.call('HGET', KEYS[4], field) ~= new then
+    redis.call('HSET', KEYS[4], field, new)
+    changed = changed + 1
+  end
+end
 pos = first
-for k = 4, #KEYS do
+for k = 5, #KEYS do
   local name, n = ARGV[pos], tonumber(ARGV[pos + 1])
   pos = pos + 2
   for _ = 1, n do

@@ -11,6 +11,7 @@
 //! | --- | --- | --- |
 //! | `{P}:meta` | hash | `format` (`ranktune-cache`), `version` (`1.0`), `lib_version`, `host`, `created_unix`, `updated_unix` |
 //! | `{P}:envs` | hash | identity digest → identity JSON (the file's `metadata.environments`) |
+//! | `{P}:blocked` | hash | blocklist key (`["op","runner","fingerprint",tactic,[[dims]],"env"]`) → record JSON (one line of the file's `blocklist`) |
 //! | `{P}:sections` | set | the names of the sections that have entries (`shared`, `rank_0`, …) |
 //! | `{P}:s:<section>` | hash | entry key (`["op","runner","fingerprint",[[dims]]]`) → entry JSON (one line of the file format) |
 //!
@@ -27,6 +28,9 @@
 //! superseded rank entries) are made here, in Rust, against the values
 //! read, and the script applies them only if every value it was decided on
 //! is still the same (compare-and-set); otherwise it is decided again.
+//! A save that carries blocklist records or clears is such a save: the
+//! newer record wins and a clear removes only a record not newer than it,
+//! decided against the stored record, in the same script as the entries.
 //!
 //! # Loading
 //!
@@ -60,6 +64,7 @@
 //! Owns the Redis layout and its scripts. Never logs (warnings are
 //! returned), never prints a password, never runs anything it reads.
 
+use crate::blocklist::{self, BlockKey, Blocklist};
 use crate::codec::{self, EntryText, FORMAT_MAJOR, FORMAT_MINOR, FORMAT_NAME};
 use crate::document::CacheData;
 use crate::entry::{Entry, EntryKey, Identity, Section};
@@ -180,10 +185,12 @@ enum Expect {
     Exactly(String),
 }
 
-/// What [`RedisStore::edit`] sends: environments and per-section edits.
+/// What [`RedisStore::edit`] sends: environments, blocklist edits and
+/// per-section edits.
 #[derive(Default)]
 struct Edit {
     environments: BTreeMap<String, Identity>,
+    blocked: Vec<FieldEdit>,
     sections: BTreeMap<Section, Vec<FieldEdit>>,
 }
 
@@ -201,6 +208,54 @@ fn key_and_count(detail: Option<&str>) -> (String, String) {
 fn field_of(key: &EntryKey) -> String {
     serde_json::to_string(&(&key.op, &key.runner, &key.fingerprint, &key.bucket))
         .unwrap_or_default()
+}
+
+/// The field a blocklist record is stored under: its key as a compact
+/// JSON array.
+fn block_field(key: &BlockKey) -> String {
+    serde_json::to_string(&(
+        &key.op,
+        &key.runner,
+        &key.fingerprint,
+        key.tactic(),
+        &key.bucket,
+        &key.env,
+    ))
+    .unwrap_or_default()
+}
+
+/// The edits that apply `update`'s blocklist over the stored `{P}:blocked`
+/// hash: a record where none is stored or the stored one is not newer; a
+/// clear where the stored record is not newer than it. Each expects the
+/// stored value it was decided on.
+fn blocklist_edits(update: &Blocklist, stored: &RawHash) -> Vec<FieldEdit> {
+    let stored_when = |field: &str| match stored.get(field) {
+        Some(RawValue::Text(t)) => blocklist::read_record(t).ok().map(|(_, r)| r.when_unix),
+        _ => None,
+    };
+    let mut edits = Vec::new();
+    for (key, when) in update.cleared() {
+        let field = block_field(key);
+        if stored_when(&field).is_some_and(|w| w <= when) {
+            let expected = RedisStore::expect_of(stored.get(&field));
+            edits.push(FieldEdit { field, expected, new: None });
+        }
+    }
+    for (key, record) in update.iter() {
+        let field = block_field(key);
+        if stored_when(&field).is_some_and(|w| w > record.when_unix) {
+            continue;
+        }
+        let mut text = Vec::new();
+        blocklist::write_record(key, record, &mut text);
+        let expected = RedisStore::expect_of(stored.get(&field));
+        edits.push(FieldEdit {
+            field,
+            expected,
+            new: Some(String::from_utf8_lossy(&text).into_owned()),
+        });
+    }
+    edits
 }
 
 /// The value an entry is stored as: one line of the file format.
@@ -422,7 +477,9 @@ impl RedisStore {
         let mut hashes = hashes.into_iter();
         let meta = hashes.next().unwrap_or_default();
         let envs = hashes.next().unwrap_or_default();
+        let blocked = hashes.next().unwrap_or_default();
         self.read_meta(&meta, &mut loaded)?;
+        self.read_blocked(&blocked, &mut loaded);
         for (digest, value) in envs {
             match value {
                 RawValue::Text(t) => match serde_json::from_str::<Identity>(&t) {
@@ -490,6 +547,37 @@ impl RedisStore {
             )));
         }
         Ok((key, entry))
+    }
+
+    /// The blocklist records of `{P}:blocked`; a bad one is skipped with a
+    /// warning naming it.
+    fn read_blocked(&self, blocked: &RawHash, loaded: &mut Loaded) {
+        for (field, value) in blocked {
+            let skipped = |why: String| {
+                format!(
+                    "bad blocklist record {} in {} skipped: {}",
+                    escape_control(field),
+                    self.url,
+                    escape_control(&why)
+                )
+            };
+            let parsed = match value {
+                RawValue::Text(t) => blocklist::read_record(t).map_err(skipped),
+                RawValue::TooLong(n) => Err(skipped(format!(
+                    "{n} bytes, more than the {}-byte limit",
+                    self.cfg.max_entry_bytes
+                ))),
+            };
+            match parsed {
+                Ok((key, record)) if block_field(&key) == *field => {
+                    loaded.data.blocklist.insert(key, record);
+                }
+                Ok((key, _)) => loaded
+                    .warnings
+                    .push(skipped(format!("its value is the record of another key ({key})"))),
+                Err(w) => loaded.warnings.push(w),
+            }
+        }
     }
 
     fn read_meta(&self, meta: &RawHash, loaded: &mut Loaded) -> Result<(), CacheError> {
@@ -567,10 +655,11 @@ impl RedisStore {
         self.with_conn("loading", |c| redis::cmd("SMEMBERS").arg(&key).query(c))
     }
 
-    /// Reads meta, envs and the sections' hashes with `load.lua`: the
-    /// hashes in that order, and warnings for keys of another type.
+    /// Reads meta, envs, the blocklist and the sections' hashes with
+    /// `load.lua`: the hashes in that order, and warnings for keys of
+    /// another type.
     fn read_hashes(&self, sections: &[Section]) -> Result<(Vec<RawHash>, Vec<String>), CacheError> {
-        let mut keys = vec![self.key("meta"), self.key("envs")];
+        let mut keys = vec![self.key("meta"), self.key("envs"), self.key("blocked")];
         keys.extend(sections.iter().map(|s| self.section_key(*s)));
         let reply: Value = self.with_conn("loading", |c| {
             let mut inv = LOAD.prepare_invoke();
@@ -642,7 +731,10 @@ impl RedisStore {
         let now = ranktune_core::clock::unix_now();
         let reply: Vec<i64> = self.with_conn(action, |c| {
             let mut inv = EDIT.prepare_invoke();
-            inv.key(self.key("meta")).key(self.key("envs")).key(self.key("sections"));
+            inv.key(self.key("meta"))
+                .key(self.key("envs"))
+                .key(self.key("sections"))
+                .key(self.key("blocked"));
             for section in edit.sections.keys() {
                 inv.key(self.section_key(*section));
             }
@@ -657,16 +749,14 @@ impl RedisStore {
             for (digest, id) in &edit.environments {
                 inv.arg(digest).arg(serde_json::to_string(id).unwrap_or_default());
             }
+            inv.arg(edit.blocked.len());
+            for e in &edit.blocked {
+                push_field_edit(&mut inv, e);
+            }
             for (section, edits) in &edit.sections {
                 inv.arg(section.name()).arg(edits.len());
                 for e in edits {
-                    inv.arg(&e.field);
-                    match &e.expected {
-                        Expect::Any => inv.arg("*"),
-                        Expect::Absent => inv.arg(""),
-                        Expect::Exactly(t) => inv.arg(t),
-                    };
-                    inv.arg(e.new.as_deref().unwrap_or(""));
+                    push_field_edit(&mut inv, e);
                 }
             }
             inv.invoke(c)
@@ -691,7 +781,7 @@ impl RedisStore {
         &self,
         action: &'static str,
         sections: Option<&[Section]>,
-        mut decide: impl FnMut(&BTreeMap<Section, RawHash>, &mut Vec<String>) -> (Edit, usize),
+        mut decide: impl FnMut(&BTreeMap<Section, RawHash>, &RawHash, &mut Vec<String>) -> (Edit, usize),
     ) -> Result<SaveReport, CacheError> {
         for _ in 0..CAS_ROUNDS {
             let names: Vec<Section> = match sections {
@@ -707,10 +797,14 @@ impl RedisStore {
                 }
             };
             let (hashes, mut warnings) = self.read_hashes(&names)?;
-            let stored: BTreeMap<Section, RawHash> =
-                names.iter().copied().zip(hashes.into_iter().skip(2)).collect();
-            let (edit, written) = decide(&stored, &mut warnings);
-            if edit.sections.values().all(Vec::is_empty) && edit.environments.is_empty() {
+            let mut hashes = hashes.into_iter().skip(2);
+            let blocked = hashes.next().unwrap_or_default();
+            let stored: BTreeMap<Section, RawHash> = names.iter().copied().zip(hashes).collect();
+            let (edit, written) = decide(&stored, &blocked, &mut warnings);
+            if edit.sections.values().all(Vec::is_empty)
+                && edit.environments.is_empty()
+                && edit.blocked.is_empty()
+            {
                 let total = stored.values().map(BTreeMap::len).sum();
                 return Ok(SaveReport { written, total, warnings, superseded: 0 });
             }
@@ -758,8 +852,29 @@ impl Store for RedisStore {
     }
 
     fn save(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
-        let (update, warnings) = store::prepare(update);
+        let (update, mut warnings) = store::prepare(update);
         let written = update.len();
+        if !update.blocklist.is_empty() {
+            // Decided against the stored records: compare-and-set.
+            let mut report = self.edit_decided("saving into", Some(&[]), |_, blocked, _| {
+                let mut edit = Edit {
+                    environments: update.metadata.environments.clone(),
+                    blocked: blocklist_edits(&update.blocklist, blocked),
+                    ..Edit::default()
+                };
+                for (section, key, entry) in update.iter() {
+                    edit.sections.entry(section).or_default().push(FieldEdit {
+                        field: field_of(key),
+                        expected: Expect::Any,
+                        new: Some(value_of(key, entry)),
+                    });
+                }
+                (edit, written)
+            })?;
+            warnings.append(&mut report.warnings);
+            report.warnings = warnings;
+            return Ok(report);
+        }
         if written == 0 && update.metadata.environments.is_empty() {
             return Ok(SaveReport { written, total: 0, warnings, superseded: 0 });
         }
@@ -808,7 +923,7 @@ impl Store for RedisStore {
     /// moment of removal (compare-and-set), and drops malformed entries,
     /// naming each.
     fn remove_where(&self, pred: &RemovePredicate<'_>) -> Result<SaveReport, CacheError> {
-        self.edit_decided("pruning", None, |stored, warnings| {
+        self.edit_decided("pruning", None, |stored, _, warnings| {
             let mut edit = Edit::default();
             let mut removed = 0;
             for (section, hash) in stored {
@@ -843,9 +958,12 @@ impl Store for RedisStore {
         let (update, mut warnings) = store::prepare(update);
         let written = update.len();
         let mut superseded = 0;
-        let mut report = self.edit_decided("saving into", None, |stored, _| {
-            let mut edit =
-                Edit { environments: update.metadata.environments.clone(), ..Edit::default() };
+        let mut report = self.edit_decided("saving into", None, |stored, blocked, _| {
+            let mut edit = Edit {
+                environments: update.metadata.environments.clone(),
+                blocked: blocklist_edits(&update.blocklist, blocked),
+                ..Edit::default()
+            };
             superseded = 0;
             for (section, hash) in stored {
                 if *section == Section::Shared {
@@ -892,35 +1010,50 @@ impl Store for RedisStore {
     ) -> Result<SaveReport, CacheError> {
         let (update, mut warnings) = store::prepare(update);
         let sections: Vec<Section> = update.sections.keys().copied().collect();
-        let mut report = self.edit_decided("saving into", Some(&sections), |stored, _| {
-            let mut edit =
-                Edit { environments: update.metadata.environments.clone(), ..Edit::default() };
-            let mut written = 0;
-            for (section, key, entry) in update.iter() {
-                let field = field_of(key);
-                let old = stored.get(&section).and_then(|h| h.get(&field));
-                let parsed = old.and_then(|v| self.parse_value(section, &field, v).ok());
-                let wins = match (&old, &parsed) {
-                    (None, _) => true,
-                    (Some(_), Some((_, e))) => take_new(section, key, e, entry),
-                    // A malformed stored value is replaced.
-                    (Some(_), None) => true,
+        let mut report =
+            self.edit_decided("saving into", Some(&sections), |stored, blocked, _| {
+                let mut edit = Edit {
+                    environments: update.metadata.environments.clone(),
+                    blocked: blocklist_edits(&update.blocklist, blocked),
+                    ..Edit::default()
                 };
-                if wins {
-                    written += 1;
-                    edit.sections.entry(section).or_default().push(FieldEdit {
-                        field,
-                        expected: Self::expect_of(old),
-                        new: Some(value_of(key, entry)),
-                    });
+                let mut written = 0;
+                for (section, key, entry) in update.iter() {
+                    let field = field_of(key);
+                    let old = stored.get(&section).and_then(|h| h.get(&field));
+                    let parsed = old.and_then(|v| self.parse_value(section, &field, v).ok());
+                    let wins = match (&old, &parsed) {
+                        (None, _) => true,
+                        (Some(_), Some((_, e))) => take_new(section, key, e, entry),
+                        // A malformed stored value is replaced.
+                        (Some(_), None) => true,
+                    };
+                    if wins {
+                        written += 1;
+                        edit.sections.entry(section).or_default().push(FieldEdit {
+                            field,
+                            expected: Self::expect_of(old),
+                            new: Some(value_of(key, entry)),
+                        });
+                    }
                 }
-            }
-            (edit, written)
-        })?;
+                (edit, written)
+            })?;
         warnings.append(&mut report.warnings);
         report.warnings = warnings;
         Ok(report)
     }
+}
+
+/// Adds one (field, expected, new) triple to a call of `edit.lua`.
+fn push_field_edit(inv: &mut redis::ScriptInvocation<'_>, e: &FieldEdit) {
+    inv.arg(&e.field);
+    match &e.expected {
+        Expect::Any => inv.arg("*"),
+        Expect::Absent => inv.arg(""),
+        Expect::Exactly(t) => inv.arg(t),
+    };
+    inv.arg(e.new.as_deref().unwrap_or(""));
 }
 
 /// `text` with control characters written out, for messages that quote
