@@ -2,6 +2,7 @@
 //! binary: one link instead of one per file (a fresh `cargo test` spends most
 //! of its time linking test binaries).
 
+mod cache_blocklist;
 mod cache_corpus;
 mod cache_dims;
 mod cache_file;
