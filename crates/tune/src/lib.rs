@@ -44,7 +44,10 @@
 //! - [`measure_all`], [`Timer`], [`Sampling`]: timers, statistics, fixed and
 //!   adaptive sampling; [`decide()`]: median + near-tie rule.
 //! - [`Tuner`]: [`Tuner::choose_one`] and statistics; [`Session`]: the
-//!   load/save guard.
+//!   load/save guard; known-bad tactics (the cache's blocklist) are skipped
+//!   unless [`TunerOptions::retry_failed`], and cached tactics of an op
+//!   [`Op::with_validation`] are checked on first use.
+//! - [`FailureKind`], [`CandidateFailure`]: how a candidate failed.
 //! - [`strategy`]: how the ranks of a job share tuning.
 //!
 //! Starting the ranks of a local job is not tuning: that is the
@@ -54,6 +57,7 @@ mod bucket;
 mod choice;
 mod config;
 mod decide;
+mod failure;
 mod key;
 mod measure;
 mod op;
@@ -66,9 +70,13 @@ pub use bucket::{last_power_of_two, BucketGen, BucketMap, Constraint, Derive, Dy
 pub use choice::{Choice, Source};
 pub use config::{TuningConfig, DEFAULT_MAX_TOKENS};
 pub use decide::{decide, DEFAULT_TIE_TOLERANCE, NOISE_BAND_CAP};
+pub use failure::{CandidateFailure, FailureKind};
 pub use key::{BucketKey, MAX_DIMS, MAX_INPUTS};
 pub use measure::{measure_all, stats_of, CpuTimer, Sampling, Timer, MIN_SAMPLE_US};
-pub use op::{candidate_checksum, Op, OpError};
+pub use op::{candidate_checksum, Op, OpError, Reference};
 pub use runner::{fingerprint_of, RunError, Runner, StableHasher, TuneInputs};
 pub use session::{Session, SessionLoad};
-pub use tuner::{OpStats, StaleReason, TuneRecord, Tuner, TunerOptions, TunerStats};
+pub use tuner::{
+    retry_failed_from_env, OpStats, SkippedTactic, StaleReason, TuneRecord, Tuner, TunerOptions,
+    TunerStats, RETRY_FAILED_ENV,
+};

@@ -59,6 +59,55 @@ pub fn candidate_checksum<'a>(
     h.hex()
 }
 
+/// The reference check of a cached tactic (see [`Op::with_reference`]):
+/// the op's output values, compared with the fallback's on the same
+/// synthetic inputs within a tolerance.
+pub struct Reference<I> {
+    output: Box<dyn Fn(&I) -> Vec<f64> + Send + Sync>,
+    rtol: f64,
+    atol: f64,
+}
+
+impl<I> Reference<I> {
+    /// A reference check reading the output values with `output`; a value
+    /// passes when `|got - want| <= atol + rtol * |want|`.
+    pub fn new(
+        output: impl Fn(&I) -> Vec<f64> + Send + Sync + 'static,
+        rtol: f64,
+        atol: f64,
+    ) -> Self {
+        Reference { output: Box::new(output), rtol, atol }
+    }
+
+    /// Compares `got`'s output with `want`'s: `Err` says how many values
+    /// are off, and the first.
+    pub fn compare(&self, want: &I, got: &I) -> Result<(), String> {
+        let (w, g) = ((self.output)(want), (self.output)(got));
+        if w.len() != g.len() {
+            return Err(format!("its output has {} values, the fallback's {}", g.len(), w.len()));
+        }
+        let bad: Vec<usize> = (0..w.len())
+            .filter(|&i| {
+                let (a, b) = (w[i], g[i]);
+                !(a == b || (a - b).abs() <= self.atol + self.rtol * a.abs())
+            })
+            .collect();
+        match bad.first() {
+            None => Ok(()),
+            Some(&i) => Err(format!(
+                "{} of {} output values differ from the fallback's beyond rtol {} / atol {} \
+                 (first: [{i}] is {}, the fallback's {})",
+                bad.len(),
+                w.len(),
+                self.rtol,
+                self.atol,
+                g[i],
+                w[i]
+            )),
+        }
+    }
+}
+
 /// An op ready for [`Tuner::choose_one`](crate::Tuner::choose_one).
 pub struct Op<I> {
     name: String,
@@ -69,6 +118,8 @@ pub struct Op<I> {
     tactics: Vec<Vec<serde_json::Value>>,
     checksum: String,
     id: u64,
+    /// Whether cached tactics are checked on first use, and against what.
+    validation: Option<Option<Reference<I>>>,
 }
 
 impl<I> fmt::Debug for Op<I> {
@@ -114,7 +165,50 @@ impl<I: TuneInputs> Op<I> {
         let mut idh = StableHasher::default();
         idh.write_str(&name);
         idh.write_str(&checksum);
-        Ok(Op { id: idh.finish(), name, runners, config, names, fingerprints, tactics, checksum })
+        Ok(Op {
+            id: idh.finish(),
+            name,
+            runners,
+            config,
+            names,
+            fingerprints,
+            tactics,
+            checksum,
+            validation: None,
+        })
+    }
+
+    /// Checks each cached tactic on its first use in this process, before
+    /// it is returned: it runs once on synthetic inputs of its bucket's
+    /// shape (an error or a panic fails it) and its runner's
+    /// [`Runner::validate`] accepts what it left. A tactic that fails is
+    /// replaced by the fallback for this process (one warning), put on the
+    /// cache's blocklist (kind `validation`) by the next save, and tuned
+    /// again by the next tuning run. Later uses cost what a hit always does.
+    pub fn with_validation(mut self) -> Self {
+        if self.validation.is_none() {
+            self.validation = Some(None);
+        }
+        self
+    }
+
+    /// [`with_validation`](Self::with_validation), and the check compares
+    /// the tactic's output with the fallback's (runner 0 tactic 0) on the
+    /// same synthetic inputs ([`Reference`]); [`TuneInputs::synthetic`]
+    /// must then build the same values every time.
+    pub fn with_reference(mut self, reference: Reference<I>) -> Self {
+        self.validation = Some(Some(reference));
+        self
+    }
+
+    /// Whether cached tactics are checked on first use.
+    pub fn validates(&self) -> bool {
+        self.validation.is_some()
+    }
+
+    /// The reference check, if the op has one.
+    pub fn reference(&self) -> Option<&Reference<I>> {
+        self.validation.as_ref().and_then(Option::as_ref)
     }
 
     /// The op's name.

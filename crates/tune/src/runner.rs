@@ -56,6 +56,15 @@ pub trait Runner<I>: Send + Sync {
     fn valid(&self, tactic_index: usize, shapes: &[Vec<u64>]) -> bool;
     /// Runs the tactic at index `tactic_index` on `io` once.
     fn run(&self, tactic_index: usize, io: &mut I) -> Result<(), RunError>;
+    /// Checks what the tactic at `tactic_index` left in `io` after it ran:
+    /// part of the check of a cached tactic on its first use in a process,
+    /// for ops built [`with_validation`](crate::Op::with_validation). An
+    /// `Err` fails the tactic (it is replaced by the fallback and put on the
+    /// blocklist). The default accepts.
+    fn validate(&self, tactic_index: usize, io: &I) -> Result<(), RunError> {
+        let _ = (tactic_index, io);
+        Ok(())
+    }
 }
 
 pub use ranktune_core::hash::StableHasher;

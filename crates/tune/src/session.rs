@@ -68,7 +68,7 @@ impl<'a> Session<'a> {
     /// save → no write. On error the decisions are kept for the next save.
     pub fn save(&mut self) -> Result<SaveReport, CacheError> {
         let update = self.tuner.take_pending();
-        if update.is_empty() {
+        if update.is_unchanged_update() {
             return Ok(SaveReport::default());
         }
         match self.store.save_superseding(&update) {

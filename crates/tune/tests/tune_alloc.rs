@@ -71,3 +71,29 @@ fn a_hit_allocates_nothing() {
     assert!(sum > 0);
     assert_eq!(tuner.stats().total.hits, 70_001);
 }
+
+#[test]
+fn a_validated_hit_allocates_nothing_after_its_first_use() {
+    let c = Arc::new(AtomicU64::new(0));
+    let op = two_runners(&c).with_validation();
+    let first = tuner_for(0, "1", "cpu-a", &c);
+    first.set_tuning(true);
+    for rows in [1, 64, 700] {
+        first.choose_one(&op, &Rows::new(rows, 16));
+    }
+    let tuner = tuner_for(0, "1", "cpu-a", &c);
+    tuner.load(&first.take_pending());
+    // First uses: each cached tactic is checked once (this allocates).
+    let inputs: Vec<Rows> = [1, 64, 700].iter().map(|&r| Rows::new(r, 16)).collect();
+    for i in &inputs {
+        assert_eq!(tuner.choose_one(&op, i).source, Source::Cache);
+    }
+    let before = allocs();
+    for _ in 0..10_000 {
+        for i in &inputs {
+            assert_eq!(tuner.choose_one(&op, i).source, Source::Cache);
+        }
+    }
+    assert_eq!(allocs() - before, 0, "allocations on the hot path after validation");
+    assert_eq!(tuner.stats().total.hits, 30_003);
+}

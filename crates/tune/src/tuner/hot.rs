@@ -26,6 +26,10 @@ pub(super) enum SlotKind {
     Fallback,
     /// Tuned, but every candidate failed.
     Failed,
+    /// A hit loaded from the cache for an op that validates: checked on
+    /// its first use (on the miss path), then published as a `Hit` (or, when
+    /// it fails, as the fallback).
+    Validate,
 }
 
 /// One published decision, keyed in the snapshot by the bucket key's hash.
@@ -135,6 +139,8 @@ impl Tuner {
                         bump(local.counters.fallbacks.get(i));
                         Some(Choice::FALLBACK)
                     }
+                    // First use of a cached tactic of an op that validates.
+                    SlotKind::Validate => None,
                 }
             })
             .ok()

@@ -33,6 +33,7 @@ impl Tuner {
     /// Returns the number of entries taken in.
     pub fn load(&self, data: &CacheData) -> usize {
         let mut inner = self.lock();
+        inner.blocklist.apply(data.blocklist.clone());
         let mut n = 0;
         for (section, key, entry) in data.iter() {
             if section != Section::Shared && section != self.opts.section {
@@ -84,7 +85,8 @@ impl Tuner {
         inner.op_slots.insert(op.id(), op_slot);
         inner.ops.push(OpState { name: op.name().to_string(), stats: OpStats::default() });
         let loaded = inner.loaded.remove(op.name()).unwrap_or_default();
-        let (slots, stale) = best_slots(op, &loaded, op_slot, collective);
+        let env = (!collective).then_some(self.opts.env_digest.as_str());
+        let (slots, stale) = best_slots(op, &loaded, op_slot, collective, &inner.blocklist, env);
         if !stale.is_empty() {
             tracing::warn!(
                 op = op.name(),
@@ -113,11 +115,24 @@ fn best_slots<I: TuneInputs>(
     loaded: &[LoadedEntry],
     op_slot: u32,
     collective: bool,
+    blocklist: &ranktune_cache::Blocklist,
+    env: Option<&str>,
 ) -> (Vec<(u64, Slot)>, StaleList) {
     let mut best: HashMap<u64, (Slot, (bool, u64))> = HashMap::new();
     let mut stale = Vec::new();
+    let kind = if op.validates() { SlotKind::Validate } else { SlotKind::Hit };
     for le in loaded {
-        match validate(op, le) {
+        let checked = validate(op, le).and_then(|(key, runner, tactic)| {
+            let shapes = key.to_nested();
+            let cand = (runner as usize, tactic as usize);
+            match super::blocked::blocking(blocklist, op, cand, &shapes, env) {
+                Some((_, rec)) => {
+                    Err(StaleReason::Blocked(format!("{}: {}", rec.kind, rec.message)))
+                }
+                None => Ok((key, runner, tactic)),
+            }
+        });
+        match checked {
             Ok((key, runner, tactic)) => {
                 let h = key.hash_with(op.id());
                 let preferred = (le.section == Section::Shared) == collective;
@@ -128,7 +143,7 @@ fn best_slots<I: TuneInputs>(
                     runner,
                     tactic,
                     op_slot,
-                    kind: SlotKind::Hit,
+                    kind,
                     confirm: collective,
                 };
                 match best.get(&h) {

@@ -47,6 +47,14 @@ impl Tuner {
         let op_slot = self.register(&mut inner, op);
         let existing =
             inner.snapshot.get(&h).copied().filter(|s| s.op_id == op.id() && s.key == *key);
+        // The first use of a cached tactic of an op that validates: checked
+        // now, published as a hit or (failed) as the fallback.
+        let existing = match existing {
+            Some(s) if s.kind == SlotKind::Validate => {
+                Some(self.validate_slot(&mut inner, op, s, h))
+            }
+            other => other,
+        };
         let stats = &mut inner.ops[op_slot as usize].stats;
         match existing {
             Some(s) if s.kind == SlotKind::Hit && tune && s.confirm => {

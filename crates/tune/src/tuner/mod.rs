@@ -15,11 +15,15 @@
 //!   inputs ([`inputs`]), deciding alone or with the other ranks
 //!   ([`resolve`]), recording the result ([`record`]). A runner that panics
 //!   fails only its candidate ([`isolate`]).
+//! - [`blocked`]: the blocklist — known-bad tactics skipped, hard failures
+//!   remembered; [`validate`]: the check of a cached tactic on its first
+//!   use.
 //! - [`stats`]: the statistics.
 //!
 //! This module must never do I/O: loading and saving go through
 //! [`Session`](crate::Session).
 
+mod blocked;
 mod candidates;
 mod hot;
 mod inputs;
@@ -31,7 +35,9 @@ mod resolve;
 mod stale;
 mod stats;
 mod tune;
+mod validate;
 
+pub use blocked::{retry_failed_from_env, SkippedTactic, RETRY_FAILED_ENV};
 pub use record::TuneRecord;
 pub use stale::StaleReason;
 pub use stats::{OpStats, TunerStats};
@@ -45,7 +51,7 @@ use crate::runner::TuneInputs;
 use crate::strategy::{Coordinator, CoordinatorStats, Strategy};
 use hot::{Counters, SlotMap};
 use load::LoadedEntry;
-use ranktune_cache::{CacheData, EntryKey, Identity, Section};
+use ranktune_cache::{Blocklist, CacheData, EntryKey, Identity, Section};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -69,6 +75,13 @@ pub struct TunerOptions {
     /// strategies need a [`Coordinator`] ([`Tuner::set_coordinator`]);
     /// without one they tune independently.
     pub strategy: Strategy,
+    /// Measure known-bad tactics again (the cache's blocklist) instead of
+    /// skipping them; one that now works leaves the blocklist. The CLI's
+    /// `--retry-failed`, Python's `retry_failed=True`, and
+    /// `RANKTUNE_RETRY_FAILED` ([`retry_failed_from_env`]).
+    pub retry_failed: bool,
+    /// This process's rank, recorded with the failures it finds.
+    pub rank: Option<u32>,
 }
 
 impl TunerOptions {
@@ -82,6 +95,8 @@ impl TunerOptions {
             sampling: Sampling::ADAPTIVE,
             tie_tolerance: DEFAULT_TIE_TOLERANCE,
             strategy: Strategy::Independent,
+            retry_failed: false,
+            rank: section.rank(),
         }
     }
 }
@@ -104,8 +119,10 @@ struct Inner {
     /// Loaded entries by op name.
     loaded: HashMap<String, Vec<LoadedEntry>>,
     stale: Vec<(EntryKey, StaleReason)>,
-    /// Tuned entries not saved yet.
+    /// Tuned entries not saved yet (and blocklist records and clears).
     pending: CacheData,
+    /// The blocklist loaded (see [`blocked`]): what later tunes skip.
+    blocklist: Blocklist,
     records: Vec<TuneRecord>,
     timer: Box<dyn Timer + Send>,
     coordinator: Option<Coordinator>,
@@ -144,6 +161,7 @@ impl Tuner {
                 loaded: HashMap::new(),
                 stale: Vec::new(),
                 pending: CacheData::default(),
+                blocklist: Blocklist::default(),
                 records: Vec::new(),
                 timer: Box::new(CpuTimer::default()),
                 coordinator: None,

@@ -5,10 +5,12 @@
 //! Owns the pending entries and the records. It never measures, decides or
 //! publishes, and never does I/O (the session saves).
 
+use super::blocked::{self, SkippedTactic};
 use super::hot::SlotKind;
 use super::resolve::Outcome;
 use super::{Inner, Tuner};
 use crate::choice::{Choice, Source};
+use crate::failure::CandidateFailure;
 use crate::op::Op;
 use crate::runner::TuneInputs;
 use crate::strategy::Strategy;
@@ -50,6 +52,13 @@ pub struct TuneRecord {
     /// Why a collective strategy fell back to independent tuning for this
     /// bucket (a rank did not arrive, ranks disagreed, …).
     pub fallback: Option<String>,
+    /// Known-bad tactics (the cache's blocklist) not measured.
+    pub skipped: Vec<SkippedTactic>,
+    /// Candidates that failed hard here (crash, timeout, memory) and went
+    /// on the blocklist: (runner, tactic, kind).
+    pub blocked: Vec<(String, serde_json::Value, String)>,
+    /// Retried known-bad tactics that worked and left the blocklist.
+    pub unblocked: usize,
 }
 
 /// A measured bucket, to be recorded.
@@ -64,6 +73,11 @@ pub(super) struct Measured<'a, I> {
     pub(super) t0: Instant,
     /// The first failure to build synthetic inputs, if any.
     pub(super) first_error: Option<String>,
+    /// This rank's hard failures (crash, timeout, memory: isolated
+    /// measuring), by position in `cands`: recorded on the blocklist.
+    pub(super) hard: Vec<CandidateFailure>,
+    /// Known-bad tactics left out of `cands`.
+    pub(super) skipped: Vec<SkippedTactic>,
 }
 
 impl Tuner {
@@ -75,8 +89,29 @@ impl Tuner {
         inner: &mut Inner,
         m: Measured<'_, I>,
     ) -> (Choice, SlotKind) {
-        let Measured { op, op_slot, shapes, cands, strategy, outcome, t0, first_error } = m;
+        let Measured {
+            op,
+            op_slot,
+            shapes,
+            cands,
+            strategy,
+            outcome,
+            t0,
+            first_error,
+            hard,
+            skipped,
+        } = m;
         let Outcome { results, winner, section, created_unix, measured_here, fallback } = outcome;
+        let noted = blocked::note(
+            inner,
+            op,
+            &shapes,
+            cands,
+            &hard,
+            &|p| results.get(p).is_some_and(Result::is_ok),
+            &self.opts.env_digest,
+            self.opts.rank,
+        );
         let stats: Vec<Option<&Stats>> = results.iter().map(|r| r.as_ref().ok()).collect();
         let candidates = candidates_of(op, cands, &results);
         let failures: Vec<(String, serde_json::Value, String)> = candidates
@@ -136,6 +171,9 @@ impl Tuner {
             section,
             measured_here,
             fallback,
+            skipped,
+            blocked: noted.blocked,
+            unblocked: noted.cleared,
         });
         (choice, slot_kind)
     }
@@ -173,7 +211,7 @@ impl Tuner {
     pub fn take_pending(&self) -> CacheData {
         let mut inner = self.lock();
         let mut data = std::mem::take(&mut inner.pending);
-        if !data.is_empty() {
+        if !data.is_unchanged_update() {
             data.metadata.lib_version = self.opts.identity.lib_version.clone();
             data.metadata.updated_unix = ranktune_core::clock::unix_now();
             data.metadata.created_unix = data.metadata.updated_unix;
@@ -187,6 +225,9 @@ impl Tuner {
     /// Puts decisions back after a failed save, so a later save retries them.
     pub fn restore_pending(&self, data: CacheData) {
         let mut inner = self.lock();
+        let newer = std::mem::take(&mut inner.pending.blocklist);
+        inner.pending.blocklist = data.blocklist.clone();
+        inner.pending.blocklist.extend(newer);
         for (section, key, entry) in data.iter() {
             if inner.pending.get(section, key).is_none() {
                 inner.pending.insert(section, key.clone(), entry.clone());

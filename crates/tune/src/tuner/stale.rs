@@ -38,6 +38,9 @@ pub enum StaleReason {
     /// The entry names a runner or tactic the op no longer has, or a bucket
     /// that does not fit.
     Unknown(String),
+    /// Its tactic is on the blocklist (it crashed, timed out, ran out of
+    /// memory or failed validation here since): tuned again.
+    Blocked(String),
 }
 
 impl fmt::Display for StaleReason {
@@ -54,6 +57,7 @@ impl fmt::Display for StaleReason {
             }
             StaleReason::Checksum => f.write_str("the candidate set changed (checksum differs)"),
             StaleReason::Unknown(s) => f.write_str(s),
+            StaleReason::Blocked(s) => write!(f, "its tactic is a known-bad one: {s}"),
         }
     }
 }

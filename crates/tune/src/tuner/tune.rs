@@ -1,4 +1,5 @@
-//! Tuning one bucket, start to finish: list the valid candidates, measure
+//! Tuning one bucket, start to finish: list the valid candidates (less
+//! the known-bad ones, [`blocked`](super::blocked)), measure
 //! and decide (alone or with the other ranks), record the result, publish it.
 //!
 //! Owns the order of those steps only; each lives in its own module
@@ -6,6 +7,7 @@
 //! [`resolve`](super::resolve), [`record`](super::record)). Runs with the
 //! tuner's lock held, on the miss path only.
 
+use super::blocked;
 use super::candidates::valid_candidates;
 use super::hot::{Slot, SlotKind};
 use super::inputs::Bench;
@@ -36,7 +38,28 @@ impl Tuner {
         let _enter = span.enter();
         let t0 = Instant::now();
         let strategy = self.strategy_for(inner, op);
-        let cands = valid_candidates(op, &shapes);
+        // Collective strategies: every environment's records, so every rank
+        // lists the same candidates (see `blocked`).
+        let env = (!strategy.is_collective()).then_some(self.opts.env_digest.as_str());
+        let (cands, skipped) = blocked::split(
+            &inner.blocklist,
+            op,
+            &shapes,
+            valid_candidates(op, &shapes),
+            env,
+            self.opts.retry_failed,
+        );
+        if !skipped.is_empty() {
+            tracing::info!(
+                op = op.name(),
+                bucket = ?shapes,
+                "skipped {} known-bad tactic(s) (first: {} {}: {})",
+                skipped.len(),
+                skipped[0].runner,
+                skipped[0].tactic,
+                skipped[0].kind
+            );
+        }
         let mut bench = Bench::new(op, &shapes, &cands);
         let ask = Ask {
             op,
@@ -72,8 +95,18 @@ impl Tuner {
             }
         };
         let first_error = bench.first_error.take();
-        let measured =
-            Measured { op, op_slot, shapes, cands: &cands, strategy, outcome, t0, first_error };
+        let measured = Measured {
+            op,
+            op_slot,
+            shapes,
+            cands: &cands,
+            strategy,
+            outcome,
+            t0,
+            first_error,
+            hard: Vec::new(),
+            skipped,
+        };
         let (choice, kind) = self.record(inner, measured);
         let slot =
             Slot::new(op.id(), *key, choice.runner_index, choice.tactic_index, op_slot, kind);
