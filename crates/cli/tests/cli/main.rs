@@ -2,6 +2,7 @@
 //! binary: one link instead of one per file (a fresh `cargo test` spends most
 //! of its time linking test binaries).
 
+mod blocklist_cli;
 mod cache_cli;
 mod cache_formats_cli;
 mod cache_interop_cli;

@@ -109,6 +109,22 @@ pub(super) fn blocking<'a, I: TuneInputs>(
     })
 }
 
+/// True when a record of `list` blocks some tactic of one of `op`'s
+/// runners (same name and fingerprint) at `shapes` in `env`.
+pub(super) fn any_blocked<I: TuneInputs>(
+    list: &Blocklist,
+    op: &Op<I>,
+    shapes: &[Vec<u64>],
+    env: Option<&str>,
+) -> bool {
+    list.blocking(op.name(), env, shapes).any(|(k, _)| {
+        op.runner_names()
+            .iter()
+            .enumerate()
+            .any(|(r, name)| *name == k.runner && op.fingerprint(r) == k.fingerprint)
+    })
+}
+
 /// The candidates to measure and the known-bad ones skipped, from `cands`
 /// (canonical order kept). With `retry` nothing is skipped. `env` is the
 /// environment whose records apply (`None`: every one, for collective

@@ -86,7 +86,8 @@ impl Tuner {
         inner.ops.push(OpState { name: op.name().to_string(), stats: OpStats::default() });
         let loaded = inner.loaded.remove(op.name()).unwrap_or_default();
         let env = (!collective).then_some(self.opts.env_digest.as_str());
-        let (slots, stale) = best_slots(op, &loaded, op_slot, collective, &inner.blocklist, env);
+        let blocks = Blocks { list: &inner.blocklist, env, retry: self.opts.retry_failed };
+        let (slots, stale) = best_slots(op, &loaded, op_slot, collective, &blocks);
         if !stale.is_empty() {
             tracing::warn!(
                 op = op.name(),
@@ -102,6 +103,15 @@ impl Tuner {
     }
 }
 
+/// The blocklist as registering an op uses it.
+struct Blocks<'a> {
+    list: &'a ranktune_cache::Blocklist,
+    /// The environment whose records apply (`None`: every one).
+    env: Option<&'a str>,
+    /// `retry_failed`.
+    retry: bool,
+}
+
 /// Stored entries found stale, with the reason.
 type StaleList = Vec<(EntryKey, StaleReason)>;
 
@@ -115,8 +125,7 @@ fn best_slots<I: TuneInputs>(
     loaded: &[LoadedEntry],
     op_slot: u32,
     collective: bool,
-    blocklist: &ranktune_cache::Blocklist,
-    env: Option<&str>,
+    blocks: &Blocks<'_>,
 ) -> (Vec<(u64, Slot)>, StaleList) {
     let mut best: HashMap<u64, (Slot, (bool, u64))> = HashMap::new();
     let mut stale = Vec::new();
@@ -125,12 +134,19 @@ fn best_slots<I: TuneInputs>(
         let checked = validate(op, le).and_then(|(key, runner, tactic)| {
             let shapes = key.to_nested();
             let cand = (runner as usize, tactic as usize);
-            match super::blocked::blocking(blocklist, op, cand, &shapes, env) {
-                Some((_, rec)) => {
-                    Err(StaleReason::Blocked(format!("{}: {}", rec.kind, rec.message)))
-                }
-                None => Ok((key, runner, tactic)),
+            if let Some((_, rec)) =
+                super::blocked::blocking(blocks.list, op, cand, &shapes, blocks.env)
+            {
+                return Err(StaleReason::Blocked(format!("{}: {}", rec.kind, rec.message)));
             }
+            // Retrying: a bucket where a known-bad tactic was skipped is
+            // measured again, with it.
+            if blocks.retry && super::blocked::any_blocked(blocks.list, op, &shapes, blocks.env) {
+                return Err(StaleReason::Blocked(
+                    "a known-bad tactic was skipped here; retrying it (retry_failed)".into(),
+                ));
+            }
+            Ok((key, runner, tactic))
         });
         match checked {
             Ok((key, runner, tactic)) => {

@@ -1,8 +1,9 @@
 //! `ranktune cache check FILE`: is this cache healthy? Exit 0 when it is;
 //! otherwise exit 1 with one line per problem: the file does not parse,
 //! bad entries, ranks that would run different code for the same op and
-//! bucket. Entries measured in another environment are listed too, but
-//! they are not a defect (exit 0 when they are all there is). Read-only. What counts as a problem is
+//! bucket. Entries measured in another environment are listed too, and so
+//! are the blocklist's known-bad tactics, but neither is a defect (exit 0
+//! when they are all there is). Read-only. What counts as a problem is
 //! `ranktune_cache::check`'s; this module only reads the file and prints.
 
 use super::common::{exists, is_empty_file, location, open_store};
@@ -52,11 +53,15 @@ pub fn run(args: CheckArgs) -> anyhow::Result<ExitCode> {
                         _ => 0,
                     })
                     .sum();
-                let note = if others > 0 {
+                let mut note = if others > 0 {
                     format!("; {others} of them measured elsewhere, not used here")
                 } else {
                     String::new()
                 };
+                let blocked = loaded.data.blocklist.len();
+                if blocked > 0 {
+                    note.push_str(&format!("; {blocked} known-bad tactic(s) on the blocklist"));
+                }
                 println!(
                     "{loc}: healthy ({} entries in {} section(s){note})",
                     loaded.data.len(),

@@ -1,8 +1,11 @@
-//! `ranktune cache prune FILE [--env current|DIGEST] [--dry-run]`: remove
-//! entries measured under another environment, through the store's locked,
-//! merging path (so it is safe while ranks are saving). Which entries go is
-//! decided under the lock, on each entry as stored then: a rank that
-//! re-tunes a stale entry while prune runs keeps its fresh entry.
+//! `ranktune cache prune FILE [--env current|DIGEST] [--blocklist] [--dry-run]`:
+//! remove entries measured under another environment, and the blocklist
+//! records of other environments (with `--blocklist`, every blocklist
+//! record), through the store's locked, merging path (so it is safe while
+//! ranks are saving). Which entries go is decided under the lock, on each
+//! entry as stored then: a rank that re-tunes a stale entry while prune runs
+//! keeps its fresh entry, and a blocklist record written again meanwhile (a
+//! newer failure) is kept.
 
 use super::common::{exists, location, open_store};
 use crate::cli::ExitCode;
@@ -20,6 +23,11 @@ pub struct PruneArgs {
     /// --json` prints them). Any other digest is refused.
     #[arg(long, value_name = "current|DIGEST", default_value = "current")]
     pub env: String,
+    /// Also delete every blocklist record, this environment's too, so the
+    /// next tune tries every tactic again (without it, only the records of
+    /// other environments go).
+    #[arg(long)]
+    pub blocklist: bool,
     /// Only say what would be removed; change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -51,22 +59,38 @@ pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
             listed.join(", ")
         );
     }
+    // The blocklist records that go: other environments', or all.
+    let mut clears = ranktune_cache::CacheData::default();
+    for (k, r) in loaded.data.blocklist.iter() {
+        if args.blocklist || k.env != keep {
+            clears.blocklist.clear(k.clone(), r.when_unix);
+        }
+    }
+    let blocks = clears.blocklist.cleared().count();
+    let blocks_note = |verb: &str| {
+        let which = if args.blocklist { "" } else { " of other environments" };
+        format!("; {verb} {blocks} blocklist record(s){which}")
+    };
     if args.dry_run {
         for w in &loaded.warnings {
             eprintln!("warning: {w}");
+        }
+        for (k, _) in clears.blocklist.cleared() {
+            println!("would remove blocklist record {k}");
         }
         let stale: Vec<_> = loaded.data.iter().filter(|(_, _, e)| is_stale(e, &keep)).collect();
         for (s, k, e) in &stale {
             println!("would remove {s} {k} (env {})", e.env);
         }
         println!(
-            "{loc}: would remove {} stale entries (not measured under {keep}){}; nothing changed (--dry-run)",
+            "{loc}: would remove {} stale entries (not measured under {keep}){}{}; nothing changed (--dry-run)",
             stale.len(),
             if loaded.bad_entries > 0 {
                 format!(" and {} malformed entries", loaded.bad_entries)
             } else {
                 String::new()
-            }
+            },
+            if blocks > 0 { blocks_note("and") } else { String::new() }
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -76,8 +100,18 @@ pub fn run(args: PruneArgs) -> anyhow::Result<ExitCode> {
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
+    let mut removed_blocks = String::new();
+    if blocks > 0 {
+        // Clears: a record not newer than the one read here goes; one
+        // written again since (a newer failure) stays.
+        let r = store.save(&clears).with_context(|| format!("cannot prune {loc}"))?;
+        for w in &r.warnings {
+            eprintln!("warning: {w}");
+        }
+        removed_blocks = blocks_note("removed");
+    }
     println!(
-        "{loc}: removed {} stale entries (not measured under {keep}); {} entries left",
+        "{loc}: removed {} stale entries (not measured under {keep}){removed_blocks}; {} entries left",
         report.written, report.total
     );
     Ok(ExitCode::SUCCESS)

@@ -16,7 +16,8 @@ pub struct ShowArgs {
     /// own (`rank_R`); exit 1 when the cache has neither.
     #[arg(long, value_name = "R", allow_negative_numbers = true, value_parser = crate::cli::count::<u32>)]
     pub rank: Option<u32>,
-    /// JSON for scripts: {"metadata": {...}, "entries": [{"rank", "op", "runner", ...}]}.
+    /// JSON for scripts: {"metadata": {...}, "entries": [{"rank", "op", "runner", ...}],
+    /// "blocklist": [{"op", "runner", "tactic", "bucket", "env", "kind", ...}]}.
     #[arg(long)]
     pub json: bool,
 }
@@ -61,7 +62,7 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
     for w in &loaded.warnings {
         eprintln!("warning: {w}");
     }
-    if !args.json && loaded.data.is_empty() && is_empty_file(&loc) {
+    if !args.json && loaded.data.is_unchanged_update() && is_empty_file(&loc) {
         println!("empty cache: {loc} is an empty file (no entries, no metadata)");
         return Ok(ExitCode::SUCCESS);
     }
@@ -71,7 +72,9 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
     // nothing is an error, as a missing file is (a mistyped prefix must not
     // read as an empty cache).
     if let ranktune_cache::CacheLocation::Redis(url) = &loc {
-        if data.is_empty() && data.metadata.lib_version.is_empty() && data.metadata.host.is_empty()
+        if data.is_unchanged_update()
+            && data.metadata.lib_version.is_empty()
+            && data.metadata.host.is_empty()
         {
             anyhow::bail!(
                 "{loc} holds no cache: nothing is stored under the prefix `{}` on that server; \
@@ -113,6 +116,7 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
                 "current_env": current,
             },
             "entries": rows.iter().map(|(s, k, e)| ranktune_cache::entry_listing(*s, k, e, &current)).collect::<Vec<_>>(),
+            "blocklist": data.blocklist.iter().map(|(k, r)| ranktune_cache::block_listing(k, r, &current)).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(ExitCode::SUCCESS);
@@ -158,5 +162,44 @@ pub fn run(args: ShowArgs) -> anyhow::Result<ExitCode> {
         sections.len(),
         stale,
     );
+    print_blocklist(data, &current);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The blocklist as a table, with one line saying what it does; nothing
+/// when it is empty.
+fn print_blocklist(data: &CacheData, current: &str) {
+    if data.blocklist.is_empty() {
+        return;
+    }
+    let mut cells =
+        vec![["OP", "RUNNER", "TACTIC", "FROM_BUCKET", "KIND", "WHEN", "WHO", "ENV", "MESSAGE"]
+            .map(String::from)
+            .to_vec()];
+    let mut here = 0;
+    for (k, r) in data.blocklist.iter() {
+        here += usize::from(k.env == current);
+        cells.push(vec![
+            k.op.clone(),
+            k.runner.clone(),
+            tactic_text(&k.tactic(), 30),
+            bucket_text(&k.bucket),
+            r.kind.to_string(),
+            ranktune_cache::unix_label(r.when_unix),
+            match r.rank {
+                Some(rank) => format!("rank {rank}@{}", r.host),
+                None => r.host.clone(),
+            },
+            if k.env == current { format!("{} (here)", k.env) } else { k.env.clone() },
+            crate::cli::table::clip(&r.message, 50),
+        ]);
+    }
+    println!();
+    print!("{}", crate::cli::table::table(&cells));
+    println!(
+        "{} known-bad tactic(s) on the blocklist, {here} of this machine's environment: later \
+         tunes there skip each at its bucket and larger ones (`ranktune tune --retry-failed` \
+         tries them again; `ranktune cache prune --blocklist` deletes the list)",
+        data.blocklist.len()
+    );
 }

@@ -145,6 +145,9 @@ fn child_args(args: &TuneArgs, cache: &CacheLocation, n: u32) -> Vec<OsString> {
         a.push("--tp".into());
         a.push(args.tp.to_string().into());
     }
+    if args.retry_failed {
+        a.push("--retry-failed".into());
+    }
     if args.quick {
         a.push("--quick".into());
     }

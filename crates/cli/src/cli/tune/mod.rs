@@ -101,6 +101,12 @@ pub struct TuneArgs {
     /// Small shapes: the whole job takes a few seconds (tests, demos).
     #[arg(long)]
     quick: bool,
+    /// Measure the tactics on the cache's blocklist again (those that
+    /// crashed, timed out, ran out of memory or failed validation in this
+    /// environment) instead of skipping them; one that now works leaves the
+    /// blocklist. Also RANKTUNE_RETRY_FAILED=1.
+    #[arg(long)]
+    retry_failed: bool,
     /// How the ranks share tuning: `parallel` (candidates split over the
     /// ranks), `broadcast` (rank 0 measures), `merge` (every rank measures,
     /// the slowest rank counts) or `independent` (each rank alone, entries in
@@ -181,6 +187,13 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let cache = cache_location(args.cache.as_deref())?;
+    // RANKTUNE_RETRY_FAILED reads like the flag (a bad value is an error
+    // here, once, not one per rank).
+    let args = TuneArgs {
+        retry_failed: args.retry_failed
+            || ranktune_tune::retry_failed_from_env().map_err(anyhow::Error::msg)?,
+        ..args
+    };
     if args.child {
         // A rank whose launcher died must still save: its progress writes
         // fail instead of killing it.

@@ -82,7 +82,7 @@ pub(super) fn run_rank(
     let strategy = strategy_for(args, info.world_size);
     let plan = Plan::new(args)?;
     let trace = start_trace(args, &info)?;
-    let tuner = new_tuner(&info, strategy);
+    let tuner = new_tuner(&info, strategy, args.retry_failed);
     if strategy.is_collective() {
         connect(&tuner, args, cache, &info, strategy)?;
     }
@@ -210,11 +210,13 @@ fn stop_trace(trace: Option<TraceSession>, rank: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// This rank's tuner, writing to its own section under `strategy`.
-fn new_tuner(info: &RankInfo, strategy: Strategy) -> Tuner {
+/// This rank's tuner, writing to its own section under `strategy`;
+/// `retry_failed` measures known-bad tactics again.
+fn new_tuner(info: &RankInfo, strategy: Strategy, retry_failed: bool) -> Tuner {
     let (id, digest) = identity();
     let mut opts = TunerOptions::new(Section::Rank(info.rank), id, digest);
     opts.strategy = strategy;
+    opts.retry_failed = retry_failed;
     Tuner::new(opts)
 }
 
@@ -263,7 +265,7 @@ fn save(
     // Never throw away what was measured: the session kept it.
     let unsaved = tuner.take_pending();
     let err = anyhow::Error::new(e).context(format!("saving the tuning cache {cache}"));
-    if unsaved.is_empty() {
+    if unsaved.is_unchanged_update() {
         return Err(err);
     }
     Err(match write_fallback(cache, rank, &unsaved) {

@@ -44,6 +44,20 @@ pub struct Row {
     /// Why a collective strategy tuned this bucket independently.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) note: Option<String>,
+    /// Known-bad tactics (the cache's blocklist) not measured: `runner
+    /// tactic (kind)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) skipped: Vec<String>,
+    /// Candidates put on the blocklist by this bucket: `runner tactic (kind)`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) blocked: Vec<String>,
+    /// Retried known-bad tactics that worked and left the blocklist.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(super) unblocked: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// One rank's report (what a child prints).
@@ -153,6 +167,23 @@ pub(super) fn row_from_record(
         section: rec.map(|r| r.section.name()),
         measured_here: rec.map(|r| r.measured_here),
         note: rec.and_then(|r| r.fallback.clone()),
+        skipped: rec
+            .map(|r| {
+                r.skipped
+                    .iter()
+                    .map(|s| format!("{} {} ({})", s.runner, tactic_label(&s.tactic), s.kind))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        blocked: rec
+            .map(|r| {
+                r.blocked
+                    .iter()
+                    .map(|(run, t, kind)| format!("{run} {} ({kind})", tactic_label(t)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        unblocked: rec.map_or(0, |r| r.unblocked),
         failures: rec
             .map(|r| {
                 r.failures
@@ -199,6 +230,9 @@ pub(super) fn row_from_entry(
         section: None,
         measured_here: None,
         note: None,
+        skipped: Vec::new(),
+        blocked: Vec::new(),
+        unblocked: 0,
         failures: entry
             .map(|e| {
                 e.candidates

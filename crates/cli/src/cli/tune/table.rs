@@ -34,6 +34,7 @@ fn render(report: &JobReport) -> String {
 fn write_table(out: &mut String, report: &JobReport) -> fmt::Result {
     write_buckets(out, report)?;
     write_failures(out, report)?;
+    write_blocklist(out, report)?;
     write_tuned_alone(out, report)?;
     write_rough_note(out, report)?;
     writeln!(out)?;
@@ -120,6 +121,47 @@ fn write_failures(out: &mut String, report: &JobReport) -> fmt::Result {
             let (rank, op, shape) = (row.rank, &row.op, shape_label(&row.bucket));
             writeln!(out, "  failed on rank {rank} {op} {shape}: {f}")?;
         }
+    }
+    Ok(())
+}
+
+/// Per bucket, the known-bad tactics skipped, those put on the blocklist,
+/// and those that worked again; then one line with the job's totals.
+fn write_blocklist(out: &mut String, report: &JobReport) -> fmt::Result {
+    let rows: Vec<&Row> = report.ranks.iter().flat_map(|r| &r.rows).collect();
+    for row in &rows {
+        let (rank, op, shape) = (row.rank, &row.op, shape_label(&row.bucket));
+        if !row.skipped.is_empty() {
+            writeln!(
+                out,
+                "  rank {rank} {op} {shape}: skipped {} known-bad tactic(s) ({})",
+                row.skipped.len(),
+                row.skipped.join(", ")
+            )?;
+        }
+        if !row.blocked.is_empty() {
+            writeln!(
+                out,
+                "  rank {rank} {op} {shape}: put on the blocklist: {}",
+                row.blocked.join(", ")
+            )?;
+        }
+        if row.unblocked > 0 {
+            writeln!(
+                out,
+                "  rank {rank} {op} {shape}: {} retried known-bad tactic(s) worked and left the \
+                 blocklist",
+                row.unblocked
+            )?;
+        }
+    }
+    let skipped: usize = rows.iter().map(|r| r.skipped.len()).sum();
+    if skipped > 0 {
+        writeln!(
+            out,
+            "skipped {skipped} known-bad tactic(s) (on the cache's blocklist for this \
+             environment; `--retry-failed` tries them again)"
+        )?;
     }
     Ok(())
 }
