@@ -47,6 +47,9 @@ class Cache:
         """Entries with the fields of ``ranktune cache show --json``."""
     def save(self, entries: Iterable[Dict[str, Any]]) -> SaveReport:
         """Merge entries in through the locked, crash-safe save."""
+    def blocklist(self) -> List[Dict[str, Any]]:
+        """The blocklist's records (known-bad tactics) as dicts, like
+        ``ranktune cache show --json``'s ``blocklist``."""
     def check(self) -> List[str]:
         """Problems by the rules of ``ranktune cache check`` (empty: healthy)."""
     def import_file(
@@ -109,6 +112,30 @@ def tune_load(
     cache: Cache, op: str, rank: int, checksums: List[str], candidates: List[Tuple[str, Any]]
 ) -> Dict[Tuple[int, ...], int]:
     """{bucket: candidate position} of the stored entries a load keeps."""
+
+class TuneBlocklist:
+    """The blocklist records of one op as the cache holds them (this
+    environment's; every environment's when ``collective``)."""
+    def __init__(self, cache: Cache, op: str, collective: bool) -> None: ...
+    def blocked(self, bucket: List[int], candidates: List[Tuple[str, Any]]) -> Dict[int, str]:
+        """{position: "kind: message"} of the candidates blocked at ``bucket``."""
+    def __len__(self) -> int: ...
+
+def tune_block(
+    cache: Cache,
+    op: str,
+    runner: str,
+    tactic: Any,
+    bucket: List[int],
+    kind: str,
+    message: str,
+    rank: Optional[int],
+) -> None:
+    """Puts a candidate on the blocklist at ``bucket`` for this environment."""
+def tune_unblock(cache: Cache, op: str, runner: str, tactic: Any, bucket: List[int]) -> int:
+    """Clears the records that block a candidate at ``bucket``; how many."""
+def tune_retry_failed() -> bool:
+    """``$RANKTUNE_RETRY_FAILED`` as a bool (ValueError when it is not yes/no)."""
 
 class Coordinator:
     """The ranks of one job tuning together through `directory` (or MPI)."""

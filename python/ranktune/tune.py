@@ -15,6 +15,13 @@ ranktune.tuning():`` a miss measures every candidate on the call's actual
 arguments and the choices are saved when the block exits -- also on an
 exception, and on SIGTERM (the handler saves, then lets the signal do what
 it did before).
+
+Known-bad tactics (the cache's blocklist: a candidate that crashed, timed
+out, ran out of memory or failed validation in this environment) are not
+run by a tuning measure -- they count as failed, with the recorded reason --
+unless ``retry_failed=True`` (or ``RANKTUNE_RETRY_FAILED=1``); one retried
+that works leaves the blocklist. With ``validate=``, the first use of a
+cached choice in a process is checked (see :func:`autotune`).
 """
 
 from __future__ import annotations
@@ -220,6 +227,8 @@ class Tuned:
         sync: Optional[Callable[[], Any]] = None,
         tolerance: float = _ranktune.DEFAULT_TIE_TOLERANCE,
         group: Any = None,
+        retry_failed: Optional[bool] = None,
+        validate: Any = None,
     ) -> None:
         if not op:
             raise ValueError("op must be a non-empty name, e.g. \"gemm\"")
@@ -254,6 +263,21 @@ class Tuned:
         self._timer = timer
         self._sync = sync
         self._tolerance = tolerance
+        # None reads $RANKTUNE_RETRY_FAILED (a bad value raises ValueError).
+        self._retry_failed = (
+            _ranktune.tune_retry_failed() if retry_failed is None else bool(retry_failed)
+        )
+        if not (validate is None or validate is True or validate is False or callable(validate)):
+            raise ValueError(
+                "validate= takes None/False (no check), True (the cached choice must run "
+                "without raising) or a callable validate(out, reference) that returns False "
+                "or raises when the cached choice's result is wrong"
+            )
+        self._validate = validate or None
+        # The blocklist as loaded (a _ranktune.TuneBlocklist), or None.
+        self._blocklist: Any = None
+        # Buckets whose cached choice has not been used yet (to validate).
+        self._unchecked: set = set()
         # Per runner, its tactics in stored form (a callable alone: [None]).
         runners: Dict[str, List[Any]] = {}
         for n, _, t, _ in self._cands:
@@ -279,6 +303,8 @@ class Tuned:
         self._loaded = False
         self.measured = 0  # buckets measured by this object (for tests and logs)
         self.fallbacks: List[str] = []  # why collective buckets were tuned alone
+        # Known-bad candidates a measure did not run: (runner, tactic, reason).
+        self.skipped: List[Tuple[str, Any, str]] = []
         if collective:
             _collective.add(self)
 
@@ -313,6 +339,8 @@ class Tuned:
             if b not in self._agreed:
                 return self._together(b, args, kwargs)
             return self._choices[b](*args, **kwargs)
+        if b in self._unchecked:
+            return self._first_use(b, args, kwargs)
         fn = self._choices.get(b)
         if fn is not None:
             if len(self._hot) >= _HOT_MAX:
@@ -328,6 +356,8 @@ class Tuned:
     def _miss(self, b: Tuple[int, ...], args: Any, kwargs: Any) -> Any:
         if not self._loaded:
             self._load()
+            if b in self._unchecked:
+                return self._first_use(b, args, kwargs)
             fn = self._choices.get(b)
             if fn is not None:
                 return fn(*args, **kwargs)
@@ -358,10 +388,63 @@ class Tuned:
             [self._checksum, self._legacy_checksum],
             [(n, _to_stored(t)) for n, _, t, _ in self._cands],
         )
+        self._blocklist = _ranktune.TuneBlocklist(self._cache, self.op, self._collective_strategy)
+        stored = self._stored_cands()
         for b, pos in kept.items():
-            if b not in self._choices:
-                self._choices[b] = self._cands[pos][3]
-                self._pos[b] = pos
+            if b in self._choices:
+                continue
+            if self._blocklist.blocked(list(b), stored).get(pos) is not None:
+                # A known-bad tactic: tuned again (without it) by the next
+                # tuning run; until then, the fallback.
+                continue
+            self._choices[b] = self._cands[pos][3]
+            self._pos[b] = pos
+            if self._validate is not None:
+                self._unchecked.add(b)
+
+    def _stored_cands(self) -> List[Tuple[str, Any]]:
+        return [(n, _to_stored(t)) for n, _, t, _ in self._cands]
+
+    def _first_use(self, b: Tuple[int, ...], args: Any, kwargs: Any) -> Any:
+        """The first use of bucket ``b``'s cached choice in this process: run
+        it and check it (``validate``). One that fails is replaced by the
+        fallback for this process, with one warning, and put on the
+        blocklist (kind ``validation``) so the next tuning run tunes the
+        bucket again without it."""
+        self._unchecked.discard(b)
+        pos = self._pos[b]
+        name, _, tactic, fn = self._cands[pos]
+        why = None
+        out = None
+        try:
+            out = fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 -- any failure fails the check
+            why = f"it raised {type(e).__name__}: {e}"
+        if why is None and callable(self._validate) and pos != 0:
+            reference = self._cands[0][3](*args, **kwargs)
+            try:
+                if self._validate(out, reference) is False:
+                    why = "validate(out, reference) returned False"
+            except Exception as e:  # noqa: BLE001
+                why = f"validate(out, reference) raised {type(e).__name__}: {e}"
+        if why is None:
+            return out
+        warnings.warn(
+            f"ranktune: the cached choice {name} {_to_stored(tactic)!r} of {self.op} bucket "
+            f"{list(b)} failed its validation ({why}); using the first candidate in this "
+            "process and marking it bad in the cache (the next tuning run tunes this bucket "
+            "again without it)",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        self._choices[b] = self._cands[0][3]
+        self._pos[b] = 0
+        if self._cache is not None:
+            rank = _ranktune.rank_info()["rank"]
+            _ranktune.tune_block(
+                self._cache, self.op, name, _to_stored(tactic), list(b), "validation", why, rank
+            )
+        return self._cands[0][3](*args, **kwargs)
 
     def _run_once(self, i: int, args: Any, kwargs: Any) -> Any:
         fn = self._cands[i][3]
@@ -384,18 +467,43 @@ class Tuned:
     def _timed_by_callable(self, args: Any, kwargs: Any) -> bool:
         return self._timer is not None or (self._sync is None and _torch_on_gpu(args, kwargs))
 
-    def _measure(self, positions: List[int], args: Any, kwargs: Any) -> List[Dict[str, Any]]:
-        """Measures the candidates at ``positions`` on this call's arguments."""
-        return _ranktune.tune_measure(
-            len(positions),
-            lambda j: self._run_once(positions[j], args, kwargs),
+    def _measure(
+        self, b: Tuple[int, ...], positions: List[int], args: Any, kwargs: Any
+    ) -> List[Dict[str, Any]]:
+        """Measures the candidates at ``positions`` on this call's arguments;
+        a known-bad one (the blocklist, unless ``retry_failed``) is not run
+        and counts as failed with its recorded reason. One that was retried
+        and worked leaves the blocklist."""
+        blocked: Dict[int, str] = {}
+        if self._blocklist is not None:
+            blocked = dict(self._blocklist.blocked(list(b), self._stored_cands()))
+        skip = {} if self._retry_failed else blocked
+        run = [p for p in positions if p not in skip]
+        got = _ranktune.tune_measure(
+            len(run),
+            lambda j: self._run_once(run[j], args, kwargs),
             self._timed_by_callable(args, kwargs),
             self._warmup,
             self._samples,
         )
+        by_pos = dict(zip(run, got))
+        if skip:
+            self.skipped.extend(
+                (self._cands[p][0], _to_stored(self._cands[p][2]), skip[p]) for p in positions if p in skip
+            )
+        for p in positions:
+            if p in blocked and p not in skip and "error" not in by_pos[p] and self._cache is not None:
+                n, _, t, _ = self._cands[p]
+                _ranktune.tune_unblock(self._cache, self.op, n, _to_stored(t), list(b))
+        return [
+            by_pos[p] if p in by_pos else {"error": f"skipped: a known-bad tactic ({skip[p]})"}
+            for p in positions
+        ]
 
     def _tune(self, b: Tuple[int, ...], args: Any, kwargs: Any) -> Any:
-        stats = self._measure(list(range(len(self._cands))), args, kwargs)
+        if not self._loaded:
+            self._load()
+        stats = self._measure(b, list(range(len(self._cands))), args, kwargs)
         self.measured += 1
         win = _ranktune.tune_decide(stats, self._tolerance)
         return self._chosen(b, win, stats, None, args, kwargs)
@@ -413,7 +521,7 @@ class Tuned:
             self._checksum,
             len(self._cands),
             self._pos.get(b),
-            lambda positions: self._measure(list(positions), args, kwargs),
+            lambda positions: self._measure(b, list(positions), args, kwargs),
             self._tolerance,
         )
         self._agreed.add(b)
@@ -552,6 +660,8 @@ def autotune(
     samples: Optional[int] = None,
     tolerance: float = _ranktune.DEFAULT_TIE_TOLERANCE,
     group: Any = None,
+    retry_failed: Optional[bool] = None,
+    validate: Any = None,
 ) -> Callable[..., Any]:
     """A function that runs the best of ``candidates`` for its arguments
     (its ``tuner`` attribute is the :class:`Tuned` state).
@@ -588,9 +698,34 @@ def autotune(
     - ``group``: a ``torch.distributed`` process group whose ranks tune
       together (default: the default group, when ``torch.distributed`` is
       initialised); they meet through its c10d store (``ranktune.torch``).
+    - ``retry_failed``: run the known-bad candidates (the cache's blocklist:
+      crashed, timed out, ran out of memory or failed validation in this
+      environment) when measuring, instead of counting them as failed; one
+      that works leaves the blocklist. ``None``: ``$RANKTUNE_RETRY_FAILED``.
+    - ``validate``: check the first use of each cached choice in this
+      process. ``True``: it must run without raising; a callable
+      ``validate(out, reference)`` also gets the first candidate's result on
+      the same arguments and returns ``False`` (or raises) when ``out`` is
+      wrong (e.g. ``lambda o, r: torch.allclose(o, r, rtol=1e-3)``). A choice
+      that fails is replaced by the first candidate for this process (one
+      ``RuntimeWarning``), marked bad in the cache's blocklist, and tuned
+      again by the next tuning run. Later calls cost what a hit always does.
     """
     t = Tuned(
-        op, candidates, key, buckets, cache, strategy, warmup, samples, timer, sync, tolerance, group
+        op,
+        candidates,
+        key,
+        buckets,
+        cache,
+        strategy,
+        warmup,
+        samples,
+        timer,
+        sync,
+        tolerance,
+        group,
+        retry_failed,
+        validate,
     )
     return t._make_entry()
 

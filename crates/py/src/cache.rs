@@ -210,6 +210,40 @@ impl Cache {
         PyList::new(py, items)
     }
 
+    /// The blocklist's records (tactics known to fail: crashed, timed out,
+    /// ran out of memory or failed validation) as dicts with the fields of
+    /// `ranktune cache show --json`'s `blocklist`. Read-only.
+    fn blocklist<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        if let Some(path) =
+            self.location.as_path().filter(|p| std::fs::symlink_metadata(p).is_err())
+        {
+            return Err(errors::msg(format!(
+                "{} does not exist; a cache file appears with the first save",
+                path.display()
+            )));
+        }
+        let store = store(&self.location)?;
+        let path = self.location.clone();
+        let (warnings, rows) = py
+            .allow_threads(move || -> Result<_, CacheError> {
+                let loaded = store.inspect()?;
+                let current = Identity::current().digest();
+                let rows: Vec<Value> = loaded
+                    .data
+                    .blocklist
+                    .iter()
+                    .map(|(k, r)| ranktune_cache::block_listing(k, r, &current))
+                    .collect();
+                Ok((loaded.warnings, rows))
+            })
+            .map_err(|e| {
+                errors::cache(&format!("cannot show {path}; Cache.check() says more"), e)
+            })?;
+        warn_all(py, &warnings)?;
+        let items = rows.iter().map(|r| convert::to_py(py, r)).collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, items)
+    }
+
     /// Merges `entries` (dicts like those `entries()` returns; `op`,
     /// `runner`, `bucket` and `time_us` required) into the cache through the
     /// locked, merging, crash-safe save. Returns `{"written", "total"}`.

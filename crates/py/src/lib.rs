@@ -9,6 +9,7 @@
 //! the library crates decide (cache merging, the path rule, the check
 //! rules), and never depend on the command's crates (clap, indicatif).
 
+mod blocklist;
 mod cache;
 #[cfg(feature = "cli")]
 mod cli;
@@ -51,6 +52,7 @@ fn _ranktune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tune::register(m)?;
     strategy::register(m)?;
     rules::register(m)?;
+    blocklist::register(m)?;
     torch::register(m)?;
     #[cfg(feature = "cli")]
     cli::register(m)?;

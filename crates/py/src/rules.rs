@@ -133,7 +133,7 @@ fn tune_strategy<'py>(
 
 /// A tactic as the JSON value it is stored as; one that cannot be stored
 /// (it can be tuned in-process, never saved) by its `repr`.
-fn tactic_value(t: &Bound<'_, PyAny>) -> PyResult<Value> {
+pub(crate) fn tactic_value(t: &Bound<'_, PyAny>) -> PyResult<Value> {
     match convert::from_py(t, "tactic") {
         Ok(v) => Ok(v),
         Err(_) => Ok(Value::String(t.repr()?.to_string())),
