@@ -62,11 +62,9 @@ fn child() {
 /// Starts `ranks` children that save at the same moment into `cache`,
 /// then checks the union and the newest record under the shared key.
 fn ranks_at_once(cache: &str, ranks: u32) {
-    let go_at = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis()
-        + 1500;
+    let go_at =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+            + 1500;
     let children: Vec<_> = (0..ranks)
         .map(|rank| {
             child_test(&test_path(module_path!(), "child"), false)
