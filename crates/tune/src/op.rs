@@ -59,11 +59,14 @@ pub fn candidate_checksum<'a>(
     h.hex()
 }
 
+/// Reads an op's output values from its inputs (see [`Reference`]).
+type OutputOf<I> = dyn Fn(&I) -> Vec<f64> + Send + Sync;
+
 /// The reference check of a cached tactic (see [`Op::with_reference`]):
 /// the op's output values, compared with the fallback's on the same
 /// synthetic inputs within a tolerance.
 pub struct Reference<I> {
-    output: Box<dyn Fn(&I) -> Vec<f64> + Send + Sync>,
+    output: Box<OutputOf<I>>,
     rtol: f64,
     atol: f64,
 }
