@@ -2,7 +2,10 @@
 //! with a precomputed key, in one run. Target: at most 2× the raw lookup.
 //!
 //! `cargo bench --bench tune_hot_path` (criterion figures for both, then a
-//! side-by-side ratio from interleaved rounds, printed at the end).
+//! side-by-side ratio from interleaved rounds, printed at the end). The
+//! interleaved rounds also time a hit of the same op built
+//! `with_validation`, its cached tactics loaded and used once (checked):
+//! after its first use a validated hit must cost what any hit does.
 
 use criterion::{black_box, criterion_group, Criterion};
 use ranktune_cache::{Identity, Section};
@@ -77,6 +80,22 @@ fn setup() -> Setup {
     (tuner, op, io, raw, 512 * 7919)
 }
 
+/// A tuner whose entries were loaded from a cache for an op built
+/// `with_validation`, each bucket used (and so checked) once.
+fn setup_validated() -> (Tuner, Op<Rows>, Rows) {
+    let (tuner, op, io, _, _) = setup();
+    let pending = tuner.take_pending();
+    let runners: Vec<Box<dyn Runner<Rows>>> = vec![Box::new(Noop("a")), Box::new(Noop("b"))];
+    let op2 = Op::new("bench", runners, op.config().clone()).unwrap().with_validation();
+    let fresh = Tuner::new(tuner.options().clone());
+    fresh.load(&pending);
+    for m in (0..14).map(|p| 1usize << p) {
+        let io = Rows { shapes: [[m, 4096], [m, 4096]] };
+        assert_eq!(fresh.choose_one(&op2, &io).source, Source::Cache);
+    }
+    (fresh, op2, io)
+}
+
 fn bench(c: &mut Criterion) {
     let (tuner, op, io, raw, key) = setup();
     let mut g = c.benchmark_group("hot_path");
@@ -93,15 +112,22 @@ fn bench(c: &mut Criterion) {
 /// median per-call times and their ratio.
 fn side_by_side() {
     let (tuner, op, io, raw, key) = setup();
+    let (vtuner, vop, vio) = setup_validated();
     const N: u32 = 200_000;
     let mut ours = Vec::new();
     let mut base = Vec::new();
+    let mut validated = Vec::new();
     for _ in 0..31 {
         let t = Instant::now();
         for _ in 0..N {
             black_box(tuner.choose_one(black_box(&op), black_box(&io)));
         }
         ours.push(t.elapsed());
+        let t = Instant::now();
+        for _ in 0..N {
+            black_box(vtuner.choose_one(black_box(&vop), black_box(&vio)));
+        }
+        validated.push(t.elapsed());
         let t = Instant::now();
         for _ in 0..N {
             black_box(raw.get(black_box(&key)).copied());
@@ -112,9 +138,10 @@ fn side_by_side() {
         v.sort();
         v[v.len() / 2].as_secs_f64() * 1e9 / f64::from(N)
     };
-    let (o, b) = (med(&mut ours), med(&mut base));
+    let (o, b, v) = (med(&mut ours), med(&mut base), med(&mut validated));
     println!("side by side (median of 31 interleaved rounds of {N} calls):");
     println!("  choose_one hit:                 {o:6.2} ns/call");
+    println!("  choose_one hit, validated op:   {v:6.2} ns/call ({:.2}x the plain hit)", v / o);
     println!("  HashMap::get (precomputed key): {b:6.2} ns/call");
     println!("  ratio: {:.2}x (target <= 2x)", o / b);
     // Where the time goes.
@@ -171,16 +198,19 @@ criterion_group! {
     targets = bench
 }
 
-/// `TUNE_HOT_PATH_ONLY=ours|raw`: only run 1,000,000 calls of one side
+/// `TUNE_HOT_PATH_ONLY=ours|validated|raw`: only run 1,000,000 calls of one side
 /// (`TUNE_HOT_PATH_CALLS` to change), for counting instructions under
 /// `valgrind --tool=callgrind` (load-independent) or profiling with `perf`.
 fn only(which: &str) {
     let (tuner, op, io, raw, key) = setup();
+    let (vtuner, vop, vio) = setup_validated();
     let calls: u64 =
         std::env::var("TUNE_HOT_PATH_CALLS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
     for _ in 0..calls {
         if which == "ours" {
             black_box(tuner.choose_one(black_box(&op), black_box(&io)));
+        } else if which == "validated" {
+            black_box(vtuner.choose_one(black_box(&vop), black_box(&vio)));
         } else {
             black_box(raw.get(black_box(&key)).copied());
         }
