@@ -54,6 +54,8 @@ mod bucket;
 mod choice;
 mod config;
 mod decide;
+mod failure;
+pub mod isolation;
 mod key;
 mod measure;
 mod op;
@@ -66,6 +68,8 @@ pub use bucket::{last_power_of_two, BucketGen, BucketMap, Constraint, Derive, Dy
 pub use choice::{Choice, Source};
 pub use config::{TuningConfig, DEFAULT_MAX_TOKENS};
 pub use decide::{decide, DEFAULT_TIE_TOLERANCE, NOISE_BAND_CAP};
+pub use failure::{CandidateFailure, FailureKind};
+pub use isolation::{Isolation, Limits, WorkerCommand};
 pub use key::{BucketKey, MAX_DIMS, MAX_INPUTS};
 pub use measure::{measure_all, stats_of, CpuTimer, Sampling, Timer, MIN_SAMPLE_US};
 pub use op::{candidate_checksum, Op, OpError};
