@@ -41,11 +41,15 @@
 //!   hot-path key.
 //! - [`Op`]: an op bundled with its runners (fingerprints and checksum
 //!   computed once).
-//! - [`measure_all`], [`Timer`], [`Sampling`]: timers, statistics, fixed and
-//!   adaptive sampling; [`decide()`]: median + near-tie rule.
+//! - [`measure_all`], [`measure_timed`], [`Timer`], [`Sampling`]: timers,
+//!   statistics, fixed and adaptive sampling; [`decide()`]: median + near-tie rule.
 //! - [`Tuner`]: [`Tuner::choose_one`] and statistics; [`Session`]: the
 //!   load/save guard.
 //! - [`strategy`]: how the ranks of a job share tuning.
+//! - [`Isolation`], [`Limits`], [`WorkerCommand`], [`isolation::protocol`]:
+//!   measuring in a worker process, so a candidate that crashes, hangs or
+//!   runs out of memory fails alone; [`FailureKind`], [`CandidateFailure`]:
+//!   how a candidate failed.
 //!
 //! Starting the ranks of a local job is not tuning: that is the
 //! `ranktune-launch` crate.
@@ -71,7 +75,7 @@ pub use decide::{decide, DEFAULT_TIE_TOLERANCE, NOISE_BAND_CAP};
 pub use failure::{CandidateFailure, FailureKind};
 pub use isolation::{Isolation, Limits, WorkerCommand};
 pub use key::{BucketKey, MAX_DIMS, MAX_INPUTS};
-pub use measure::{measure_all, stats_of, CpuTimer, Sampling, Timer, MIN_SAMPLE_US};
+pub use measure::{measure_all, measure_timed, stats_of, CpuTimer, Sampling, Timer, MIN_SAMPLE_US};
 pub use op::{candidate_checksum, Op, OpError};
 pub use runner::{fingerprint_of, RunError, Runner, StableHasher, TuneInputs};
 pub use session::{Session, SessionLoad};

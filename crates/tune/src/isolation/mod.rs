@@ -13,8 +13,12 @@
 //! deaths. It never decides, never touches the cache, and never runs on the
 //! hot path (only while a bucket is tuned).
 
+mod fork;
+pub(crate) mod pool;
 pub mod protocol;
+mod spawn;
 mod sys;
+mod worker;
 
 use std::ffi::OsString;
 use std::time::Duration;

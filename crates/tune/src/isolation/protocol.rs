@@ -190,7 +190,10 @@ mod tests {
         let run = ToWorker::Run { run: 2, reps: 10 };
         assert_eq!(encode(&run), b"{\"run\":2,\"reps\":10}\n");
         assert_eq!(decode::<ToWorker>(b"{\"run\":2,\"reps\":10}\n").unwrap(), run);
-        assert_eq!(decode::<FromWorker>(b"{\"us\":1234.5}").unwrap(), FromWorker::Us { us: 1234.5 });
+        assert_eq!(
+            decode::<FromWorker>(b"{\"us\":1234.5}").unwrap(),
+            FromWorker::Us { us: 1234.5 }
+        );
         assert_eq!(
             decode::<FromWorker>(b"{\"error\":\"bad tile\"}\n").unwrap(),
             FromWorker::Error { error: "bad tile".into(), kind: ErrorKind::Error }

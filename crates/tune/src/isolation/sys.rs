@@ -110,7 +110,8 @@ pub(super) fn worker_signals() {
         // SAFETY: signal() with SIG_IGN is async-signal-safe.
         unsafe { libc::signal(sig, libc::SIG_IGN) };
     }
-    for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, libc::SIGABRT, libc::SIGPIPE]
+    for sig in
+        [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL, libc::SIGABRT, libc::SIGPIPE]
     {
         // SAFETY: signal() with SIG_DFL is async-signal-safe.
         unsafe { libc::signal(sig, libc::SIG_DFL) };
@@ -286,4 +287,10 @@ pub(super) fn mem_available() -> Option<u64> {
 /// `OwnedFd`'s destructor after fork: it leaves by `_exit`).
 pub(super) fn raw(fd: &OwnedFd) -> RawFd {
     fd.as_raw_fd()
+}
+
+/// This process's pid.
+pub(super) fn own_pid() -> libc::pid_t {
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::getpid() }
 }

@@ -14,7 +14,9 @@
 //! - [`tune`]: tuning one bucket — [`candidates`], measuring on synthetic
 //!   inputs ([`inputs`]), deciding alone or with the other ranks
 //!   ([`resolve`]), recording the result ([`record`]). A runner that panics
-//!   fails only its candidate ([`isolate`]).
+//!   fails only its candidate ([`isolate`]); with isolation on, candidates
+//!   run in a worker process (see [`crate::isolation`]), so one that
+//!   crashes, hangs or runs out of memory fails alone too.
 //! - [`stats`]: the statistics.
 //!
 //! This module must never do I/O: loading and saving go through
@@ -38,6 +40,7 @@ pub use stats::{OpStats, TunerStats};
 
 use crate::choice::Choice;
 use crate::decide::DEFAULT_TIE_TOLERANCE;
+use crate::isolation::Isolation;
 use crate::key::BucketKey;
 use crate::measure::{CpuTimer, Sampling, Timer};
 use crate::op::Op;
@@ -69,6 +72,10 @@ pub struct TunerOptions {
     /// strategies need a [`Coordinator`] ([`Tuner::set_coordinator`]);
     /// without one they tune independently.
     pub strategy: Strategy,
+    /// How candidates are measured, for ops whose config names nothing: in
+    /// this process ([`Isolation::Off`], the default) or in a worker process
+    /// ([`Isolation::Fork`], [`Isolation::Spawn`]).
+    pub isolation: Isolation,
 }
 
 impl TunerOptions {
@@ -82,6 +89,7 @@ impl TunerOptions {
             sampling: Sampling::ADAPTIVE,
             tie_tolerance: DEFAULT_TIE_TOLERANCE,
             strategy: Strategy::Independent,
+            isolation: Isolation::Off,
         }
     }
 }
@@ -239,6 +247,12 @@ impl Tuner {
         } else {
             s
         }
+    }
+
+    /// How `op`'s candidates are measured: its config's isolation, else the
+    /// tuner's default.
+    fn isolation_for<'a, I: TuneInputs>(&'a self, op: &'a Op<I>) -> &'a Isolation {
+        op.config().isolation.as_ref().unwrap_or(&self.opts.isolation)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {

@@ -9,6 +9,7 @@ use super::hot::SlotKind;
 use super::resolve::Outcome;
 use super::{Inner, Tuner};
 use crate::choice::{Choice, Source};
+use crate::failure::CandidateFailure;
 use crate::op::Op;
 use crate::runner::TuneInputs;
 use crate::strategy::Strategy;
@@ -50,6 +51,14 @@ pub struct TuneRecord {
     /// Why a collective strategy fell back to independent tuning for this
     /// bucket (a rank did not arrive, ranks disagreed, …).
     pub fallback: Option<String>,
+    /// The candidates that crashed, timed out or ran out of memory on this
+    /// rank (isolated measuring only; positions into the bucket's valid
+    /// candidates).
+    pub hard_failures: Vec<CandidateFailure>,
+    /// Isolated worker processes started for this bucket on this rank.
+    pub worker_starts: u32,
+    /// The time they took to start (until ready), seconds.
+    pub worker_start_seconds: f64,
 }
 
 /// A measured bucket, to be recorded.
@@ -64,6 +73,10 @@ pub(super) struct Measured<'a, I> {
     pub(super) t0: Instant,
     /// The first failure to build synthetic inputs, if any.
     pub(super) first_error: Option<String>,
+    /// This rank's hard failures (crash, timeout, memory), isolated only.
+    pub(super) hard: Vec<CandidateFailure>,
+    /// Isolated workers started for the bucket, and their start-up seconds.
+    pub(super) workers: (u32, f64),
 }
 
 impl Tuner {
@@ -75,7 +88,18 @@ impl Tuner {
         inner: &mut Inner,
         m: Measured<'_, I>,
     ) -> (Choice, SlotKind) {
-        let Measured { op, op_slot, shapes, cands, strategy, outcome, t0, first_error } = m;
+        let Measured {
+            op,
+            op_slot,
+            shapes,
+            cands,
+            strategy,
+            outcome,
+            t0,
+            first_error,
+            hard,
+            workers,
+        } = m;
         let Outcome { results, winner, section, created_unix, measured_here, fallback } = outcome;
         let stats: Vec<Option<&Stats>> = results.iter().map(|r| r.as_ref().ok()).collect();
         let candidates = candidates_of(op, cands, &results);
@@ -121,6 +145,18 @@ impl Tuner {
         st.tuned += 1;
         st.failed_tactics += failures.len() as u64;
         st.tuning_seconds += seconds;
+        st.worker_starts += u64::from(workers.0);
+        st.worker_start_seconds += workers.1;
+        if workers.0 > 0 {
+            tracing::info!(
+                op = op.name(),
+                bucket = ?shapes,
+                "isolated measuring: {} worker start(s), {:.1} ms starting, {} hard failure(s)",
+                workers.0,
+                workers.1 * 1e3,
+                hard.len()
+            );
+        }
         inner.records.push(TuneRecord {
             op: op.name().to_string(),
             bucket: shapes,
@@ -136,6 +172,9 @@ impl Tuner {
             section,
             measured_here,
             fallback,
+            hard_failures: hard,
+            worker_starts: workers.0,
+            worker_start_seconds: workers.1,
         });
         (choice, slot_kind)
     }

@@ -37,7 +37,8 @@ impl Tuner {
         let t0 = Instant::now();
         let strategy = self.strategy_for(inner, op);
         let cands = valid_candidates(op, &shapes);
-        let mut bench = Bench::new(op, &shapes, &cands);
+        let isolation = self.isolation_for(op).clone();
+        let mut bench = Bench::new(op, &shapes, &cands, &isolation);
         let ask = Ask {
             op,
             shapes: &shapes,
@@ -72,8 +73,22 @@ impl Tuner {
             }
         };
         let first_error = bench.first_error.take();
-        let measured =
-            Measured { op, op_slot, shapes, cands: &cands, strategy, outcome, t0, first_error };
+        let hard = std::mem::take(&mut bench.hard_failures);
+        let workers = bench.worker_starts();
+        // The bucket's last worker ends here, before the entry is recorded.
+        drop(bench);
+        let measured = Measured {
+            op,
+            op_slot,
+            shapes,
+            cands: &cands,
+            strategy,
+            outcome,
+            t0,
+            first_error,
+            hard,
+            workers,
+        };
         let (choice, kind) = self.record(inner, measured);
         let slot =
             Slot::new(op.id(), *key, choice.runner_index, choice.tactic_index, op_slot, kind);
