@@ -46,7 +46,10 @@ pub(super) fn launch(
     let exe = crate::cli::rank_executable()
         .context("finding the ranktune executable to start the ranks")?;
     let mut bar = LaunchBar::new(n);
-    let mut launcher = Launcher::new(exe).args(child_args(args, cache, n));
+    let isolation = super::isolate::settings(args)?;
+    let mut child = child_args(args, cache, n);
+    child.extend(super::isolate::child_flags(&isolation).into_iter().map(OsString::from));
+    let mut launcher = Launcher::new(exe).args(child);
     // Local ranks meet in a private directory of this job, not beside the
     // cache (where they would leave `.ranktune-collective/` in the user's
     // working tree), unless the user chose the meeting place.
