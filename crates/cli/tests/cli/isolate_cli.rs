@@ -192,7 +192,8 @@ fn a_segfault_on_one_rank_fails_the_candidate_on_every_rank_in_lockstep() {
     assert_eq!(shared.len(), 2);
     for (key, entry) in shared {
         assert_eq!(key.runner, "steady", "{key:?}");
-        assert!(choice(&ranks[0]).iter().any(|(_, t)| *t == entry.tactic.to_string()));
+        let tactic = entry.tactic.to_string();
+        assert!(choice(&ranks[0]).iter().any(|(_, t)| *t == tactic));
     }
 }
 
@@ -200,7 +201,9 @@ fn a_segfault_on_one_rank_fails_the_candidate_on_every_rank_in_lockstep() {
 fn bad_isolation_settings_are_clear_errors_naming_the_flag_or_variable() {
     let dir = tempfile::tempdir().unwrap();
     let base = ["tune", "--ops", "softmax", "--quick", "--max-tokens", "1"];
-    let cases: [(&[&str], &[(&str, &str)], &str); 5] = [
+    /// Extra arguments, environment, what the error says.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case<'_>; 5] = [
         (&[], &[("RANKTUNE_ISOLATE", "maybe")], "RANKTUNE_ISOLATE=\"maybe\" is neither on nor off"),
         (
             &["--isolate", "--candidate-timeout", "soon"],

@@ -33,10 +33,7 @@ pub(crate) fn start(limits: &Limits, serve: &mut Serve<'_>) -> io::Result<Worker
     sys::set_nonblocking(raw(&parent_sock))?;
     sys::set_nonblocking(raw(&err_read))?;
     // Read now: the child may not allocate before its limit is set.
-    let address_limit = match limits.memory {
-        Some(m) => Some(sys::vm_size().unwrap_or(0).saturating_add(m)),
-        None => None,
-    };
+    let address_limit = limits.memory.map(|m| sys::vm_size().unwrap_or(0).saturating_add(m));
     // The parent's pid, compared in the child to notice a
     // parent that died before the death signal was armed.
     let parent = sys::own_pid();

@@ -289,7 +289,7 @@ fn memory_line(err: &str) -> Option<&str> {
             .iter()
             .any(|p| lower.contains(p))
     };
-    err.lines().rev().map(str::trim).find(|l| says(l)).map(|l| last_line(l))
+    err.lines().rev().map(str::trim).find(|l| says(l)).map(last_line)
 }
 
 /// The last non-empty line of `text`, at most 300 characters.

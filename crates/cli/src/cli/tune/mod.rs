@@ -224,7 +224,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
     let report = match args.ranks {
         Some(0) => bail!("--ranks 0 starts no rank; give at least 1"),
         Some(n) => match launch::launch(&args, &cache, n, &stop)? {
-            launch::Launched::Done(report) => report,
+            launch::Launched::Done(report) => *report,
             launch::Launched::Stopped(sig) => return Ok(signal_exit(sig)),
         },
         None => {
