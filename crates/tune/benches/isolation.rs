@@ -75,8 +75,8 @@ fn tuner(isolation: Isolation) -> Tuner {
 }
 
 /// One round: 8 buckets of `op` tuned; (seconds, worker starts, their
-/// seconds).
-fn round(op: &Op<Rows>, isolation: Isolation) -> (f64, u64, f64) {
+/// seconds, the winners' median run time in µs).
+fn round(op: &Op<Rows>, isolation: Isolation) -> (f64, u64, f64, f64) {
     let t = tuner(isolation);
     let t0 = Instant::now();
     for b in 0..8 {
@@ -84,7 +84,8 @@ fn round(op: &Op<Rows>, isolation: Isolation) -> (f64, u64, f64) {
     }
     let secs = t0.elapsed().as_secs_f64();
     let s = t.stats().total;
-    (secs, s.worker_starts, s.worker_start_seconds)
+    let mut best: Vec<f64> = t.records().iter().filter_map(|r| r.best_us).collect();
+    (secs, s.worker_starts, s.worker_start_seconds, median(&mut best))
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -114,24 +115,35 @@ fn main() {
     let requests = requests_per_bucket();
     println!("isolation cost: {rounds} interleaved rounds of 8 buckets × 8 candidates per op");
     println!("  (adaptive sampling makes about {requests} requests per bucket of 8 candidates)");
-    for (label, work) in [("~5 µs runs", 2_000u64), ("~200 µs runs", 80_000)] {
+    for (label, work) in [("short runs", 2_000u64), ("long runs", 80_000)] {
         let runners: Vec<Box<dyn Runner<Rows>>> = vec![Box::new(Spin { work })];
         let config = TuningConfig::new(vec![DynamicDim::powers_of_two(0, 0)]);
         let op = Op::new("spin", runners, config).unwrap_or_else(|e| panic!("{e}"));
         let (mut off, mut on, mut start) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut run_off, mut run_on) = (Vec::new(), Vec::new());
         let mut starts = 0;
         for _ in 0..rounds {
-            off.push(round(&op, Isolation::Off).0);
-            let (s, n, st) = round(&op, Isolation::Fork(limits.clone()));
+            let (s, _, _, b) = round(&op, Isolation::Off);
+            off.push(s);
+            run_off.push(b);
+            let (s, n, st, b) = round(&op, Isolation::Fork(limits.clone()));
             on.push(s);
+            run_on.push(b);
             starts = n;
             start.push(st / n.max(1) as f64);
         }
         let (off, on, start) = (median(&mut off), median(&mut on), median(&mut start));
         let per_cand = (on - off) / 64.0;
-        println!("{label}:");
+        println!(
+            "{label} (the winners' median run: {:.1} µs in-process, {:.1} µs isolated):",
+            median(&mut run_off),
+            median(&mut run_on)
+        );
         println!("  in-process: {:8.2} ms per bucket", off * 1e3 / 8.0);
-        println!("  isolated:   {:8.2} ms per bucket ({starts} worker starts per round)", on * 1e3 / 8.0);
+        println!(
+            "  isolated:   {:8.2} ms per bucket ({starts} worker starts per round)",
+            on * 1e3 / 8.0
+        );
         println!(
             "  ratio {:.2}x; isolation adds {:.1} µs per candidate ({:.1} µs per request), \
              of which a worker's start (fork to ready) {:.2} ms per bucket",

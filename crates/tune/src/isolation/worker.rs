@@ -264,12 +264,14 @@ impl Drop for Worker {
         if self.reaped {
             return;
         }
-        // SAFETY: shutdown on our own descriptor; the worker reads end of file.
-        unsafe { libc::shutdown(self.sock.as_raw_fd(), libc::SHUT_RDWR) };
+        // SAFETY: shutdown on our own descriptor; the worker reads end of
+        // file, exits, and its end of the socket closes.
+        unsafe { libc::shutdown(self.sock.as_raw_fd(), libc::SHUT_WR) };
         let deadline = Instant::now() + EXIT_GRACE;
+        let _ = sys::poll_readable([self.sock.as_raw_fd()], EXIT_GRACE);
         while Instant::now() < deadline {
             match sys::reap(self.pid, false) {
-                Ok(None) => std::thread::sleep(Duration::from_millis(1)),
+                Ok(None) => std::thread::sleep(Duration::from_micros(50)),
                 Ok(Some(_)) | Err(_) => return,
             }
         }
