@@ -12,10 +12,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Room for a loaded machine to touch the memory limit's pages well
+/// within the time limit (the hang costs the time limit once).
 fn fork_limits() -> Limits {
     Limits {
-        timeout: Some(Duration::from_millis(800)),
-        memory: Some(256 << 20),
+        timeout: Some(Duration::from_millis(2500)),
+        memory: Some(128 << 20),
         ..Limits::default()
     }
 }
@@ -68,6 +70,8 @@ enum Doom {
     Alloc,
     Error,
     Panic,
+    /// Touches this many MiB, then SIGKILLs itself (as the OOM killer would).
+    Oomkill(usize),
 }
 
 struct Doomed {
@@ -111,6 +115,12 @@ impl Runner<Rows> for Doomed {
             }
             Doom::Error => return Err(RunError("bad tile".into())),
             Doom::Panic => panic!("tile too big"),
+            Doom::Oomkill(mib) => {
+                let hoard = vec![1u8; mib << 20];
+                std::hint::black_box(&hoard);
+                // SAFETY: kill on our own pid.
+                unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+            }
         }
         Ok(())
     }
@@ -148,9 +158,9 @@ fn every_kind_of_death_fails_its_candidate_alone_and_the_tune_goes_on() {
     assert_eq!(reason(1), "crashed: SIGSEGV (signal 11)");
     assert!(reason(2).starts_with("crashed: SIGABRT (signal 6)"), "{}", reason(2));
     assert_eq!(reason(3), "the worker exited with status 3");
-    assert!(reason(4).starts_with("timed out after 0.8 s (limit 0.8 s)"), "{}", reason(4));
+    assert!(reason(4).starts_with("timed out after 2.5 s (limit 2.5 s)"), "{}", reason(4));
     assert!(
-        reason(5).starts_with("ran out of memory: limit 256 MiB (memory allocation of"),
+        reason(5).starts_with("ran out of memory: limit 128 MiB (memory allocation of"),
         "{}",
         reason(5)
     );
@@ -250,4 +260,42 @@ fn a_worker_program_that_cannot_start_fails_the_bucket_once_not_the_tune() {
         rec.failures
     );
     assert!(rec.hard_failures.is_empty(), "not the tactics' fault");
+}
+
+#[test]
+fn a_sigkill_near_the_memory_limit_is_memory_and_far_from_it_a_crash() {
+    use Doom::*;
+    let clock = Arc::new(AtomicU64::new(0));
+    let op = doomed_op(vec![Fine(1), Oomkill(240), Oomkill(1)], &clock);
+    let limits = Limits { memory: Some(256 << 20), ..fork_limits() };
+    let t = tuner_with(Isolation::Fork(limits), &clock);
+    t.choose_one(&op, &Rows::new(1, 8));
+    let rec = t.records().pop().unwrap();
+    let kinds: Vec<(usize, FailureKind)> =
+        rec.hard_failures.iter().map(|f| (f.position, f.kind)).collect();
+    assert_eq!(kinds, [(1, FailureKind::Memory), (2, FailureKind::Crash)], "{rec:#?}");
+    assert!(
+        rec.hard_failures[0]
+            .message
+            .starts_with("ran out of memory: limit 256 MiB (killed by SIGKILL at "),
+        "{rec:#?}"
+    );
+    assert_eq!(rec.hard_failures[1].message, "crashed: SIGKILL (signal 9)");
+}
+
+#[test]
+fn one_op_can_be_isolated_while_the_tuner_measures_in_process() {
+    use Doom::*;
+    let clock = Arc::new(AtomicU64::new(0));
+    let plain = doomed_op(vec![Fine(1), Fine(2)], &clock);
+    let r: Box<dyn Runner<Rows>> =
+        Box::new(Doomed { acts: vec![Fine(1), Segfault], clock: Arc::clone(&clock) });
+    let config = rows_config(1).with_isolation(Isolation::Fork(fork_limits()));
+    let risky = Op::new("risky", vec![r], config).unwrap();
+    let t = tuner_with(Isolation::Off, &clock);
+    t.choose_one(&plain, &Rows::new(1, 8));
+    t.choose_one(&risky, &Rows::new(1, 8));
+    let recs = t.records();
+    assert_eq!((recs[0].worker_starts, recs[1].worker_starts), (0, 2));
+    assert_eq!(recs[1].failures[0].2, "crashed: SIGSEGV (signal 11)");
 }
