@@ -5,9 +5,16 @@
 //!
 //! - [`Isolation`], [`Limits`], [`WorkerCommand`]: the settings (this file);
 //! - [`protocol`]: the messages between the tuner and a worker;
+//! - `pool`: the workers of one bucket (start, reuse, limits, counts);
 //! - `worker`: the parent's side of one worker (requests, deadlines, reaping,
 //!   failure reasons); `fork`: a forked worker's serve loop; `spawn`: a
 //!   worker started as a program; `sys`: the libc calls.
+//!
+//! Where it is used: the tuner's bench (`tuner/inputs.rs`) sends each timed
+//! run of an isolated op to the bucket's pool; the candidates that crash,
+//! time out or run out of memory are the bucket's hard failures
+//! ([`CandidateFailure`](crate::CandidateFailure)), reported in
+//! [`TuneRecord::hard_failures`](crate::TuneRecord::hard_failures).
 //!
 //! This module owns worker processes and the classification of their
 //! deaths. It never decides, never touches the cache, and never runs on the
