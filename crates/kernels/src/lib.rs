@@ -29,7 +29,8 @@
 //! - `reference(…)`: a plain f64-accumulating implementation for tests.
 //!
 //! Ops: [`gemm`] (f32 `C = A·B`, M dynamic), [`softmax`] over rows and
-//! [`rmsnorm`] over rows (rows dynamic).
+//! [`rmsnorm`] over rows (rows dynamic). [`crashy`] is a test op whose
+//! tactics crash on purpose, built only with the `crash-tactics` feature.
 //!
 //! The op modules own the arithmetic only. They must never time anything,
 //! log on the hot path, read the environment, or know about the tuner or the
@@ -37,6 +38,7 @@
 
 #![warn(clippy::undocumented_unsafe_blocks)]
 
+pub mod crashy;
 pub mod gemm;
 pub mod rmsnorm;
 pub mod runners;

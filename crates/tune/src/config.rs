@@ -6,6 +6,7 @@
 //! never allocate or log.
 
 use super::bucket::{Constraint, DynamicDim};
+use super::isolation::Isolation;
 use super::key::BucketKey;
 use super::runner::TuneInputs;
 use super::strategy::Strategy;
@@ -28,6 +29,10 @@ pub struct TuningConfig {
     /// How the ranks share this op's tuning; `None`: the tuner's default
     /// ([`TunerOptions::strategy`](super::TunerOptions::strategy)).
     pub strategy: Option<Strategy>,
+    /// Whether this op's candidates are measured in a worker process;
+    /// `None`: the tuner's default
+    /// ([`TunerOptions::isolation`](super::TunerOptions::isolation)).
+    pub isolation: Option<Isolation>,
 }
 
 impl Default for TuningConfig {
@@ -37,6 +42,7 @@ impl Default for TuningConfig {
             constraints: Vec::new(),
             max_tokens: DEFAULT_MAX_TOKENS,
             strategy: None,
+            isolation: None,
         }
     }
 }
@@ -62,6 +68,13 @@ impl TuningConfig {
     /// Sets this op's strategy (overrides the tuner's default).
     pub fn with_strategy(mut self, strategy: Strategy) -> Self {
         self.strategy = Some(strategy);
+        self
+    }
+
+    /// Sets how this op's candidates are measured (overrides the tuner's
+    /// default): e.g. [`Isolation::Fork`] for an op whose tactics may crash.
+    pub fn with_isolation(mut self, isolation: Isolation) -> Self {
+        self.isolation = Some(isolation);
         self
     }
 

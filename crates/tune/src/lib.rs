@@ -41,14 +41,18 @@
 //!   hot-path key.
 //! - [`Op`]: an op bundled with its runners (fingerprints and checksum
 //!   computed once).
-//! - [`measure_all`], [`Timer`], [`Sampling`]: timers, statistics, fixed and
-//!   adaptive sampling; [`decide()`]: median + near-tie rule.
+//! - [`measure_all`], [`measure_timed`], [`Timer`], [`Sampling`]: timers,
+//!   statistics, fixed and adaptive sampling; [`decide()`]: median + near-tie rule.
 //! - [`Tuner`]: [`Tuner::choose_one`] and statistics; [`Session`]: the
 //!   load/save guard; known-bad tactics (the cache's blocklist) are skipped
 //!   unless [`TunerOptions::retry_failed`], and cached tactics of an op
 //!   [`Op::with_validation`] are checked on first use.
 //! - [`FailureKind`], [`CandidateFailure`]: how a candidate failed.
 //! - [`strategy`]: how the ranks of a job share tuning.
+//! - [`Isolation`], [`Limits`], [`WorkerCommand`], [`isolation::protocol`]:
+//!   measuring in a worker process, so a candidate that crashes, hangs or
+//!   runs out of memory fails alone; [`FailureKind`], [`CandidateFailure`]:
+//!   how a candidate failed.
 //!
 //! Starting the ranks of a local job is not tuning: that is the
 //! `ranktune-launch` crate.
@@ -58,6 +62,7 @@ mod choice;
 mod config;
 mod decide;
 mod failure;
+pub mod isolation;
 mod key;
 mod measure;
 mod op;
@@ -71,8 +76,9 @@ pub use choice::{Choice, Source};
 pub use config::{TuningConfig, DEFAULT_MAX_TOKENS};
 pub use decide::{decide, DEFAULT_TIE_TOLERANCE, NOISE_BAND_CAP};
 pub use failure::{CandidateFailure, FailureKind};
+pub use isolation::{Isolation, Limits, WorkerCommand};
 pub use key::{BucketKey, MAX_DIMS, MAX_INPUTS};
-pub use measure::{measure_all, stats_of, CpuTimer, Sampling, Timer, MIN_SAMPLE_US};
+pub use measure::{measure_all, measure_timed, stats_of, CpuTimer, Sampling, Timer, MIN_SAMPLE_US};
 pub use op::{candidate_checksum, Op, OpError, Reference};
 pub use runner::{fingerprint_of, RunError, Runner, StableHasher, TuneInputs};
 pub use session::{Session, SessionLoad};

@@ -108,16 +108,37 @@ fn median(samples: &[f64]) -> f64 {
 pub const MIN_SAMPLE_US: f64 = 50.0;
 
 /// Measures `n` candidates. `run(i, reps)` runs candidate `i` `reps` times
-/// in a row. Returns, per candidate, its statistics or the error of its
-/// first failing run.
+/// in a row; `timer` times each call. Returns, per candidate, its
+/// statistics or the error of its first failing run.
+///
+/// A wrapper of [`measure_timed`] (same sampling), for callers whose runs
+/// do not time themselves.
 pub fn measure_all(
     policy: Sampling,
     timer: &mut dyn Timer,
     n: usize,
     run: &mut dyn FnMut(usize, u32) -> Result<(), String>,
 ) -> Vec<Result<Stats, String>> {
+    measure_timed(policy, n, &mut |i, reps| {
+        timer.start();
+        let r = run(i, reps);
+        let t = timer.stop();
+        r.map(|()| t)
+    })
+}
+
+/// Measures `n` candidates whose runs time themselves: `run(i, reps)` runs
+/// candidate `i` `reps` times in a row and returns how long that took (µs,
+/// all `reps` together), e.g. in an isolated worker with its own copy of
+/// the timer. The sampling is [`measure_all`]'s, so both give the same
+/// statistic.
+pub fn measure_timed(
+    policy: Sampling,
+    n: usize,
+    run: &mut dyn FnMut(usize, u32) -> Result<f64, String>,
+) -> Vec<Result<Stats, String>> {
     let mut m =
-        Measurer { timer, run, reps: vec![1; n], samples: vec![Vec::new(); n], err: vec![None; n] };
+        Measurer { run, reps: vec![1; n], samples: vec![Vec::new(); n], err: vec![None; n] };
     match policy {
         Sampling::Fixed { warmups, samples } => {
             for i in 0..n {
@@ -198,8 +219,7 @@ pub fn measure_all(
 }
 
 struct Measurer<'a> {
-    timer: &'a mut dyn Timer,
-    run: &'a mut dyn FnMut(usize, u32) -> Result<(), String>,
+    run: &'a mut dyn FnMut(usize, u32) -> Result<f64, String>,
     reps: Vec<u32>,
     samples: Vec<Vec<f64>>,
     err: Vec<Option<String>>,
@@ -209,13 +229,13 @@ impl Measurer<'_> {
     /// Untimed runs, then calibrates runs per sample. `false` on failure.
     fn warm_up(&mut self, i: usize, warmups: u32) -> bool {
         for _ in 0..warmups.max(1) {
-            self.timer.start();
-            let r = (self.run)(i, 1);
-            let t = self.timer.stop();
-            if let Err(e) = r {
-                self.err[i] = Some(e);
-                return false;
-            }
+            let t = match (self.run)(i, 1) {
+                Ok(t) => t,
+                Err(e) => {
+                    self.err[i] = Some(e);
+                    return false;
+                }
+            };
             if t > 0.0 && t < MIN_SAMPLE_US {
                 self.reps[i] = ((MIN_SAMPLE_US / t).ceil() as u32).clamp(1, 10_000);
             } else if t >= MIN_SAMPLE_US {
@@ -231,13 +251,13 @@ impl Measurer<'_> {
             return false;
         }
         let reps = self.reps[i];
-        self.timer.start();
-        if let Err(e) = (self.run)(i, reps) {
-            self.timer.stop();
-            self.err[i] = Some(e);
-            return false;
-        }
-        let t = self.timer.stop() / f64::from(reps);
+        let t = match (self.run)(i, reps) {
+            Ok(t) => t / f64::from(reps),
+            Err(e) => {
+                self.err[i] = Some(e);
+                return false;
+            }
+        };
         // A zero-duration sample means the clock did not tick: not a result.
         if t > 0.0 {
             self.samples[i].push(t);

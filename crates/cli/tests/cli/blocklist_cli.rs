@@ -202,3 +202,69 @@ fn two_ranks_tuning_together_skip_the_same_tactic_and_stay_together() {
         assert!(!(row["runner"] == runner.as_str() && row["tactic"] == tactic), "{row}");
     }
 }
+
+/// The real path: `tune --isolate` with tactics that really crash (the test
+/// op `crashy`, the kernels' `crash-tactics` feature) puts each on the
+/// blocklist with its reason; the next tune — without isolation, where the
+/// segfault would kill the process — skips them at the larger bucket, says
+/// so, and completes.
+#[test]
+fn crashes_found_by_an_isolated_tune_are_skipped_by_the_next_tune_without_isolation() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("c.json");
+    let c = cache.to_str().unwrap();
+    let first = ranktune(
+        dir.path(),
+        &[
+            "tune",
+            "--ops",
+            "crashy",
+            "--max-tokens",
+            "1",
+            "--isolate",
+            "--candidate-timeout",
+            "3",
+            "--cache",
+            c,
+        ],
+        &[("RANKTUNE_CANDIDATE_MEMORY", "128")],
+    );
+    assert!(first.status.success(), "{}", first.stderr_text());
+    assert!(first.stdout_text().contains("put on the blocklist:"), "{}", first.stdout_text());
+    let listed = ranktune(dir.path(), &["cache", "show", c, "--json"], &[]).json();
+    let mut kinds: Vec<(String, String)> = listed["blocklist"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (crate_tactic(&r["tactic"]), r["kind"].as_str().unwrap().to_string()))
+        .collect();
+    kinds.sort();
+    let names: Vec<(&str, &str)> = kinds.iter().map(|(t, k)| (t.as_str(), k.as_str())).collect();
+    assert_eq!(
+        names,
+        [("abort", "crash"), ("alloc", "memory"), ("hang", "timeout"), ("segfault", "crash")],
+        "{listed:#}"
+    );
+    // Without --isolate: bucket 2 is new, the records of bucket 1 cover it.
+    let next = ranktune(
+        dir.path(),
+        &["tune", "--ops", "crashy", "--max-tokens", "2", "--json", "--cache", c],
+        &[],
+    );
+    assert!(next.status.success(), "the segfault was not run: {}", next.stderr_text());
+    let report = next.json();
+    let rows = rows(&report);
+    let tuned: Vec<&&Value> = rows.iter().filter(|r| r["source"] == "tuned").collect();
+    assert_eq!(tuned.len(), 1, "{report:#}");
+    assert_eq!(tuned[0]["skipped"].as_array().map(Vec::len), Some(4), "{report:#}");
+    assert!(tuned[0]["failures"].as_array().unwrap().is_empty(), "{report:#}");
+}
+
+/// The crashy op's tactic name (a string, or the one key of an object).
+fn crate_tactic(t: &Value) -> String {
+    match t {
+        Value::String(s) => s.clone(),
+        Value::Object(m) => m.keys().next().cloned().unwrap_or_default(),
+        other => other.to_string(),
+    }
+}

@@ -17,6 +17,7 @@ mod e2e_trace;
 mod failed_save;
 mod help_and_thresholds;
 mod hostile_text;
+mod isolate_cli;
 mod quick_start_tree;
 mod strategy_cli;
 mod trace_analyze_badinput;

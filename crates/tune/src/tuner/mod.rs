@@ -14,7 +14,9 @@
 //! - [`tune`]: tuning one bucket — [`candidates`], measuring on synthetic
 //!   inputs ([`inputs`]), deciding alone or with the other ranks
 //!   ([`resolve`]), recording the result ([`record`]). A runner that panics
-//!   fails only its candidate ([`isolate`]).
+//!   fails only its candidate ([`isolate`]); with isolation on, candidates
+//!   run in a worker process (see [`crate::isolation`]), so one that
+//!   crashes, hangs or runs out of memory fails alone too.
 //! - [`blocked`]: the blocklist — known-bad tactics skipped, hard failures
 //!   remembered; [`validate`]: the check of a cached tactic on its first
 //!   use.
@@ -44,6 +46,7 @@ pub use stats::{OpStats, TunerStats};
 
 use crate::choice::Choice;
 use crate::decide::DEFAULT_TIE_TOLERANCE;
+use crate::isolation::Isolation;
 use crate::key::BucketKey;
 use crate::measure::{CpuTimer, Sampling, Timer};
 use crate::op::Op;
@@ -82,6 +85,10 @@ pub struct TunerOptions {
     pub retry_failed: bool,
     /// This process's rank, recorded with the failures it finds.
     pub rank: Option<u32>,
+    /// How candidates are measured, for ops whose config names nothing: in
+    /// this process ([`Isolation::Off`], the default) or in a worker process
+    /// ([`Isolation::Fork`], [`Isolation::Spawn`]).
+    pub isolation: Isolation,
 }
 
 impl TunerOptions {
@@ -97,6 +104,7 @@ impl TunerOptions {
             strategy: Strategy::Independent,
             retry_failed: false,
             rank: section.rank(),
+            isolation: Isolation::Off,
         }
     }
 }
@@ -257,6 +265,12 @@ impl Tuner {
         } else {
             s
         }
+    }
+
+    /// How `op`'s candidates are measured: its config's isolation, else the
+    /// tuner's default.
+    fn isolation_for<'a, I: TuneInputs>(&'a self, op: &'a Op<I>) -> &'a Isolation {
+        op.config().isolation.as_ref().unwrap_or(&self.opts.isolation)
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {

@@ -59,6 +59,14 @@ pub struct TuneRecord {
     pub blocked: Vec<(String, serde_json::Value, String)>,
     /// Retried known-bad tactics that worked and left the blocklist.
     pub unblocked: usize,
+    /// The candidates that crashed, timed out or ran out of memory on this
+    /// rank (isolated measuring only; positions into the bucket's valid
+    /// candidates).
+    pub hard_failures: Vec<CandidateFailure>,
+    /// Isolated worker processes started for this bucket on this rank.
+    pub worker_starts: u32,
+    /// The time they took to start (until ready), seconds.
+    pub worker_start_seconds: f64,
 }
 
 /// A measured bucket, to be recorded.
@@ -78,6 +86,8 @@ pub(super) struct Measured<'a, I> {
     pub(super) hard: Vec<CandidateFailure>,
     /// Known-bad tactics left out of `cands`.
     pub(super) skipped: Vec<SkippedTactic>,
+    /// Isolated workers started for the bucket, and their start-up seconds.
+    pub(super) workers: (u32, f64),
 }
 
 impl Tuner {
@@ -100,6 +110,7 @@ impl Tuner {
             first_error,
             hard,
             skipped,
+            workers,
         } = m;
         let Outcome { results, winner, section, created_unix, measured_here, fallback } = outcome;
         let noted = blocked::note(
@@ -156,6 +167,18 @@ impl Tuner {
         st.tuned += 1;
         st.failed_tactics += failures.len() as u64;
         st.tuning_seconds += seconds;
+        st.worker_starts += u64::from(workers.0);
+        st.worker_start_seconds += workers.1;
+        if workers.0 > 0 {
+            tracing::info!(
+                op = op.name(),
+                bucket = ?shapes,
+                "isolated measuring: {} worker start(s), {:.1} ms starting, {} hard failure(s)",
+                workers.0,
+                workers.1 * 1e3,
+                hard.len()
+            );
+        }
         inner.records.push(TuneRecord {
             op: op.name().to_string(),
             bucket: shapes,
@@ -174,6 +197,9 @@ impl Tuner {
             skipped,
             blocked: noted.blocked,
             unblocked: noted.cleared,
+            hard_failures: hard,
+            worker_starts: workers.0,
+            worker_start_seconds: workers.1,
         });
         (choice, slot_kind)
     }

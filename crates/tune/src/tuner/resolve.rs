@@ -7,7 +7,7 @@
 
 use super::inputs::Bench;
 use crate::decide::decide;
-use crate::measure::{measure_all, Sampling, Timer};
+use crate::measure::{measure_timed, Sampling, Timer};
 use crate::op::Op;
 use crate::runner::TuneInputs;
 use crate::strategy::{BucketCtx, Coordinator, Measured, Resolved, Strategy};
@@ -62,10 +62,11 @@ pub(super) fn settle<I: TuneInputs>(
 ) -> Settled {
     let Ask { op, shapes, cands, strategy, local_hit, sampling, tie_tolerance, section, bench } =
         ask;
-    // Measures the candidates at `positions` (into `cands`) on this rank.
+    // Measures the candidates at `positions` (into `cands`) on this rank,
+    // in this process or in the bucket's worker (the bench knows which).
     let mut measure = |positions: &[usize]| -> Vec<Result<Stats, String>> {
-        measure_all(sampling, timer, positions.len(), &mut |j, reps| {
-            bench.run(positions.get(j).copied(), reps)
+        measure_timed(sampling, positions.len(), &mut |j, reps| {
+            bench.run_timed(positions.get(j).copied(), reps, timer)
         })
     };
     match coordinator.filter(|_| strategy.is_collective()) {

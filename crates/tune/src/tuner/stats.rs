@@ -37,6 +37,21 @@ pub struct OpStats {
     pub failed_tactics: u64,
     /// Time spent measuring.
     pub tuning_seconds: f64,
+    /// Isolated worker processes started (0 without isolation; then left
+    /// out of the serialized form).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub worker_starts: u64,
+    /// The time those workers took to start, seconds (part of `tuning_seconds`).
+    #[serde(default, skip_serializing_if = "is_zero_f")]
+    pub worker_start_seconds: f64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+fn is_zero_f(v: &f64) -> bool {
+    *v == 0.0
 }
 
 impl OpStats {
@@ -48,6 +63,8 @@ impl OpStats {
         self.fallbacks += s.fallbacks;
         self.failed_tactics += s.failed_tactics;
         self.tuning_seconds += s.tuning_seconds;
+        self.worker_starts += s.worker_starts;
+        self.worker_start_seconds += s.worker_start_seconds;
     }
 }
 

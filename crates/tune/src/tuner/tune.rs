@@ -60,7 +60,8 @@ impl Tuner {
                 skipped[0].kind
             );
         }
-        let mut bench = Bench::new(op, &shapes, &cands);
+        let isolation = self.isolation_for(op).clone();
+        let mut bench = Bench::new(op, &shapes, &cands, &isolation);
         let ask = Ask {
             op,
             shapes: &shapes,
@@ -95,6 +96,10 @@ impl Tuner {
             }
         };
         let first_error = bench.first_error.take();
+        let hard = std::mem::take(&mut bench.hard_failures);
+        let workers = bench.worker_starts();
+        // The bucket's last worker ends here, before the entry is recorded.
+        drop(bench);
         let measured = Measured {
             op,
             op_slot,
@@ -104,7 +109,8 @@ impl Tuner {
             outcome,
             t0,
             first_error,
-            hard: Vec::new(),
+            hard,
+            workers,
             skipped,
         };
         let (choice, kind) = self.record(inner, measured);

@@ -24,8 +24,8 @@ use std::time::Instant;
 
 /// How a launch ended.
 pub(super) enum Launched {
-    /// Every rank finished: the job's report.
-    Done(JobReport),
+    /// Every rank finished: the job's report (boxed: it is large).
+    Done(Box<JobReport>),
     /// SIGINT/SIGTERM (the number) stopped the job; it was forwarded to the
     /// ranks, which saved what they had tuned.
     Stopped(i32),
@@ -46,7 +46,10 @@ pub(super) fn launch(
     let exe = crate::cli::rank_executable()
         .context("finding the ranktune executable to start the ranks")?;
     let mut bar = LaunchBar::new(n);
-    let mut launcher = Launcher::new(exe).args(child_args(args, cache, n));
+    let isolation = super::isolate::settings(args)?;
+    let mut child = child_args(args, cache, n);
+    child.extend(super::isolate::child_flags(&isolation).into_iter().map(OsString::from));
+    let mut launcher = Launcher::new(exe).args(child);
     // Local ranks meet in a private directory of this job, not beside the
     // cache (where they would leave `.ranktune-collective/` in the user's
     // working tree), unless the user chose the meeting place.
@@ -94,7 +97,8 @@ pub(super) fn launch(
         Err(e) => return Err(e.into()),
     };
     reports.sort_by_key(|r| r.rank);
-    Ok(Launched::Done(JobReport::new(shown(cache), reports, started.elapsed().as_secs_f64())))
+    let report = JobReport::new(shown(cache), reports, started.elapsed().as_secs_f64());
+    Ok(Launched::Done(Box::new(report)))
 }
 
 /// Checks the cache and trace paths once, before any rank starts, so that a

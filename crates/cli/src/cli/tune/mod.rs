@@ -11,7 +11,8 @@
 //! - [`report`]: the rows and reports (`--json`, a child's result);
 //! - [`agree`]: the warning when the ranks ended with different choices;
 //! - [`table`]: the table; [`progress`]: the bars; [`labels`]: short labels;
-//! - [`model`]: `--model`, a Hugging Face model's GEMM shapes.
+//! - [`model`]: `--model`, a Hugging Face model's GEMM shapes;
+//! - [`isolate`]: `--isolate` and the candidates' limits.
 //!
 //! SIGINT and SIGTERM stop `tune` cleanly. A rank checks for them between
 //! buckets: it stops tuning, saves the entries it has tuned, writes its
@@ -22,6 +23,7 @@
 //! launcher is gone) and, on Linux, gets SIGTERM when its launcher dies.
 
 mod agree;
+mod isolate;
 mod labels;
 mod launch;
 mod meet;
@@ -60,6 +62,11 @@ pub enum OpName {
     Softmax,
     /// RMSNorm, rows dynamic.
     Rmsnorm,
+    /// A test op whose tactics crash on purpose (segfault, abort, hang,
+    /// unbounded allocation): only in builds with the kernels'
+    /// `crash-tactics` feature, for the tests of `--isolate`.
+    #[value(hide = true)]
+    Crashy,
 }
 
 impl OpName {
@@ -69,6 +76,7 @@ impl OpName {
             OpName::Gemm => "gemm",
             OpName::Softmax => "softmax",
             OpName::Rmsnorm => "rmsnorm",
+            OpName::Crashy => "crashy",
         }
     }
 
@@ -143,6 +151,22 @@ pub struct TuneArgs {
     /// (column-parallel layers split their outputs, row-parallel their inputs).
     #[arg(long, value_name = "N", default_value_t = 1, requires = "model", value_parser = crate::cli::count::<u32>)]
     tp: u32,
+    /// Measure candidates in a worker process forked per bucket, so a tactic
+    /// that crashes (SIGSEGV, abort), hangs or runs out of memory fails
+    /// alone, with its reason, and the tune goes on (RANKTUNE_ISOLATE=1;
+    /// see docs/isolation.md).
+    #[arg(long)]
+    isolate: bool,
+    /// With --isolate: each request of a candidate (a warm-up run, or one
+    /// sample) may take this many seconds [default: max(5 s, 50 × the
+    /// fallback's time); RANKTUNE_CANDIDATE_TIMEOUT].
+    #[arg(long, value_name = "SECS", allow_negative_numbers = true)]
+    candidate_timeout: Option<String>,
+    /// With --isolate: a worker may grow by this many MiB [default: half the
+    /// memory available at start divided by the ranks on this machine;
+    /// RANKTUNE_CANDIDATE_MEMORY].
+    #[arg(long, value_name = "MIB", allow_negative_numbers = true)]
+    candidate_memory: Option<String>,
     /// Internal: run as a child of `--ranks` (JSON on stdout, progress lines on stderr).
     #[arg(long, hide = true)]
     child: bool,
@@ -153,6 +177,14 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
     if args.ops.is_empty() {
         bail!("--ops is empty; name at least one of gemm, softmax, rmsnorm");
     }
+    if args.ops.contains(&OpName::Crashy) && !ranktune_kernels::crashy::BUILT {
+        bail!(
+            "--ops crashy is a test op whose tactics crash on purpose; this ranktune was built \
+             without it (the ranktune-kernels feature crash-tactics); use gemm, softmax or rmsnorm"
+        );
+    }
+    // Bad isolation settings are one error here, not one per rank.
+    isolate::settings(&args)?;
     if args.max_tokens == Some(0) {
         bail!("--max-tokens 0 tunes nothing; give a token count of at least 1");
     }
@@ -205,7 +237,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
     let report = match args.ranks {
         Some(0) => bail!("--ranks 0 starts no rank; give at least 1"),
         Some(n) => match launch::launch(&args, &cache, n, &stop)? {
-            launch::Launched::Done(report) => report,
+            launch::Launched::Done(report) => *report,
             launch::Launched::Stopped(sig) => return Ok(signal_exit(sig)),
         },
         None => {

@@ -13,10 +13,10 @@ use anyhow::Context;
 use ranktune_cache::{CacheData, CacheLocation, Identity, SaveReport, Section, Store};
 use ranktune_collective as collective;
 use ranktune_core::rank::{RankInfo, RankOverrides};
-use ranktune_kernels::{gemm, rmsnorm, runners, softmax};
+use ranktune_kernels::{crashy, gemm, rmsnorm, runners, softmax};
 use ranktune_trace::{TraceConfig, TraceSession};
 use ranktune_tune::strategy::{self, Coordinator, Strategy};
-use ranktune_tune::{Op, Session, Source, TuneInputs, Tuner, TunerOptions};
+use ranktune_tune::{Isolation, Op, Session, Source, TuneInputs, Tuner, TunerOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
 
@@ -80,9 +80,16 @@ pub(super) fn run_rank(
         RankOverrides { rank: args.rank, world_size: args.world_size, local_rank: None };
     let info = RankInfo::detect(&overrides).context("finding this process's rank")?;
     let strategy = strategy_for(args, info.world_size);
-    let plan = Plan::new(args)?;
+    let plan = Plan::new(args, info.rank)?;
     let trace = start_trace(args, &info)?;
-    let tuner = new_tuner(&info, strategy, args.retry_failed);
+    let settings = super::isolate::settings(args)?;
+    let local_ranks = super::isolate::local_ranks(args.child, info.world_size);
+    let tuner = new_tuner(
+        &info,
+        strategy,
+        super::isolate::isolation(&settings, local_ranks),
+        args.retry_failed,
+    );
     if strategy.is_collective() {
         connect(&tuner, args, cache, &info, strategy)?;
     }
@@ -102,6 +109,8 @@ struct Plan {
     gemm_op: Op<runners::GemmIo>,
     softmax_op: Op<runners::SoftmaxIo>,
     rmsnorm_op: Op<runners::RmsNormIo>,
+    /// The test op (`--ops crashy`), in builds that have it.
+    crashy_op: Option<Op<crashy::CrashyIo>>,
     gemm_bases: Vec<Vec<Vec<u64>>>,
     softmax_base: Vec<Vec<u64>>,
     rms_base: Vec<Vec<u64>>,
@@ -109,8 +118,8 @@ struct Plan {
 
 impl Plan {
     /// The ops and shapes `args` ask for (`--ops`, `--model`, `--quick`,
-    /// `--max-tokens`).
-    fn new(args: &TuneArgs) -> anyhow::Result<Plan> {
+    /// `--max-tokens`), for rank `rank`.
+    fn new(args: &TuneArgs, rank: u32) -> anyhow::Result<Plan> {
         let max = max_tokens(args);
         let (gemm_n, gemm_k, cols) = if args.quick {
             (gemm::QUICK_N, gemm::QUICK_K, softmax::QUICK_COLS)
@@ -121,6 +130,12 @@ impl Plan {
         let gemm_op = runners::gemm_op(max).context("building the gemm op")?;
         let softmax_op = runners::softmax_op(max).context("building the softmax op")?;
         let rmsnorm_op = runners::rmsnorm_op(max).context("building the rmsnorm op")?;
+        let crashy_op = match crashy::crashy_op(rank, max) {
+            Some(op) if args.ops.contains(&OpName::Crashy) => {
+                Some(op.context("building the crashy op")?)
+            }
+            _ => None,
+        };
         // The GEMM shapes: a model's linear layers, or the built-in one.
         let (gemm_bases, ops) = match &args.model {
             Some(path) => {
@@ -139,6 +154,7 @@ impl Plan {
             gemm_op,
             softmax_op,
             rmsnorm_op,
+            crashy_op,
             gemm_bases,
             softmax_base: runners::rows_base(cols),
             rms_base: runners::rows_base(rms_cols),
@@ -155,6 +171,10 @@ impl Plan {
                 }
                 OpName::Softmax => self.softmax_op.config().profiles(&self.softmax_base).len(),
                 OpName::Rmsnorm => self.rmsnorm_op.config().profiles(&self.rms_base).len(),
+                OpName::Crashy => self
+                    .crashy_op
+                    .as_ref()
+                    .map_or(0, |op| op.config().profiles(&self.crashy_base()).len()),
             })
             .sum()
     }
@@ -178,10 +198,20 @@ impl Plan {
                 OpName::Rmsnorm => {
                     tune_op(tuner, &self.rmsnorm_op, &self.rms_base, rank, stop, p, r)
                 }
+                OpName::Crashy => {
+                    if let Some(op) = &self.crashy_op {
+                        tune_op(tuner, op, &self.crashy_base(), rank, stop, p, r)
+                    }
+                }
             }
         }
         progress.finish();
         rows
+    }
+
+    /// The crashy op's base shapes (rows bucketed).
+    fn crashy_base(&self) -> Vec<Vec<u64>> {
+        crashy::crashy_base(self.softmax_base[0][1] as usize)
     }
 }
 
@@ -210,12 +240,19 @@ fn stop_trace(trace: Option<TraceSession>, rank: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// This rank's tuner, writing to its own section under `strategy`;
-/// `retry_failed` measures known-bad tactics again.
-fn new_tuner(info: &RankInfo, strategy: Strategy, retry_failed: bool) -> Tuner {
+/// This rank's tuner, writing to its own section under `strategy`,
+/// measuring as `isolation` says; `retry_failed` measures known-bad tactics
+/// again.
+fn new_tuner(
+    info: &RankInfo,
+    strategy: Strategy,
+    isolation: Isolation,
+    retry_failed: bool,
+) -> Tuner {
     let (id, digest) = identity();
     let mut opts = TunerOptions::new(Section::Rank(info.rank), id, digest);
     opts.strategy = strategy;
+    opts.isolation = isolation;
     opts.retry_failed = retry_failed;
     Tuner::new(opts)
 }

@@ -229,6 +229,14 @@ fn write_totals(out: &mut String, report: &JobReport) -> fmt::Result {
         c.fallbacks,
         c.failed_tactics
     )?;
+    if c.worker_starts > 0 {
+        writeln!(
+            out,
+            "isolated measuring: {} worker processes started, {:.1} ms each on average",
+            c.worker_starts,
+            c.worker_start_seconds * 1e3 / c.worker_starts as f64
+        )?;
+    }
     let (saved, shared) = distinct_saved(report);
     write!(out, "saved {saved} entries to {}", report.cache)?;
     if shared > 0 && ranks > 1 {

@@ -1,0 +1,126 @@
+//! A worker forked from the tuning process: it inherits the op, the
+//! bucket's inputs and the tuner's timer, and serves `run` requests until
+//! its socket closes.
+//!
+//! Owns the child's life, from `fork` to `_exit`: between the two only
+//! async-signal-safe calls run until the serve loop starts (the parent may
+//! have other threads, whose locks the child must not need), and the child
+//! never returns into the parent's code, never logs and never touches the
+//! cache or a trace (its panic hook and crash-signal handlers are replaced).
+
+use super::protocol::{self, ErrorKind, FromWorker, Ready, ToWorker, MAX_LINE};
+use super::sys::{self, raw, Forked};
+use super::worker::Worker;
+use super::Limits;
+use std::io;
+use std::os::fd::RawFd;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// What a worker does with `run p reps`: the time of the runs (µs), or the
+/// failure's kind and text.
+pub(crate) type Serve<'a> = dyn FnMut(usize, u32) -> Result<f64, (ErrorKind, String)> + 'a;
+
+/// Exit status of a worker whose serve loop panicked (not a candidate: the
+/// candidates' panics are caught by `serve`).
+const PANICKED: i32 = 70;
+/// Exit status of a worker that could not set its memory limit.
+const NO_LIMIT: i32 = 71;
+
+/// Forks a worker that answers requests with `serve` under `limits`.
+pub(crate) fn start(limits: &Limits, serve: &mut Serve<'_>) -> io::Result<Worker> {
+    let (parent_sock, child_sock) = sys::socket_pair()?;
+    let (err_read, err_write) = sys::pipe()?;
+    sys::set_nonblocking(raw(&parent_sock))?;
+    sys::set_nonblocking(raw(&err_read))?;
+    // Read now: the child may not allocate before its limit is set.
+    let address_limit = limits.memory.map(|m| sys::vm_size().unwrap_or(0).saturating_add(m));
+    // The parent's pid, compared in the child to notice a
+    // parent that died before the death signal was armed.
+    let parent = sys::own_pid();
+    // SAFETY: the child below makes only child-safe calls until
+    // `serve_loop`, and leaves by `_exit` (serve_loop never returns).
+    match unsafe { sys::fork() }? {
+        Forked::Child => {
+            sys::close(raw(&parent_sock));
+            sys::close(raw(&err_read));
+            // Its output and errors go to the parent's pipe, never to the
+            // job's own output (a `--json` document, a terminal).
+            let err = raw(&err_write);
+            if sys::dup_onto(err, 1).is_err() || sys::dup_onto(err, 2).is_err() {
+                sys::exit_now(NO_LIMIT);
+            }
+            sys::worker_signals();
+            if sys::parent_pid() != parent {
+                sys::exit_now(0);
+            }
+            if let Some(bytes) = address_limit {
+                if sys::limit_address_space(bytes).is_err() {
+                    sys::exit_now(NO_LIMIT);
+                }
+            }
+            serve_loop(raw(&child_sock), serve)
+        }
+        Forked::Parent(pid) => {
+            drop(child_sock);
+            drop(err_write);
+            Ok(Worker::new(pid, parent_sock, err_read, limits.memory))
+        }
+    }
+}
+
+/// The child's life after set-up: says `ready`, answers requests, exits 0
+/// at the end of its input. Never returns.
+fn serve_loop(fd: RawFd, serve: &mut Serve<'_>) -> ! {
+    // The tuning process's hook may export a trace or log: not here. A
+    // panic's text goes to the parent's pipe, for the reason.
+    std::panic::set_hook(Box::new(|info| {
+        let _ = sys::write_all(2, format!("{info}\n").as_bytes());
+    }));
+    let code = catch_unwind(AssertUnwindSafe(|| serve_requests(fd, serve))).unwrap_or(PANICKED);
+    sys::exit_now(code)
+}
+
+/// Answers requests until the end of input; the exit status.
+fn serve_requests(fd: RawFd, serve: &mut Serve<'_>) -> i32 {
+    let ready = FromWorker::Ready { ready: Ready { pid: std::process::id() } };
+    if sys::write_all(fd, &protocol::encode(&ready)).is_err() {
+        return 0;
+    }
+    let mut buf = Vec::new();
+    while let Some(line) = read_line(fd, &mut buf) {
+        let reply = match protocol::decode::<ToWorker>(&line) {
+            Ok(ToWorker::Run { run, reps }) => match serve(run, reps) {
+                Ok(us) => FromWorker::Us { us },
+                Err((kind, error)) => FromWorker::Error { error, kind },
+            },
+            Ok(ToWorker::Init { .. }) => FromWorker::Error {
+                error: "a forked worker takes no init message".to_string(),
+                kind: ErrorKind::Error,
+            },
+            Err(e) => FromWorker::Error { error: e.to_string(), kind: ErrorKind::Error },
+        };
+        if sys::write_all(fd, &protocol::encode(&reply)).is_err() {
+            return 0;
+        }
+    }
+    0
+}
+
+/// The next line from `fd` (blocking); `None` at the end of input, on an
+/// error, or for a line longer than [`MAX_LINE`].
+fn read_line(fd: RawFd, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
+    loop {
+        if let Some(end) = buf.iter().position(|&b| b == b'\n') {
+            let rest = buf.split_off(end + 1);
+            return Some(std::mem::replace(buf, rest));
+        }
+        if buf.len() > MAX_LINE {
+            return None;
+        }
+        let mut chunk = [0u8; 4096];
+        match sys::read(fd, &mut chunk) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}

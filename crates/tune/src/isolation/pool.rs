@@ -1,0 +1,175 @@
+//! The workers of one bucket: starts a worker on the first request (and
+//! again after a worker is lost), applies the time limits, counts the
+//! starts and their cost, and turns answers into timings or failures.
+//!
+//! Owns the policy around workers: one worker at a time, reused while it
+//! stays healthy; the time reference (the fallback's slowest request, per
+//! run); a start that failed is not retried within the bucket. It never
+//! chooses candidates and never builds inputs (the bench does).
+
+use super::fork::{self, Serve};
+use super::protocol::{ErrorKind, FromWorker, Init, ToWorker};
+use super::spawn;
+use super::worker::Worker;
+use super::{Isolation, Limits};
+use crate::failure::FailureKind;
+use std::time::Instant;
+
+/// A failed request: the candidate's failure.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Failed {
+    /// What kind of failure.
+    pub(crate) kind: FailureKind,
+    /// Its reason.
+    pub(crate) message: String,
+}
+
+/// The workers of one bucket.
+pub(crate) struct Pool {
+    mode: Isolation,
+    limits: Limits,
+    worker: Option<Worker>,
+    /// Why starting a worker failed, once it did (the bucket's later
+    /// candidates fail with the same reason without trying again).
+    broken: Option<String>,
+    /// Workers started.
+    pub(crate) starts: u32,
+    /// Time spent starting them (until each was ready), seconds.
+    pub(crate) start_seconds: f64,
+    /// The fallback's slowest request so far, µs per run.
+    ref_fallback: Option<f64>,
+    /// Any candidate's slowest successful request so far, µs per run.
+    ref_any: Option<f64>,
+}
+
+impl Pool {
+    /// The pool for `mode`; `None` when isolation is off.
+    pub(crate) fn new(mode: &Isolation) -> Option<Pool> {
+        let limits = mode.limits()?.clone();
+        Some(Pool {
+            mode: mode.clone(),
+            limits,
+            worker: None,
+            broken: None,
+            starts: 0,
+            start_seconds: 0.0,
+            ref_fallback: None,
+            ref_any: None,
+        })
+    }
+
+    /// Whether workers are forked (they inherit the inputs: build them first).
+    pub(crate) fn forks(&self) -> bool {
+        matches!(self.mode, Isolation::Fork(_))
+    }
+
+    /// Whether a worker is running.
+    pub(crate) fn has_worker(&self) -> bool {
+        self.worker.is_some()
+    }
+
+    /// Starts a worker and waits until it is ready: forked with `serve`, or
+    /// spawned and sent `init()`. The error fails the candidate that needed it.
+    pub(crate) fn start(
+        &mut self,
+        serve: &mut Serve<'_>,
+        init: &dyn Fn() -> Init,
+    ) -> Result<(), Failed> {
+        if let Some(why) = &self.broken {
+            return Err(Failed { kind: FailureKind::Error, message: why.clone() });
+        }
+        let t0 = Instant::now();
+        let started = match &self.mode {
+            Isolation::Fork(limits) => fork::start(limits, serve),
+            Isolation::Spawn(cmd) => spawn::start(cmd),
+            Isolation::Off => Err(std::io::Error::other("isolation is off")),
+        };
+        let outcome = match started {
+            Err(e) => Err(e.to_string()),
+            Ok(mut worker) => {
+                self.starts += 1;
+                let hello = match &self.mode {
+                    Isolation::Spawn(cmd) => {
+                        let mut init = init();
+                        init.spec = cmd.spec.clone();
+                        Some(ToWorker::Init { init })
+                    }
+                    _ => None,
+                };
+                match worker.request(hello.as_ref(), self.limits.start_timeout) {
+                    Ok(FromWorker::Ready { .. }) => {
+                        self.worker = Some(worker);
+                        Ok(())
+                    }
+                    Ok(FromWorker::Error { error, .. }) => Err(error),
+                    Ok(other) => Err(format!("it answered {other:?} instead of ready")),
+                    Err(lost) => Err(lost.message),
+                }
+            }
+        };
+        self.start_seconds += t0.elapsed().as_secs_f64();
+        outcome.map_err(|e| {
+            let why = format!("the isolated worker could not start: {e}");
+            tracing::warn!("{why}; this bucket's remaining candidates fail with it");
+            self.broken = Some(why.clone());
+            Failed { kind: FailureKind::Error, message: why }
+        })
+    }
+
+    /// Runs candidate `position` `reps` times in the worker (started by
+    /// [`start`](Self::start)); `fallback`: it is the op's fallback.
+    /// Returns the time of the runs (µs, the worker's timer).
+    pub(crate) fn run(
+        &mut self,
+        position: usize,
+        reps: u32,
+        fallback: bool,
+    ) -> Result<f64, Failed> {
+        let Some(worker) = self.worker.as_mut() else {
+            return Err(Failed {
+                kind: FailureKind::Error,
+                message: "no isolated worker is running".to_string(),
+            });
+        };
+        let reps = reps.max(1);
+        let reference = self.ref_fallback.or(self.ref_any).map(|r| r * f64::from(reps));
+        let limit = self.limits.timeout_for(reference);
+        let t0 = Instant::now();
+        let answer = worker.request(Some(&ToWorker::Run { run: position, reps }), limit);
+        let per_run = t0.elapsed().as_secs_f64() * 1e6 / f64::from(reps);
+        match answer {
+            Ok(FromWorker::Us { us }) if us.is_finite() && us >= 0.0 => {
+                let slowest =
+                    |r: &mut Option<f64>| *r = Some(r.map_or(per_run, |v| v.max(per_run)));
+                if fallback {
+                    slowest(&mut self.ref_fallback);
+                }
+                slowest(&mut self.ref_any);
+                Ok(us)
+            }
+            Ok(FromWorker::Us { us }) => Err(Failed {
+                kind: FailureKind::Error,
+                message: format!("the isolated worker sent a time that is not one: {us}"),
+            }),
+            Ok(FromWorker::Error { error, kind }) => Err(match kind {
+                ErrorKind::Error => Failed { kind: FailureKind::Error, message: error },
+                ErrorKind::Panic => Failed { kind: FailureKind::Panic, message: error },
+                ErrorKind::Memory => Failed {
+                    kind: FailureKind::Memory,
+                    message: format!("ran out of memory: {error}"),
+                },
+            }),
+            Ok(FromWorker::Ready { .. }) => {
+                self.worker = None;
+                Err(Failed {
+                    kind: FailureKind::Error,
+                    message: "the isolated worker answered ready to a run request".to_string(),
+                })
+            }
+            Err(lost) => {
+                self.worker = None;
+                Err(Failed { kind: lost.kind, message: lost.message })
+            }
+        }
+    }
+}
