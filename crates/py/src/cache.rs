@@ -180,14 +180,7 @@ impl Cache {
     fn entries<'py>(&self, py: Python<'py>, rank: Option<u32>) -> PyResult<Bound<'py, PyList>> {
         // One rule with `check()` and `ranktune cache show`: reading a cache
         // file that is not there is an error, not an empty list.
-        if let Some(path) =
-            self.location.as_path().filter(|p| std::fs::symlink_metadata(p).is_err())
-        {
-            return Err(errors::msg(format!(
-                "{} does not exist; a cache file appears with the first save",
-                path.display()
-            )));
-        }
+        self.must_exist()?;
         let store = store(&self.location)?;
         let path = self.location.clone();
         let (loaded, rows) = py
@@ -214,14 +207,7 @@ impl Cache {
     /// ran out of memory or failed validation) as dicts with the fields of
     /// `ranktune cache show --json`'s `blocklist`. Read-only.
     fn blocklist<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        if let Some(path) =
-            self.location.as_path().filter(|p| std::fs::symlink_metadata(p).is_err())
-        {
-            return Err(errors::msg(format!(
-                "{} does not exist; a cache file appears with the first save",
-                path.display()
-            )));
-        }
+        self.must_exist()?;
         let store = store(&self.location)?;
         let path = self.location.clone();
         let (warnings, rows) = py
@@ -440,6 +426,19 @@ impl Cache {
 }
 
 impl Cache {
+    /// An error when the cache is a file that does not exist: reading it
+    /// would show an empty cache, and `check()` refuses it too.
+    fn must_exist(&self) -> PyResult<()> {
+        if let Some(path) =
+            self.location.as_path().filter(|p| std::fs::symlink_metadata(p).is_err())
+        {
+            return Err(errors::msg(format!(
+                "{} does not exist; a cache file appears with the first save",
+                path.display()
+            )));
+        }
+        Ok(())
+    }
     /// The store behind this cache (for the autotune load in `rules`).
     pub(crate) fn open_store(&self) -> PyResult<Box<dyn Store + Send + Sync>> {
         store(&self.location)
