@@ -22,6 +22,10 @@ run by a tuning measure -- they count as failed, with the recorded reason --
 unless ``retry_failed=True`` (or ``RANKTUNE_RETRY_FAILED=1``); one retried
 that works leaves the blocklist. With ``validate=``, the first use of a
 cached choice in a process is checked (see :func:`autotune`).
+
+With ``isolate=`` (or ``RANKTUNE_ISOLATE``) the candidates are measured in
+a worker process (``ranktune._isolate``): a crash, a time-out or an
+exhausted memory fails that candidate and goes on the blocklist.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import warnings
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from ranktune import _ranktune, _signals
+from ranktune import _isolate, _ranktune, _rebuild, _signals
 
 __all__ = ["autotune", "tuning", "is_tuning", "Tuned"]
 
@@ -229,6 +233,9 @@ class Tuned:
         group: Any = None,
         retry_failed: Optional[bool] = None,
         validate: Any = None,
+        isolate: Any = None,
+        candidate_timeout: Any = None,
+        candidate_memory: Any = None,
     ) -> None:
         if not op:
             raise ValueError("op must be a non-empty name, e.g. \"gemm\"")
@@ -241,15 +248,19 @@ class Tuned:
         self.op = op
         # (runner name, runner index, tactic, callable) in canonical order.
         self._cands: List[Tuple[str, int, Any, Callable[..., Any]]] = []
+        # Per candidate: its runner's own callable and the tactic's index.
+        raw: List[Tuple[Callable[..., Any], int]] = []
         for idx, (name, spec) in enumerate(candidates.items()):
             if callable(spec):
                 self._cands.append((name, idx, None, spec))
+                raw.append((spec, 0))
             elif isinstance(spec, tuple) and len(spec) == 2 and callable(spec[0]):
                 fn, tactics = spec
                 if not list(tactics):
                     raise ValueError(f"candidate {name!r} has an empty tactic list")
-                for t in tactics:
+                for ti, t in enumerate(tactics):
                     self._cands.append((name, idx, t, functools.partial(fn, tactic=t)))
+                    raw.append((fn, ti))
             else:
                 raise ValueError(
                     f"candidate {name!r}: give a callable or (callable, [tactics]); the callable "
@@ -274,6 +285,18 @@ class Tuned:
                 "or raises when the cached choice's result is wrong"
             )
         self._validate = validate or None
+        # Isolated measuring (None reads $RANKTUNE_ISOLATE and the limits'
+        # variables; a bad value raises ValueError naming it).
+        self._isolation = _isolate.settings(isolate, candidate_timeout, candidate_memory)
+        self._tactic_index = [ti for _, ti in raw]
+        self._spawn_refs: List[Dict[str, Any]] = []
+        self._spawn_timing: Dict[str, Any] = {}
+        if self._isolation.mode == "spawn":
+            self._spawn_refs = self._spawn_references(raw)
+        self._pool = _isolate.Pool(self._isolation) if self._isolation.on else None
+        self._pool_lock = threading.Lock()
+        # Hard failures of isolated measuring: (bucket, runner, tactic, kind, reason).
+        self.failures: List[Tuple[Tuple[int, ...], str, Any, str, str]] = []
         # The blocklist as loaded (a _ranktune.TuneBlocklist), or None.
         self._blocklist: Any = None
         # Buckets whose cached choice has not been used yet (to validate).
@@ -307,6 +330,31 @@ class Tuned:
         self.skipped: List[Tuple[str, Any, str]] = []
         if collective:
             _collective.add(self)
+
+    def _spawn_references(self, raw: List[Tuple[Callable[..., Any], int]]) -> List[Dict[str, Any]]:
+        """What a spawned worker imports for each candidate (module and
+        qualified name of its callable, its tactic's description) and for
+        ``timer=``/``sync=``; ``ValueError`` naming the one it cannot."""
+        refs: List[Dict[str, Any]] = []
+        for (name, _, tactic, _), (fn, _) in zip(self._cands, raw):
+            ref: Dict[str, Any] = dict(_rebuild.check_importable(fn, f"candidate {name!r}"))
+            if tactic is not None:
+                ref["tactic"] = _rebuild.describe(tactic, f"candidate {name!r}'s tactic {tactic!r}")
+            refs.append(ref)
+        for what, fn in (("timer", self._timer), ("sync", self._sync)):
+            if fn is not None:
+                self._spawn_timing[what] = _rebuild.check_importable(fn, f"{what}=")
+        return refs
+
+    @property
+    def worker_starts(self) -> int:
+        """Isolated workers started by this op (0 without isolation)."""
+        return self._pool.starts if self._pool is not None else 0
+
+    @property
+    def worker_start_seconds(self) -> float:
+        """Seconds those starts took, until each worker was ready."""
+        return self._pool.start_seconds if self._pool is not None else 0.0
 
     # -- hot path ---------------------------------------------------------
     def _make_entry(self) -> Callable[..., Any]:
@@ -479,13 +527,16 @@ class Tuned:
             blocked = dict(self._blocklist.blocked(list(b), self._stored_cands()))
         skip = {} if self._retry_failed else blocked
         run = [p for p in positions if p not in skip]
-        got = _ranktune.tune_measure(
-            len(run),
-            lambda j: self._run_once(run[j], args, kwargs),
-            self._timed_by_callable(args, kwargs),
-            self._warmup,
-            self._samples,
-        )
+        if self._pool is not None:
+            got = self._measure_isolated(b, run, args, kwargs)
+        else:
+            got = _ranktune.tune_measure(
+                len(run),
+                lambda j: self._run_once(run[j], args, kwargs),
+                self._timed_by_callable(args, kwargs),
+                self._warmup,
+                self._samples,
+            )
         by_pos = dict(zip(run, got))
         if skip:
             self.skipped.extend(
@@ -499,6 +550,73 @@ class Tuned:
             by_pos[p] if p in by_pos else {"error": f"skipped: a known-bad tactic ({skip[p]})"}
             for p in positions
         ]
+
+    def _measure_isolated(
+        self, b: Tuple[int, ...], run: List[int], args: Any, kwargs: Any
+    ) -> List[Dict[str, Any]]:
+        """Measures candidates ``run`` in a worker process (``isolate=``),
+        with the in-process statistic. A crash, a time-out or an exhausted
+        memory fails that candidate with its reason (``failures``) and goes
+        on the cache's blocklist at this bucket, as the Rust tuner records
+        it; the rest are measured by a fresh worker."""
+        assert self._pool is not None
+        init = None
+        if self._isolation.mode == "spawn":
+            # Described here, so an argument a worker cannot rebuild is
+            # the caller's ValueError, not every candidate's failure.
+            call = _rebuild.describe_call(tuple(args), dict(kwargs))
+            init = {
+                "protocol": _ranktune.PROTOCOL_VERSION,
+                "op": self.op,
+                "bucket": [list(b)],
+                "candidates": [
+                    {
+                        "runner": self._cands[p][1],
+                        "runner_name": self._cands[p][0],
+                        "tactic": self._tactic_index[p],
+                        "value": _to_stored(self._cands[p][2]),
+                    }
+                    for p in run
+                ],
+                "spec": {
+                    "python": {
+                        "candidates": [self._spawn_refs[p] for p in run],
+                        "call": call,
+                        **self._spawn_timing,
+                        "sys_path": [x for x in sys.path if isinstance(x, str)],
+                    }
+                },
+            }
+        timed = self._timed_by_callable(args, kwargs)
+
+        def runner(j: int, reps: int) -> float:
+            # In a forked worker: its copy of the arguments and the timer.
+            i = run[j]
+            return _isolate.timed_runs(lambda: self._run_once(i, args, kwargs), reps, timed)
+
+        with self._pool_lock:
+            m = _isolate.Measure(self._pool, run, runner, init)
+            try:
+                got = _ranktune.tune_measure_timed(len(run), m.request, self._warmup, self._samples)
+            except BaseException:
+                m.abort()
+                raise
+            m.finish(keep=True)
+        rank = _ranktune.rank_info()["rank"] if m.hard and self._cache is not None else None
+        for j, kind, why in m.hard:
+            name, _, tactic, _ = self._cands[run[j]]
+            self.failures.append((b, name, _to_stored(tactic), kind, why))
+            if self._cache is not None:
+                _ranktune.tune_block(self._cache, self.op, name, _to_stored(tactic), list(b), kind, why, rank)
+        if self._pool.worker is not None:
+            _open_pools.add(self)
+        return list(got)
+
+    def _close_workers(self) -> None:
+        """Ends a kept worker (the end of tuning)."""
+        if self._pool is not None:
+            with self._pool_lock:
+                self._pool.close()
 
     def _tune(self, b: Tuple[int, ...], args: Any, kwargs: Any) -> Any:
         if not self._loaded:
@@ -552,7 +670,7 @@ class Tuned:
         self._choices[b] = fn
         self._pos[b] = win
         rank = _ranktune.rank_info()["rank"]
-        self._new[b] = {
+        entry = {
             **({"section": section} if section else {}),
             "op": self.op,
             "runner": name,
@@ -569,6 +687,7 @@ class Tuned:
                 for (n, i, t, _), s in zip(self._cands, stats)
             ],
         }
+        self._new[b] = entry
         with _lock:
             if self not in _pending:
                 _pending.append(self)
@@ -662,6 +781,9 @@ def autotune(
     group: Any = None,
     retry_failed: Optional[bool] = None,
     validate: Any = None,
+    isolate: Any = None,
+    candidate_timeout: Any = None,
+    candidate_memory: Any = None,
 ) -> Callable[..., Any]:
     """A function that runs the best of ``candidates`` for its arguments
     (its ``tuner`` attribute is the :class:`Tuned` state).
@@ -710,6 +832,18 @@ def autotune(
       that fails is replaced by the first candidate for this process (one
       ``RuntimeWarning``), marked bad in the cache's blocklist, and tuned
       again by the next tuning run. Later calls cost what a hit always does.
+    - ``isolate``: measure in a worker process, so that a candidate that
+      crashes it (segfault, abort), runs past ``candidate_timeout`` seconds
+      (default ``max(5 s, 50 x the fallback's time)``) or past
+      ``candidate_memory`` MiB (default: half the available memory over
+      the local ranks) fails alone, with its reason, and goes on the
+      cache's blocklist: ``"fork"`` (or ``True``: a forked worker per
+      bucket), ``"spawn"`` (a fresh ``python -m ranktune._worker`` that
+      imports the candidates by module and name and rebuilds the
+      arguments from their shapes and dtypes -- where a fork cannot serve,
+      e.g. with CUDA; see docs/isolation.md for what it supports), or
+      ``"off"``/``False``. ``None``: ``$RANKTUNE_ISOLATE``,
+      ``$RANKTUNE_CANDIDATE_TIMEOUT``, ``$RANKTUNE_CANDIDATE_MEMORY``.
     """
     t = Tuned(
         op,
@@ -726,6 +860,9 @@ def autotune(
         group,
         retry_failed,
         validate,
+        isolate,
+        candidate_timeout,
+        candidate_memory,
     )
     return t._make_entry()
 
@@ -743,6 +880,15 @@ def _save_pending() -> None:
         by_cache.setdefault(key, (t._cache, []))[1].extend(new)
     for cache, entries in by_cache.values():
         cache.save(entries)
+
+
+_open_pools: "weakref.WeakSet[Tuned]" = weakref.WeakSet()
+
+
+def _close_workers() -> None:
+    for t in list(_open_pools):
+        t._close_workers()
+    _open_pools.clear()
 
 
 @contextlib.contextmanager
@@ -777,4 +923,7 @@ def tuning() -> Iterator[None]:
         if outermost and main:
             signal.signal(signal.SIGTERM, prev if prev is not None else signal.SIG_DFL)
         if last:
-            _save_pending()
+            try:
+                _close_workers()
+            finally:
+                _save_pending()
