@@ -25,7 +25,10 @@ cached choice in a process is checked (see :func:`autotune`).
 
 With ``isolate=`` (or ``RANKTUNE_ISOLATE``) the candidates are measured in
 a worker process (``ranktune._isolate``): a crash, a time-out or an
-exhausted memory fails that candidate and goes on the blocklist.
+exhausted memory fails that candidate and goes on the blocklist. With
+``tuning(save_every=...)`` (or ``RANKTUNE_SAVE_EVERY``) new choices are
+saved while tuning goes on (by default once the time since the last save
+is 20 times what it cost), so a SIGKILL loses only the latest ones.
 """
 
 from __future__ import annotations
@@ -39,19 +42,21 @@ import os
 import signal
 import sys
 import threading
+import time
 import warnings
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from ranktune import _isolate, _ranktune, _rebuild, _signals
 
-__all__ = ["autotune", "tuning", "is_tuning", "Tuned"]
+__all__ = ["autotune", "tuning", "is_tuning", "Tuned", "TuningSession"]
 
 # Raw keys remembered for the hit path before it is cleared.
 _HOT_MAX = 65536
 
 _state = threading.local()
-_lock = threading.Lock()
+# Re-entrant: the SIGTERM handler saves from whatever the main thread was doing.
+_lock = threading.RLock()
 _tuning_depth = 0
 _pending: "List[Tuned]" = []
 
@@ -687,13 +692,15 @@ class Tuned:
                 for (n, i, t, _), s in zip(self._cands, stats)
             ],
         }
-        self._new[b] = entry
         with _lock:
+            self._new[b] = entry
             if self not in _pending:
                 _pending.append(self)
+        _decided()
         return fn(*args, **kwargs)
 
     def _take_new(self) -> List[Dict[str, Any]]:
+        """The decisions not saved yet (called with ``_lock`` held)."""
         new, self._new = list(self._new.values()), {}
         return new
 
@@ -867,19 +874,183 @@ def autotune(
     return t._make_entry()
 
 
-def _save_pending() -> None:
+# -- saving -------------------------------------------------------------------------
+SAVE_EVERY_ENV = "RANKTUNE_SAVE_EVERY"
+# Auto: a batch is saved once the time since the last save is at least this
+# many times what the last save cost.
+_AUTO_FACTOR = 20.0
+# Saves are made one at a time (the main thread, a deferred save's thread,
+# the SIGTERM handler -- re-entrant for the handler).
+_save_lock = threading.RLock()
+
+
+def _save_policy(value: Any) -> Tuple[str, float]:
+    """``("auto", 0)``, ``("end", 0)`` or ``("every", seconds)`` from
+    ``save_every=`` (``None``: ``$RANKTUNE_SAVE_EVERY``, else auto). A bad
+    value raises ``ValueError`` naming the argument or the variable."""
+    what = "save_every="
+    if value is None:
+        env = os.environ.get(SAVE_EVERY_ENV, "").strip()
+        if not env:
+            return ("auto", 0.0)
+        value, what = env, SAVE_EVERY_ENV + "="
+    shown = value if isinstance(value, str) else repr(value)
+    if isinstance(value, str) and value.strip().lower() in ("auto", "end"):
+        return (value.strip().lower(), 0.0)
+    secs = float("nan")
+    if not isinstance(value, bool):
+        try:
+            secs = float(value)
+        except (TypeError, ValueError):
+            pass
+    if not (0 <= secs < float("inf")):
+        raise ValueError(
+            f"{what}{_quoted(shown)} is not a save policy; give auto (save new choices once the "
+            "time since the last save is 20 times what it cost; the default), end (only when "
+            "tuning ends), or a number of seconds between saves, e.g. 30 (0: after every choice)"
+        )
+    return ("every", secs)
+
+
+def _quoted(text: str) -> str:
+    import json
+
+    return json.dumps(text)
+
+
+class TuningSession:
+    """What ``with ranktune.tuning() as session:`` gives: the save policy
+    and what was saved so far (for progress reports and tests).
+
+    - ``policy``: ``"auto"``, ``"end"`` or ``"every"`` (``interval`` s);
+    - ``saved``: new choices saved (durable: in the cache) so far;
+    - ``pending``: choices made and not saved yet;
+    - ``saves``, ``save_seconds``: how many saves, and their cost;
+    - ``save()``: saves the pending choices now.
+    """
+
+    def __init__(self, policy: str, interval: float) -> None:
+        self.policy = policy
+        self.interval = interval
+        self.saved = 0
+        self.saves = 0
+        self.save_seconds = 0.0
+        self._last_end: Optional[float] = None
+        self._last_cost = 0.0
+        self._timer: Optional[threading.Timer] = None
+        self._active = True
+
+    @property
+    def pending(self) -> int:
+        with _lock:
+            return sum(len(t._new) for t in _pending)
+
+    def save(self) -> int:
+        """Saves the pending choices now; how many were saved."""
+        return _save_pending()
+
+    def _due(self, now: float) -> float:
+        """When the next save is due (monotonic seconds)."""
+        if self._last_end is None:
+            return now  # the first choice is saved at once
+        if self.policy == "auto":
+            return self._last_end + _AUTO_FACTOR * self._last_cost
+        return self._last_end + self.interval
+
+    def _saved(self, n: int, cost: float) -> None:
+        self.saved += n
+        self.saves += 1
+        self.save_seconds += cost
+        self._last_end = time.monotonic()
+        self._last_cost = cost
+
+    def _cancel(self) -> None:
+        self._active = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+_session: Optional[TuningSession] = None
+
+
+def _decided() -> None:
+    """A choice was made: save the pending ones now when the policy says
+    the next save is due; otherwise make sure a save happens when it is
+    (a deferred save on a thread of its own), so that a choice is never
+    kept unsaved longer than the policy allows, even when no other bucket
+    follows."""
+    sess = _session
+    if sess is None or sess.policy == "end":
+        return
+    now = time.monotonic()
+    due = sess._due(now)
+    if now >= due:
+        _save_pending(quiet=True)
+        return
     with _lock:
-        todo = list(_pending)
-        _pending.clear()
-    by_cache: Dict[str, Tuple[Any, List[Dict[str, Any]]]] = {}
-    for t in todo:
-        new = t._take_new()
-        if t._cache is None or not new:
-            continue
-        key = os.fspath(t._cache.path)
-        by_cache.setdefault(key, (t._cache, []))[1].extend(new)
-    for cache, entries in by_cache.values():
-        cache.save(entries)
+        if sess._timer is not None or not sess._active:
+            return
+
+        def deferred() -> None:
+            with _lock:
+                sess._timer = None
+                if not sess._active:
+                    return
+            _save_pending(quiet=True)
+
+        sess._timer = threading.Timer(due - now, deferred)
+        sess._timer.daemon = True
+        sess._timer.start()
+
+
+def _save_pending(quiet: bool = False) -> int:
+    """Saves every pending choice (each cache's in one locked save); how
+    many were saved. ``quiet`` (a save during tuning): a failed save puts
+    its choices back, to be saved by the next one, and warns instead of
+    raising."""
+    with _save_lock:
+        with _lock:
+            todo = list(_pending)
+            _pending.clear()
+            batches = [(t, t._take_new()) for t in todo]
+        by_cache: Dict[str, Tuple[Any, List[Tuple[Any, Dict[str, Any]]]]] = {}
+        for t, new in batches:
+            if t._cache is None or not new:
+                continue
+            key = os.fspath(t._cache.path)
+            by_cache.setdefault(key, (t._cache, []))[1].extend((t, e) for e in new)
+        if not by_cache:
+            return 0
+        t0 = time.perf_counter()
+        saved = 0
+        try:
+            for cache, items in by_cache.values():
+                cache.save([e for _, e in items])
+                saved += len(items)
+                items.clear()
+        except Exception as e:  # noqa: BLE001 -- re-queued below; raised unless quiet
+            with _lock:
+                for _, items in by_cache.values():
+                    for t, entry in items:
+                        b = tuple(entry["bucket"][0])
+                        t._new.setdefault(b, entry)
+                        if t not in _pending:
+                            _pending.append(t)
+            if not quiet:
+                raise
+            warnings.warn(
+                f"ranktune: saving tuned choices failed ({e}); they are kept and saved again "
+                "with the next ones or when tuning ends",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return saved
+        finally:
+            sess = _session
+            if sess is not None and saved:
+                sess._saved(saved, time.perf_counter() - t0)
+        return saved
 
 
 _open_pools: "weakref.WeakSet[Tuned]" = weakref.WeakSet()
@@ -892,15 +1063,26 @@ def _close_workers() -> None:
 
 
 @contextlib.contextmanager
-def tuning() -> Iterator[None]:
-    """Tuning mode: misses are measured; choices are saved on exit (also on
-    an exception, and on SIGTERM)."""
-    global _tuning_depth
+def tuning(save_every: Any = None) -> Iterator[TuningSession]:
+    """Tuning mode: misses are measured, and the choices saved -- as
+    ``save_every`` says (``None``: ``$RANKTUNE_SAVE_EVERY``, else
+    ``"auto"``): ``"auto"`` saves new choices once the time since the last
+    save is at least 20 times what that save cost (the first at once), a
+    number of seconds at most that often, ``"end"`` only on exit. Every
+    policy saves what is left when the block exits -- normally, by an
+    exception, or on SIGTERM. Gives a :class:`TuningSession` (what was
+    saved). Nested blocks share the outermost one's policy."""
+    global _tuning_depth, _session
+    policy, interval = _save_policy(save_every)
     prev = None
     main = threading.current_thread() is threading.main_thread()
     with _lock:
         _tuning_depth += 1
         outermost = _tuning_depth == 1
+        if outermost:
+            _session = TuningSession(policy, interval)
+        sess = _session
+    assert sess is not None
     if outermost:
         for t in list(_collective):
             t._hot.clear()
@@ -915,7 +1097,7 @@ def tuning() -> Iterator[None]:
 
         signal.signal(signal.SIGTERM, on_term)
     try:
-        yield
+        yield sess
     finally:
         with _lock:
             _tuning_depth -= 1
@@ -923,7 +1105,11 @@ def tuning() -> Iterator[None]:
         if outermost and main:
             signal.signal(signal.SIGTERM, prev if prev is not None else signal.SIG_DFL)
         if last:
+            sess._cancel()
             try:
                 _close_workers()
             finally:
                 _save_pending()
+                with _lock:
+                    if _session is sess:
+                        _session = None
