@@ -56,6 +56,7 @@ import ctypes
 import faulthandler
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -456,6 +457,24 @@ def _vm_size() -> int:
         return 0
 
 
+_LIBC: List[Any] = []
+
+
+def _libc() -> Any:
+    """The C library (for ``prctl``) on Linux, loaded once (before a fork,
+    so a forked worker does not load it again); None elsewhere."""
+    if not _LIBC:
+        lib = None
+        if sys.platform.startswith("linux"):
+            try:
+                lib = ctypes.CDLL(None, use_errno=True)
+                lib.prctl  # noqa: B018 -- present?
+            except (OSError, AttributeError):
+                lib = None
+        _LIBC.append(lib)
+    return _LIBC[0]
+
+
 def prepare_worker(parent: int, address_limit: Optional[int]) -> None:
     """Sets a worker up as the Rust worker is (``sys.rs``,
     ``worker_signals``): SIGINT and SIGTERM ignored (the tuner decides when
@@ -463,19 +482,14 @@ def prepare_worker(parent: int, address_limit: Optional[int]) -> None:
     ``faulthandler`` dump: the reason is the signal), killed by SIGKILL when
     the tuning process dies, and its address space limited. Exits at once
     when the tuning process is already gone."""
-    import resource
-
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
     for sig in (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_DFL)
     faulthandler.disable()
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
+    libc = _libc()
+    if libc is not None:
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:
         os._exit(0)
     if address_limit is not None:
@@ -568,6 +582,7 @@ def fork_worker(runner: Callable[[int, int], float], memory: Optional[int]) -> W
     err_r, err_w = os.pipe()
     address_limit = _vm_size() + memory if memory is not None else None
     parent = os.getpid()
+    _libc()
     _flush_std()
     pid = os.fork()
     if pid == 0:  # the child
