@@ -16,10 +16,11 @@ Run: python python/bench/isolate.py [--rounds 5] [--buckets 8]
   (``tuner.worker_start_seconds / worker_starts``), first with torch not
   imported, then with torch imported here (fork copies a bigger process)
   and, for spawn, with a torch tensor argument (the worker imports torch).
-- save_every: 32 buckets of a 2-candidate op (~5 ms of measuring each) into
-  a cache file in a fresh directory per round, the whole ``tuning()``
-  block timed (exit save included), ``"end"`` and ``"auto"`` alternating;
-  the difference per bucket, and how many saves auto made.
+- save_every: 32 buckets of a 2-candidate op (~3 ms of measuring each),
+  then 16 buckets of ~30 ms, into a cache file in a fresh directory per
+  round, the whole ``tuning()`` block timed (exit save included), ``"end"``
+  and ``"auto"`` alternating; the difference per bucket, and how many
+  saves auto made.
 """
 
 import argparse
@@ -81,14 +82,14 @@ def starts(rounds, label, arg=None):
           f"(median of {rounds}; worker start until ready)")
 
 
-def save_every(rounds):
-    print(f"== save_every: 32 buckets, 2 candidates (~5 ms of measuring a bucket), {rounds} rounds")
+def save_every(rounds, buckets, sleep_s, label):
+    print(f"== save_every: {buckets} buckets, 2 candidates ({label} of measuring a bucket), {rounds} rounds")
     res = {"end": [], "auto": []}
     saves = []
     costs = []
 
     def slow(n):
-        time.sleep(0.0002)
+        time.sleep(sleep_s)
         return n
 
     for _ in range(rounds):
@@ -99,17 +100,17 @@ def save_every(rounds):
                                       warmup=1, samples=5)
                 t0 = time.perf_counter()
                 with ranktune.tuning(save_every=policy) as s:
-                    for b in range(32):
+                    for b in range(buckets):
                         f(b + 1)
                 res[policy].append(time.perf_counter() - t0)
                 if policy == "auto":
                     saves.append(s.saves)
                     costs.append(s.save_seconds / max(1, s.saves))
-                assert len(ranktune.Cache(os.path.join(d, "c.json")).entries()) == 32
+                assert len(ranktune.Cache(os.path.join(d, "c.json")).entries()) == buckets
     end, auto = statistics.median(res["end"]), statistics.median(res["auto"])
-    print(f"  end  {end * 1e3 / 32:.2f} ms a bucket (1 save at exit)")
-    print(f"  auto {auto * 1e3 / 32:.2f} ms a bucket ({auto / end:.2f}x, "
-          f"+{(auto - end) * 1e3 / 32:.2f} ms a bucket), {statistics.median(saves):.0f} saves "
+    print(f"  end  {end * 1e3 / buckets:.2f} ms a bucket (1 save at exit)")
+    print(f"  auto {auto * 1e3 / buckets:.2f} ms a bucket ({auto / end:.2f}x, "
+          f"+{(auto - end) * 1e3 / buckets:.2f} ms a bucket), {statistics.median(saves):.0f} saves "
           f"(median), {statistics.median(costs) * 1e3:.1f} ms a save")
 
 
@@ -131,7 +132,8 @@ def main():
         s.append(tuner.worker_start_seconds / tuner.worker_starts)
     print(f"  spawn with a tensor argument (the worker imports torch): {statistics.median(s):.2f} s "
           f"(median of {len(s)})")
-    save_every(a.rounds)
+    save_every(a.rounds, 32, 0.0002, "~3 ms")
+    save_every(a.rounds, 16, 0.005, "~30 ms")
 
 
 if __name__ == "__main__":

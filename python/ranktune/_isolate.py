@@ -61,6 +61,7 @@ import select
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -191,6 +192,8 @@ def settings(isolate: Any, timeout: Any, memory: Any) -> Settings:
     ``candidate_memory=`` (each ``None``: its environment variable). Bad
     values raise ``ValueError`` naming the argument or the variable."""
     mode = _mode(isolate)
+    if mode != "off" and not (hasattr(os, "fork") and hasattr(os, "posix_spawn")):
+        raise ValueError(f"isolate={mode!r} needs a POSIX system (fork, posix_spawn); this is {sys.platform}")
     if timeout is not None:
         t: Optional[float] = _seconds(timeout, "candidate_timeout=")
     else:
@@ -619,6 +622,15 @@ def fork_worker(runner: Callable[[int, int], float], memory: Optional[int]) -> W
     return Worker(pid, parent_sock, err_r, memory)
 
 
+def _site_dirs() -> "set[str]":
+    import site
+
+    dirs = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
+    if site.ENABLE_USER_SITE and site.getusersitepackages():
+        dirs.append(site.getusersitepackages())
+    return {os.path.abspath(d) for d in dirs}
+
+
 def spawn_worker(memory: Optional[int]) -> Worker:
     """Starts ``python -m ranktune._worker`` (this interpreter) with the
     protocol on its standard input and output (one socket) and its
@@ -630,9 +642,13 @@ def spawn_worker(memory: Optional[int]) -> Worker:
     if address_limit is not None:
         argv += ["--address-limit", str(address_limit), "--memory", str(memory)]
     env = dict(os.environ)
-    # The worker imports this very ranktune package.
+    # The worker imports this very ranktune package: where it is not in a
+    # site directory (a fresh interpreter finds those itself), its parent
+    # directory goes on the worker's PYTHONPATH. A site directory is never
+    # put there, where it would come before the standard library.
     pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([pkg_root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    if pkg_root not in _site_dirs():
+        env["PYTHONPATH"] = os.pathsep.join([pkg_root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     actions = [
         (os.POSIX_SPAWN_DUP2, child_sock.fileno(), 0),
         (os.POSIX_SPAWN_DUP2, child_sock.fileno(), 1),
@@ -658,10 +674,52 @@ class Pool:
         self.starts = 0
         self.start_seconds = 0.0
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Ends the worker; ``wait=False``: tells it to exit and reaps it
+        later (``reap_ended``), so the next bucket need not wait for the
+        kernel to tear a forked copy of this process down."""
         if self.worker is not None:
             w, self.worker = self.worker, None
+            if wait:
+                w.close()
+            else:
+                end_later(w)
+
+
+# Workers told to exit (their socket shut) and not reaped yet.
+_ENDING: List[Worker] = []
+_ENDING_LOCK = threading.Lock()
+
+
+def end_later(w: Worker) -> None:
+    """Tells ``w`` to exit (end of its input) without waiting for it."""
+    try:
+        w.sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+    with _ENDING_LOCK:
+        _ENDING.append(w)
+    reap_ended()
+
+
+def reap_ended(wait: bool = False) -> None:
+    """Reaps the workers told to exit that have; ``wait``: all of them,
+    killing one that does not exit within the grace period."""
+    with _ENDING_LOCK:
+        ending = list(_ENDING)
+    for w in ending:
+        if wait:
             w.close()
+        else:
+            try:
+                done = w._reap(block=False) is not None
+            except Lost:
+                done = True
+            if not done:
+                continue
+            w._close_fds()
+        with _ENDING_LOCK:
+            _ENDING.remove(w)
 
 
 class Measure:
@@ -787,7 +845,9 @@ class Measure:
     def finish(self, keep: bool) -> None:
         """The bucket is measured: a forked worker ends (its inputs were
         this call's); a spawned one is kept when ``keep``."""
-        if not keep or self.pool.settings.mode == "fork":
+        if self.pool.settings.mode == "fork":
+            self.pool.close(wait=False)
+        elif not keep:
             self.pool.close()
 
     def abort(self) -> None:

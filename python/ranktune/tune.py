@@ -601,11 +601,17 @@ class Tuned:
 
         with self._pool_lock:
             m = _isolate.Measure(self._pool, run, runner, init)
+            if self._isolation.mode == "fork":
+                # No thread of ours runs while workers are forked (a
+                # deferred save waits until this bucket is measured).
+                _pause_deferred_save()
             try:
                 got = _ranktune.tune_measure_timed(len(run), m.request, self._warmup, self._samples)
             except BaseException:
                 m.abort()
                 raise
+            finally:
+                _decided()
             m.finish(keep=True)
         rank = _ranktune.rank_info()["rank"] if m.hard and self._cache is not None else None
         for j, kind, why in m.hard:
@@ -974,6 +980,18 @@ class TuningSession:
 _session: Optional[TuningSession] = None
 
 
+def _pause_deferred_save() -> None:
+    """Stops a deferred save's thread (``_decided`` starts it again)."""
+    sess = _session
+    if sess is None:
+        return
+    with _lock:
+        timer, sess._timer = sess._timer, None
+    if timer is not None:
+        timer.cancel()
+        timer.join()
+
+
 def _decided() -> None:
     """A choice was made: save the pending ones now when the policy says
     the next save is due; otherwise make sure a save happens when it is
@@ -981,7 +999,7 @@ def _decided() -> None:
     kept unsaved longer than the policy allows, even when no other bucket
     follows."""
     sess = _session
-    if sess is None or sess.policy == "end":
+    if sess is None or sess.policy == "end" or not _pending:
         return
     now = time.monotonic()
     due = sess._due(now)
@@ -1060,6 +1078,7 @@ def _close_workers() -> None:
     for t in list(_open_pools):
         t._close_workers()
     _open_pools.clear()
+    _isolate.reap_ended(wait=True)
 
 
 @contextlib.contextmanager
