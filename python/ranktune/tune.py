@@ -544,9 +544,18 @@ class Tuned:
             )
         by_pos = dict(zip(run, got))
         if skip:
-            self.skipped.extend(
-                (self._cands[p][0], _to_stored(self._cands[p][2]), skip[p]) for p in positions if p in skip
-            )
+            now = [(self._cands[p][0], _to_stored(self._cands[p][2]), skip[p]) for p in positions if p in skip]
+            if not self.skipped:
+                listed = "; ".join(f"{n} {t!r}: {why}" if t is not None else f"{n}: {why}" for n, t, why in now)
+                warnings.warn(
+                    f"ranktune: {self.op} bucket {list(b)}: not measuring known-bad candidates "
+                    f"(the cache's blocklist) -- {listed}; the same at later buckets "
+                    "(tuner.skipped lists them); retry_failed=True or RANKTUNE_RETRY_FAILED=1 "
+                    "measures them again",
+                    RuntimeWarning,
+                    stacklevel=6,  # the tuned function's caller (through _tune, _miss, _slow)
+                )
+            self.skipped.extend(now)
         for p in positions:
             if p in blocked and p not in skip and "error" not in by_pos[p] and self._cache is not None:
                 n, _, t, _ = self._cands[p]

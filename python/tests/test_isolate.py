@@ -61,8 +61,9 @@ def check_crashes_recorded(path, f, names):
 def check_next_tune_skips_them(path, names):
     # Without isolation: running any of them would kill this process.
     g = crashy(ranktune.Cache(path), "off", names)
-    with ranktune.tuning():
+    with ranktune.tuning(), pytest.warns(RuntimeWarning, match="not measuring known-bad") as w:
         assert g(200) == 400  # bucket 128: the records at 64 cover it
+    assert "crashed: SIGSEGV (signal 11)" in str(w[0].message)
     assert sorted(s[0] for s in g.tuner.skipped) == sorted(names)
     entry = [e for e in ranktune.Cache(path).entries() if e["bucket"] == [[128]]][0]
     for name in names:
