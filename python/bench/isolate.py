@@ -17,7 +17,7 @@ Run: python python/bench/isolate.py [--rounds 5] [--buckets 8]
   imported, then with torch imported here (fork copies a bigger process)
   and, for spawn, with a torch tensor argument (the worker imports torch).
 - save_every: 32 buckets of a 2-candidate op (~3 ms of measuring each),
-  then 16 buckets of ~30 ms, into a cache file in a fresh directory per
+  then 48 buckets of ~30 ms, into a cache file in a fresh directory per
   round, the whole ``tuning()`` block timed (exit save included), ``"end"``
   and ``"auto"`` alternating; the difference per bucket, and how many
   saves auto made.
@@ -133,7 +133,7 @@ def main():
     print(f"  spawn with a tensor argument (the worker imports torch): {statistics.median(s):.2f} s "
           f"(median of {len(s)})")
     save_every(a.rounds, 32, 0.0002, "~3 ms")
-    save_every(a.rounds, 16, 0.005, "~30 ms")
+    save_every(a.rounds, 48, 0.005, "~30 ms")
 
 
 if __name__ == "__main__":

@@ -582,7 +582,10 @@ class Tuned:
             init = {
                 "protocol": _ranktune.PROTOCOL_VERSION,
                 "op": self.op,
-                "bucket": [list(b)],
+                # The protocol's bucket is unsigned dims (a bucket rule
+                # that keeps negative ones sends none: the worker needs
+                # only the call).
+                "bucket": [list(b)] if all(x >= 0 for x in b) else [],
                 "candidates": [
                     {
                         "runner": self._cands[p][1],
