@@ -371,14 +371,16 @@ class Worker:
 
     def _kill_for(self, kind: str, why: str) -> Lost:
         """Kills and reaps the worker; the failure is ``kind`` with ``why``."""
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            r = None if self.reaped else self._reap(block=True)
-        except Lost:
-            r = None
+        r = None
+        if not self.reaped:  # a reaped pid may be another process's by now
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                r = self._reap(block=True)
+            except Lost:
+                r = None
         self.reaped = True
         self._drain_stderr()
         if kind == "timeout" or r is None:
@@ -415,7 +417,10 @@ class Worker:
             return
         try:
             self.sock.shutdown(socket.SHUT_WR)
-            select.select([self.sock], [], [], _EXIT_GRACE)
+            # Its end closes when it exits.
+            exited = select.poll()
+            exited.register(self.sock.fileno(), select.POLLIN)
+            exited.poll(int(_EXIT_GRACE * 1000))
         except OSError:
             pass
         deadline = time.monotonic() + _EXIT_GRACE
@@ -496,11 +501,21 @@ def prepare_worker(parent: int, address_limit: Optional[int]) -> None:
     if os.getppid() != parent:
         os._exit(0)
     if address_limit is not None:
-        try:
-            resource.setrlimit(resource.RLIMIT_AS, (address_limit, address_limit))
-        except (ValueError, OSError) as e:
-            os.write(2, f"cannot set the memory limit: {e}\n".encode())
-            os._exit(_NO_LIMIT)
+        limit_address_space(address_limit)
+
+
+def limit_address_space(limit: int) -> None:
+    """Sets this process's address-space limit (``RLIMIT_AS``, the soft
+    one: a spawned worker sets it again for each bucket); exits when it
+    cannot."""
+    try:
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ValueError, OSError) as e:
+        os.write(2, f"cannot set the memory limit: {e}\n".encode())
+        os._exit(_NO_LIMIT)
 
 
 def failure_reply(e: BaseException, memory: Optional[int]) -> Dict[str, Any]:
@@ -634,13 +649,16 @@ def _site_dirs() -> "set[str]":
 def spawn_worker(memory: Optional[int]) -> Worker:
     """Starts ``python -m ranktune._worker`` (this interpreter) with the
     protocol on its standard input and output (one socket) and its
-    standard error on a pipe; it sets its own limit and signals first."""
+    standard error on a pipe; it sets its signals first, and its memory
+    limit -- ``memory`` over its own size -- once each bucket is set up
+    (its imports made and the arguments rebuilt: a fresh interpreter
+    starts far smaller than this process, so this process's size is no
+    measure of it)."""
     parent_sock, child_sock = socket.socketpair()
     err_r, err_w = os.pipe()
-    address_limit = _vm_size() + memory if memory is not None else None
     argv = [sys.executable, "-m", "ranktune._worker", "--parent", str(os.getpid())]
-    if address_limit is not None:
-        argv += ["--address-limit", str(address_limit), "--memory", str(memory)]
+    if memory is not None:
+        argv += ["--memory", str(memory)]
     env = dict(os.environ)
     # The worker imports this very ranktune package: where it is not in a
     # site directory (a fresh interpreter finds those itself), its parent

@@ -1,4 +1,4 @@
-"""``python -m ranktune._worker --parent PID [--address-limit BYTES --memory BYTES]``: the
+"""``python -m ranktune._worker --parent PID [--memory BYTES]``: the
 measuring worker of ``ranktune.autotune(isolate="spawn")``.
 
 A fresh interpreter -- nothing inherited, so it may create its own CUDA
@@ -25,9 +25,14 @@ output (one Unix socket; the tuning process started it with ``posix_spawn``):
 Before anything else it sets itself up as the Rust worker is set up
 between fork and exec (``_isolate.prepare_worker``): SIGINT/SIGTERM
 ignored, the crash signals' default actions, killed when the tuning
-process dies, its address space limited to ``BYTES``. Its standard output
-is pointed at its standard error (a pipe the tuning process reads for
-reasons), so a candidate's ``print`` cannot break the protocol.
+process dies. Its memory limit (``RLIMIT_AS``) is ``BYTES`` over its own
+size once each ``init`` is set up -- imports made, arguments rebuilt --
+because a fresh interpreter starts far smaller than the tuning process
+(the Rust rule, growth over the tuning process's size, would let a worker
+without torch allocate all the address space torch reserved there). Its
+standard output is pointed at its standard error (a pipe the tuning
+process reads for reasons), so a candidate's ``print`` cannot break the
+protocol.
 
 Nothing it reads is evaluated as code: the messages are JSON, and it
 imports only modules the tuning process named (and checked) for its
@@ -37,6 +42,7 @@ candidates, its timer and its enums.
 from __future__ import annotations
 
 import os
+import resource
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -128,19 +134,17 @@ def _with_tactic(fn: Callable[..., Any], tactic: Any) -> Callable[..., Any]:
 
 
 def main(argv: List[str]) -> int:
-    parent, address_limit, memory = 0, None, None
+    parent, memory = 0, None
     it = iter(argv)
     for a in it:
         if a == "--parent":
             parent = int(next(it))
-        elif a == "--address-limit":
-            address_limit = int(next(it))
         elif a == "--memory":
             memory = int(next(it))
         else:
             sys.stderr.write(f"ranktune._worker: unknown argument {a!r}\n")
             return 2
-    _isolate.prepare_worker(parent, address_limit)
+    _isolate.prepare_worker(parent, None)
     # The protocol stays on descriptor 0 (the socket); descriptor 1, where
     # a candidate's print goes, becomes the standard error pipe.
     proto = os.dup(0)
@@ -154,11 +158,18 @@ def main(argv: List[str]) -> int:
             init = req["init"]
             if init.get("protocol") != PROTOCOL_VERSION:
                 return {"error": f"protocol {init.get('protocol')} is not supported", "kind": "error"}
+            if memory is not None:
+                # Set up without the last bucket's limit: imports and
+                # arguments are ours, not a candidate's.
+                _isolate.limit_address_space(resource.RLIM_INFINITY)
             try:
                 setup = _Setup(init, memory)
             except Exception as e:  # noqa: BLE001 -- the set-up's failure, answered
                 setup = None
                 return {"error": f"{type(e).__name__}: {e}", "kind": "error"}
+            if memory is not None:
+                # A candidate may grow the worker by `memory` over its size now.
+                _isolate.limit_address_space(_isolate._vm_size() + memory)
             return {"ready": {"pid": pid}}
         if setup is None:
             return {"error": "a spawned worker needs an init message first", "kind": "error"}
