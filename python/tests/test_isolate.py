@@ -302,3 +302,24 @@ def test_a_crash_on_one_rank_fails_the_candidate_for_all_and_no_rank_waits(tmp_p
         assert e["section"] == "shared" and e["runner"] != "crash1"
         err = errors_of(e)["crash1"]
         assert "crashed: SIGSEGV (signal 11)" in err, err
+
+
+def test_isolated_timings_are_the_in_process_statistic(tmp_path):
+    # Sleeps of 1 and 3 ms: the same statistic (keys, samples, the fastest
+    # sample -- the medians move with the machine's load) measured
+    # in-process and in a worker.
+    medians = {}
+    for mode in ("off", "fork"):
+        path = tmp_path / f"{mode}.json"
+        f = ranktune.autotune("sleepy", {"sleepy": (ops.sleepy, [3, 1])}, key=lambda n: n,
+                              cache=path, isolate=mode, warmup=1, samples=5)
+        with ranktune.tuning():
+            f(1)
+        (entry,) = ranktune.Cache(path).entries()
+        assert entry["tactic"] == 1
+        stats = [c["stats"] for c in entry["candidates"]]
+        assert [s["samples"] for s in stats] == [5, 5]
+        assert all(set(s) == {"min_us", "median_us", "p90_us", "spread", "samples"} for s in stats)
+        medians[mode] = [s["min_us"] for s in stats]
+    for off, fork in zip(medians["off"], medians["fork"]):
+        assert 0.8 < fork / off < 1.25, medians
