@@ -1013,13 +1013,22 @@ def _decided() -> None:
     sess = _session
     if sess is None or sess.policy == "end" or not _pending:
         return
-    now = time.monotonic()
-    due = sess._due(now)
-    if now >= due:
-        _save_pending(quiet=True)
-        return
+    _save_if_due(sess)
+
+
+def _save_if_due(sess: TuningSession) -> None:
+    """Saves the pending choices when ``sess`` says a save is due, else
+    arms the deferred save for when it will be. Decided under the save
+    lock, so a save in progress (on the deferred thread) counts: the next
+    is due 20 x its cost after it ended, not at once."""
+    with _save_lock:
+        now = time.monotonic()
+        due = sess._due(now)
+        if now >= due:
+            _save_pending(quiet=True)
+            return
     with _lock:
-        if sess._timer is not None or not sess._active:
+        if sess._timer is not None or not sess._active or not _pending:
             return
 
         def deferred() -> None:
@@ -1027,7 +1036,7 @@ def _decided() -> None:
                 sess._timer = None
                 if not sess._active:
                     return
-            _save_pending(quiet=True)
+            _save_if_due(sess)
 
         sess._timer = threading.Timer(due - now, deferred)
         sess._timer.daemon = True
