@@ -60,7 +60,9 @@ def reference(fn: Any) -> Dict[str, str]:
     qualname = getattr(fn, "__qualname__", None)
     what = f"{module}.{qualname}" if module and qualname else repr(fn)
     if not isinstance(module, str) or not isinstance(qualname, str):
-        raise NotImportable(f"{what} has no module and qualified name (e.g. a functools.partial)")
+        raise NotImportable(
+            f"{what} has no module and qualified name (a functools.partial, a method of a C type?)"
+        )
     if qualname == "<lambda>" or qualname.endswith(".<lambda>"):
         raise NotImportable(f"{what} is a lambda")
     if "<locals>" in qualname:
@@ -70,6 +72,15 @@ def reference(fn: Any) -> Dict[str, str]:
     try:
         found = resolve(module, qualname)
     except (ImportError, AttributeError) as e:
+        # A builtin whose qualified name is its C class's (torch.mm is
+        # torch._VariableFunctionsClass.mm): the package's own name for it.
+        top, name = module.split(".")[0], getattr(fn, "__name__", None)
+        try:
+            alt = resolve(top, name) if isinstance(name, str) else None
+        except (ImportError, AttributeError):
+            alt = None
+        if alt is fn:
+            return {"module": top, "qualname": str(name)}
         raise NotImportable(f"{what} cannot be imported: {type(e).__name__}: {e}") from None
     if found is not fn and getattr(fn, "__self__", None) is not None:
         raise NotImportable(f"{what} is a bound method (it needs its object)")

@@ -9,9 +9,9 @@ class Tile(enum.Enum):
     BIG = 64
 
 
-def mm(a):
-    return a @ a.t()
+def mm(a, b):
+    return a @ b
 
 
-def mm_t(a):
-    return (a @ a.t()).t()
+def mm_t(a, b):
+    return (b.t() @ a.t()).t()

@@ -240,30 +240,22 @@ def test_spawn_rebuilds_torch_tensors_numpy_arrays_and_plain_values(tmp_path, mo
 
 def test_spawn_keeps_its_worker_for_the_next_bucket_with_torch(tmp_path):
     torch = pytest.importorskip("torch")
-    a = torch.randn(64, 32)
-    f = ranktune.autotune("mm", {"mm": torch_ops_mm(), "mm_t": torch_ops_mm_t()},
-                          key=lambda a: a.shape[0], cache=tmp_path / "t.json", isolate="spawn",
+    import spawn_ops
+
+    # torch.mm is a builtin whose qualified name is its C class's: the
+    # worker imports it as torch.mm.
+    f = ranktune.autotune("mm", {"mm": spawn_ops.mm, "torch_mm": torch.mm, "mm_t": spawn_ops.mm_t},
+                          key=lambda a, b: a.shape[0], cache=tmp_path / "t.json", isolate="spawn",
                           warmup=1, samples=3)
+    b = torch.randn(32, 16)
     with ranktune.tuning():
         for rows in (64, 16, 4):
-            out = f(torch.randn(rows, 32))
-            assert out.shape == (rows, rows)
+            assert f(torch.randn(rows, 32), b).shape == (rows, 16)
     assert f.tuner.worker_starts == 1, "one worker (one torch import) for the three buckets"
-    assert f.tuner.measured == 3
-    assert len(ranktune.Cache(tmp_path / "t.json").entries()) == 3
-    del a
-
-
-def torch_ops_mm():
-    import spawn_ops
-
-    return spawn_ops.mm
-
-
-def torch_ops_mm_t():
-    import spawn_ops
-
-    return spawn_ops.mm_t
+    assert f.tuner.measured == 3 and f.tuner.failures == []
+    entries = ranktune.Cache(tmp_path / "t.json").entries()
+    assert len(entries) == 3
+    assert all("error" not in c for e in entries for c in e["candidates"]), entries
 
 
 # A rank whose candidate segfaults on rank 1 only, tuned with `merge` over
