@@ -4,6 +4,7 @@ reported as saved, and a rerun measures only the rest; ``"end"`` keeps
 today's save-on-exit; a deferred save catches a choice no other bucket
 follows; bad values name the argument or the variable."""
 
+import fcntl
 import json
 import os
 import signal
@@ -129,3 +130,30 @@ def test_the_environment_and_bad_values(tmp_path, monkeypatch):
             with ranktune.tuning(save_every=bad):
                 pass
     assert not ranktune.is_tuning()
+
+
+def test_a_save_that_fails_while_tuning_warns_keeps_the_choices_and_the_last_one_raises(
+    tmp_path, monkeypatch
+):
+    # The cache's lock held (here, by this process on its own descriptor):
+    # every save times out.
+    monkeypatch.setenv("RANKTUNE_LOCK_TIMEOUT", "0.2")
+    cache = ranktune.Cache(tmp_path / "t.json")
+    held = os.open(tmp_path / "t.json.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    f = ranktune.autotune("d", {"a": lambda n: n, "b": lambda n: n}, key=lambda n: n,
+                          cache=cache, warmup=1, samples=2)
+    try:
+        with pytest.raises(ranktune.LockTimeout):
+            with pytest.warns(RuntimeWarning, match="saving tuned choices failed"):
+                with ranktune.tuning() as s:
+                    f(1)  # due at once: the save fails, the choice is kept
+                    assert (s.saved, s.pending) == (0, 1)
+                    f(2)
+    finally:
+        fcntl.flock(held, fcntl.LOCK_UN)
+        os.close(held)
+    # Kept through the failed save at the end, too: saved by the next one.
+    with ranktune.tuning():
+        pass
+    assert sorted(e["bucket"][0][0] for e in cache.entries()) == [1, 2]
