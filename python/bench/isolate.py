@@ -12,6 +12,7 @@ Run: python python/bench/isolate.py [--rounds 5] [--buckets 8]
   alternate within each round; medians over rounds. The extra cost per
   candidate is (mode's time - in-process time) / (buckets x candidates).
   A forked worker serves one bucket; a spawned one all of them.
+- Round trip: one request to a forked worker whose run does nothing.
 - Worker start: fork->ready and spawn->ready as the op reports them
   (``tuner.worker_start_seconds / worker_starts``), first with torch not
   imported, then with torch imported here (fork copies a bigger process)
@@ -70,6 +71,24 @@ def per_candidate(rounds, buckets):
                   f"{statistics.median(starts[mode]) * 1e3:.2f} ms (median)")
 
 
+def round_trip(rounds):
+    """µs of one request to a forked worker whose run does nothing (the
+    protocol, the socket, the wake-ups), median over rounds of 500."""
+    from ranktune import _isolate
+
+    per = []
+    for _ in range(rounds):
+        w = _isolate.fork_worker(lambda j, reps: 1.0, None)
+        w.request(None, 10)
+        t0 = time.perf_counter()
+        for _ in range(500):
+            w.request({"run": 0, "reps": 1}, 10)
+        per.append((time.perf_counter() - t0) / 500)
+        w.close()
+    print(f"== round trip of one request to a forked worker: {statistics.median(per) * 1e6:.1f} us "
+          f"(median of {rounds} x 500)")
+
+
 def starts(rounds, label, arg=None):
     out = {}
     for mode in ("fork", "spawn"):
@@ -121,6 +140,7 @@ def main():
     a = ap.parse_args()
     assert "torch" not in sys.modules
     per_candidate(a.rounds, a.buckets)
+    round_trip(a.rounds)
     print("== worker start")
     starts(a.rounds, "torch not imported")
     import torch
