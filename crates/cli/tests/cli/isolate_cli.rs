@@ -204,7 +204,11 @@ fn bad_isolation_settings_are_clear_errors_naming_the_flag_or_variable() {
     /// Extra arguments, environment, what the error says.
     type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
     let cases: [Case<'_>; 5] = [
-        (&[], &[("RANKTUNE_ISOLATE", "maybe")], "RANKTUNE_ISOLATE=\"maybe\" is neither on nor off"),
+        (
+            &[],
+            &[("RANKTUNE_ISOLATE", "maybe")],
+            "RANKTUNE_ISOLATE=\"maybe\" is not an isolation mode; give off (or 0), fork (or 1)",
+        ),
         (
             &["--isolate", "--candidate-timeout", "soon"],
             &[],
@@ -228,4 +232,24 @@ fn bad_isolation_settings_are_clear_errors_naming_the_flag_or_variable() {
         assert!(out.stderr_text().contains(want), "want {want:?}: {out}");
     }
     assert!(!dir.path().join("ranktune-cache.json").exists());
+}
+
+/// `RANKTUNE_ISOLATE` takes the values Python's `autotune` reads: `fork`
+/// measures in workers, and so does `spawn` (Python's mode for processes
+/// that hold a CUDA context; the command's CPU kernels are forked, and `-v`
+/// says so); `off` does not.
+#[test]
+fn the_isolation_variable_takes_pythons_modes() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["tune", "--ops", "softmax", "--quick", "--max-tokens", "1", "--json", "-v"];
+    for (mode, workers) in [("fork", true), ("spawn", true), ("off", false)] {
+        let out = ranktune(dir.path(), &args, &[("RANKTUNE_ISOLATE", mode)]);
+        assert!(out.status.success(), "{mode}: {}", out.stderr_text());
+        let report = out.json();
+        let started = report["worker_starts"].as_u64().unwrap_or(0);
+        assert_eq!(started > 0, workers, "{mode}: {report:#}");
+        let said = out.stderr_text().contains("RANKTUNE_ISOLATE=spawn: `ranktune tune` measures");
+        assert_eq!(said, mode == "spawn", "{mode}: {}", out.stderr_text());
+        std::fs::remove_file(dir.path().join("ranktune-cache.json")).unwrap();
+    }
 }

@@ -10,7 +10,9 @@ use anyhow::bail;
 use ranktune_tune::{Isolation, Limits};
 use std::time::Duration;
 
-/// The environment variable that turns isolation on (`1`) or off (`0`).
+/// The environment variable that turns isolation on (`1`, `fork`; `spawn`,
+/// Python's mode, forks here too) or off (`0`, `off`): the same values
+/// Python's `autotune` reads.
 pub(super) const ISOLATE_ENV: &str = "RANKTUNE_ISOLATE";
 /// The environment variable of `--candidate-timeout`.
 pub(super) const TIMEOUT_ENV: &str = "RANKTUNE_CANDIDATE_TIMEOUT";
@@ -42,11 +44,23 @@ pub(super) fn settings(args: &TuneArgs) -> anyhow::Result<Settings> {
         || match env(ISOLATE_ENV)? {
             None => false,
             Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "1" | "true" | "yes" | "on" => true,
+                "1" | "true" | "yes" | "on" | "fork" => true,
                 "0" | "false" | "no" | "off" => false,
+                // Python's mode for a process that must not fork (a CUDA
+                // context): one variable serves a job's Python and its
+                // `ranktune tune`, whose CPU kernels lose nothing in a fork.
+                "spawn" => {
+                    tracing::info!(
+                        "{ISOLATE_ENV}=spawn: `ranktune tune` measures its built-in CPU \
+                         kernels in forked workers (spawn is Python's mode for processes \
+                         that hold a CUDA context)"
+                    );
+                    true
+                }
                 _ => bail!(
-                    "{ISOLATE_ENV}={v:?} is neither on nor off; give 1 to measure in worker \
-                     processes or 0 not to"
+                    "{ISOLATE_ENV}={v:?} is not an isolation mode; give off (or 0), fork (or 1) \
+                     to measure in forked workers, or spawn (Python's fresh processes; the \
+                     command forks)"
                 ),
             },
         };
