@@ -281,8 +281,10 @@ mod tests {
                 saves += 1;
             }
         }
+        // 20 ms of every ≥ 420 ms after the first save (1/21), and the
+        // first decision saved at once: at most 5% in all.
         let share = saving.as_secs_f64() / now.saturating_duration_since(t0).as_secs_f64();
-        assert!(share <= 1.0 / 21.0 + 1e-9, "{share}");
+        assert!(share <= 0.05, "{share}");
         assert!(saves >= 20, "{saves}");
     }
 
