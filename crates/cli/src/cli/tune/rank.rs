@@ -332,8 +332,8 @@ fn save(
     }
     Err(match write_fallback(cache, rank, &unsaved) {
         Some(file) => err.context(format!(
-            "rank {rank}: the {} entries it measured are kept in {}; push them once the \
-             server is back with: ranktune cache import '{}' {}",
+            "rank {rank}: the {} entries it measured since its last durable save are kept in \
+             {}; push them once the server is back with: ranktune cache import '{}' {}",
             unsaved.len(),
             file.display(),
             match cache {
