@@ -16,6 +16,9 @@
 //! again no sooner than [`AUTO_SAVE_RATIO`] times what it cost, and at
 //! least [`FAILED_RETRY_MIN`] later, under every policy, so a store that is
 //! down is not hammered after every bucket.
+//!
+//! The rules and the words are those of Python's `tuning(save_every=...)`,
+//! which reads the same [`SAVE_EVERY_ENV`]: one variable, one meaning.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -31,9 +34,6 @@ pub const AUTO_SAVE_RATIO: u32 = 20;
 /// A save that failed is not tried again for at least this long.
 pub const FAILED_RETRY_MIN: Duration = Duration::from_secs(1);
 
-/// Largest interval [`SaveEvery::parse`] takes (a week): longer is `end`.
-const MAX_INTERVAL: Duration = Duration::from_secs(7 * 24 * 3600);
-
 /// When a session saves the decisions made so far, at each
 /// [`Session::checkpoint`](crate::Session::checkpoint).
 ///
@@ -44,7 +44,7 @@ const MAX_INTERVAL: Duration = Duration::from_secs(7 * 24 * 3600);
 /// assert_eq!(SaveEvery::parse("2.5", "--save-every").unwrap(), SaveEvery::Every(Duration::from_millis(2500)));
 /// assert_eq!(SaveEvery::parse("0", "--save-every").unwrap().to_string(), "0");
 /// let e = SaveEvery::parse("often", "--save-every").unwrap_err().to_string();
-/// assert!(e.starts_with("--save-every \"often\" is not"), "{e}");
+/// assert!(e.starts_with("--save-every \"often\" is not a save policy"), "{e}");
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SaveEvery {
@@ -52,8 +52,8 @@ pub enum SaveEvery {
     /// last save is at least [`AUTO_SAVE_RATIO`] times what it cost.
     #[default]
     Auto,
-    /// Save once this long has passed since the last save (or since the
-    /// session started); `Duration::ZERO` saves after every decision.
+    /// Save the first decision at once, then once this long has passed
+    /// since the last save; `Duration::ZERO` saves after every decision.
     Every(Duration),
     /// Save only when the session ends (`finish`, drop, a signal): a killed
     /// job loses everything it tuned.
@@ -61,9 +61,10 @@ pub enum SaveEvery {
 }
 
 impl SaveEvery {
-    /// Parses `auto`, `end`, or a number of seconds (`0`, `30`, `2.5`; at
-    /// most a week). `source` names where the text came from (a flag such
-    /// as `--save-every`, or a variable such as [`SAVE_EVERY_ENV`]) for the
+    /// Parses `auto`, `end`, or a number of seconds (`0`, `30`, `2.5`; any
+    /// finite number from 0 up, one too large for a `Duration` meaning
+    /// never). `source` names where the text came from (a flag such as
+    /// `--save-every`, or a variable such as [`SAVE_EVERY_ENV`]) for the
     /// error, which says what to give instead.
     pub fn parse(text: &str, source: &str) -> Result<SaveEvery, SaveEveryError> {
         let bad = || SaveEveryError { origin: source.to_string(), text: text.to_string() };
@@ -73,10 +74,10 @@ impl SaveEvery {
             _ => {}
         }
         let secs: f64 = text.trim().parse().map_err(|_| bad())?;
-        match Duration::try_from_secs_f64(secs) {
-            Ok(d) if d <= MAX_INTERVAL => Ok(SaveEvery::Every(d)),
-            _ => Err(bad()),
+        if !(secs.is_finite() && secs >= 0.0) {
+            return Err(bad());
         }
+        Ok(SaveEvery::Every(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)))
     }
 
     /// The policy a flag and the environment ask for: the flag's text when
@@ -121,9 +122,9 @@ impl fmt::Display for SaveEvery {
 /// A save policy that does not parse: where it came from and the text.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "{} is not a save interval; give a number of seconds (e.g. 60; 0 saves after every \
-     bucket), auto (the default: saving takes at most about 5% of tuning time) or end \
-     (save only when the run ends)",
+    "{} is not a save policy; give auto (save new choices once the time since the last save \
+     is 20 times what it cost; the default), end (only when tuning ends), or a number of \
+     seconds between saves, e.g. 30 (0: after every bucket)",
     shown(origin, text)
 )]
 pub struct SaveEveryError {
@@ -148,8 +149,6 @@ fn shown(source: &str, text: &str) -> String {
 #[derive(Clone, Debug)]
 pub(crate) struct Autosave {
     policy: SaveEvery,
-    /// When the session started (the first `Every` interval counts from it).
-    started: Instant,
     /// The last successful save: when it ended, and what it cost.
     last: Option<(Instant, Duration)>,
     /// After a failed save: not before this.
@@ -157,9 +156,9 @@ pub(crate) struct Autosave {
 }
 
 impl Autosave {
-    /// A policy's state in a session that started at `started`.
-    pub(crate) fn new(policy: SaveEvery, started: Instant) -> Self {
-        Autosave { policy, started, last: None, retry_at: None }
+    /// A policy's state in a session that has not saved yet.
+    pub(crate) fn new(policy: SaveEvery) -> Self {
+        Autosave { policy, last: None, retry_at: None }
     }
 
     /// The policy.
@@ -174,14 +173,12 @@ impl Autosave {
         }
         match (self.policy, self.last) {
             (SaveEvery::End, _) => false,
-            (SaveEvery::Auto, None) => true,
+            // The first decision is saved at once.
+            (_, None) => true,
             (SaveEvery::Auto, Some((at, cost))) => {
                 now.saturating_duration_since(at) >= cost.saturating_mul(AUTO_SAVE_RATIO)
             }
-            (SaveEvery::Every(d), last) => {
-                let since = last.map_or(self.started, |(at, _)| at);
-                now.saturating_duration_since(since) >= d
-            }
+            (SaveEvery::Every(d), Some((at, _))) => now.saturating_duration_since(at) >= d,
         }
     }
 
@@ -215,16 +212,16 @@ mod tests {
             ("0", SaveEvery::Every(Duration::ZERO)),
             ("30", SaveEvery::Every(Duration::from_secs(30))),
             ("0.25", SaveEvery::Every(ms(250))),
-            ("604800", SaveEvery::Every(MAX_INTERVAL)),
+            ("1e30", SaveEvery::Every(Duration::MAX)),
         ] {
             assert_eq!(SaveEvery::parse(text, "--save-every"), Ok(want), "{text:?}");
             // What Display writes parses back to the same policy.
             assert_eq!(SaveEvery::parse(&want.to_string(), "x"), Ok(want));
         }
-        for bad in ["", "x", "-1", "-0.5", "NaN", "inf", "1e30", "604801", "10s", "every"] {
+        for bad in ["", "x", "-1", "-0.5", "NaN", "inf", "10s", "every"] {
             let e = SaveEvery::parse(bad, "--save-every").unwrap_err().to_string();
-            assert!(e.starts_with(&format!("--save-every {bad:?} is not a save interval")), "{e}");
-            assert!(e.contains("auto") && e.contains("end") && e.contains("e.g. 60"), "{e}");
+            assert!(e.starts_with(&format!("--save-every {bad:?} is not a save policy")), "{e}");
+            assert!(e.contains("auto") && e.contains("end") && e.contains("e.g. 30"), "{e}");
             let e = SaveEvery::parse(bad, SAVE_EVERY_ENV).unwrap_err().to_string();
             assert!(e.starts_with(&format!("RANKTUNE_SAVE_EVERY={bad:?} is not")), "{e}");
         }
@@ -253,7 +250,7 @@ mod tests {
     #[test]
     fn auto_saves_the_first_decision_at_once_then_after_twenty_times_the_cost() {
         let t0 = Instant::now();
-        let mut a = Autosave::new(SaveEvery::Auto, t0);
+        let mut a = Autosave::new(SaveEvery::Auto);
         assert!(a.due(t0), "the first decision is saved at once");
         // The save took 10 ms: the next one is due 200 ms after it ended.
         a.saved(t0, t0 + ms(10), true);
@@ -270,7 +267,7 @@ mod tests {
     fn auto_keeps_saving_at_most_a_twentyfirst_of_the_time() {
         // Buckets of 3 ms, saves of 20 ms: simulate 10 s of tuning.
         let t0 = Instant::now();
-        let mut a = Autosave::new(SaveEvery::Auto, t0);
+        let mut a = Autosave::new(SaveEvery::Auto);
         let (mut now, mut saving, mut saves) = (t0, Duration::ZERO, 0);
         while now < t0 + Duration::from_secs(10) {
             now += ms(3);
@@ -289,22 +286,21 @@ mod tests {
     }
 
     #[test]
-    fn every_counts_from_the_start_then_from_the_last_save() {
+    fn every_saves_the_first_decision_at_once_then_counts_from_the_last_save() {
         let t0 = Instant::now();
-        let mut a = Autosave::new(SaveEvery::Every(ms(100)), t0);
-        assert!(!a.due(t0 + ms(99)));
-        assert!(a.due(t0 + ms(100)));
-        a.saved(t0 + ms(100), t0 + ms(130), true);
-        assert!(!a.due(t0 + ms(229)));
-        assert!(a.due(t0 + ms(230)));
-        let a = Autosave::new(SaveEvery::Every(Duration::ZERO), t0);
-        assert!(a.due(t0), "0: after every decision");
+        let mut a = Autosave::new(SaveEvery::Every(ms(100)));
+        assert!(a.due(t0), "the first decision is saved at once");
+        a.saved(t0, t0 + ms(30), true);
+        assert!(!a.due(t0 + ms(129)));
+        assert!(a.due(t0 + ms(130)));
+        let a = Autosave::new(SaveEvery::Every(Duration::MAX));
+        assert!(a.due(t0), "even when the interval is never");
     }
 
     #[test]
     fn end_never_saves_on_a_checkpoint() {
         let t0 = Instant::now();
-        let mut a = Autosave::new(SaveEvery::End, t0);
+        let mut a = Autosave::new(SaveEvery::End);
         assert!(!a.due(t0));
         a.saved(t0, t0, true);
         assert!(!a.due(t0 + Duration::from_secs(3600)));
@@ -314,7 +310,7 @@ mod tests {
     fn a_failed_save_is_retried_later_under_every_policy() {
         let t0 = Instant::now();
         for policy in [SaveEvery::Auto, SaveEvery::Every(Duration::ZERO)] {
-            let mut a = Autosave::new(policy, t0);
+            let mut a = Autosave::new(policy);
             // A fast failure (connection refused): at least FAILED_RETRY_MIN.
             a.saved(t0, t0 + ms(2), false);
             assert!(!a.due(t0 + ms(500)), "{policy}");

@@ -96,15 +96,14 @@ impl<'a> Session<'a> {
             store,
             loaded: SessionLoad { entries, warnings: loaded.warnings },
             finished: false,
-            autosave: Autosave::new(SaveEvery::default(), Instant::now()),
+            autosave: Autosave::new(SaveEvery::default()),
             written: 0,
         })
     }
 
-    /// The same session with save policy `policy` for its checkpoints (the
-    /// interval of [`SaveEvery::Every`] counts from now).
+    /// The same session with save policy `policy` for its checkpoints.
     pub fn save_every(mut self, policy: SaveEvery) -> Self {
-        self.autosave = Autosave::new(policy, Instant::now());
+        self.autosave = Autosave::new(policy);
         self
     }
 

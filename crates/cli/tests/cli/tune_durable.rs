@@ -337,13 +337,13 @@ fn bad_save_policies_are_one_error_naming_the_flag_or_the_variable() {
     for (args, env, named) in [
         (&["--save-every", "often"][..], "", "--save-every \"often\""),
         (&["--save-every", "-5"][..], "auto", "--save-every \"-5\""),
-        (&[][..], "1e99", "RANKTUNE_SAVE_EVERY=\"1e99\""),
+        (&[][..], "inf", "RANKTUNE_SAVE_EVERY=\"inf\""),
     ] {
         let out = run(args, env);
         let err = out.stderr_text();
         assert_eq!(out.status.code(), Some(2), "{out}");
         assert_eq!(err.lines().count(), 1, "one error, not one per rank: {err}");
-        assert!(err.starts_with(&format!("error: {named} is not a save interval")), "{err}");
+        assert!(err.starts_with(&format!("error: {named} is not a save policy")), "{err}");
         assert!(err.contains("auto") && err.contains("end"), "{err}");
     }
     assert!(!tmp.path().join("ranktune-cache.json").exists(), "nothing tuned");

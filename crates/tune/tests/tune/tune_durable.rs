@@ -69,7 +69,7 @@ fn end_saves_only_when_the_session_ends_as_before() {
 }
 
 #[test]
-fn a_long_interval_waits_and_auto_saves_the_first_decision_at_once() {
+fn the_first_decision_is_saved_at_once_then_an_interval_waits() {
     let c = clock();
     let op = two_runners(&c);
     let store = MemoryStore::new();
@@ -78,10 +78,13 @@ fn a_long_interval_waits_and_auto_saves_the_first_decision_at_once() {
     let mut session = Session::start(&tuner, &store).unwrap().save_every(hour);
     tuner.set_tuning(true);
     tuner.choose_one(&op, &Rows::new(4, 4));
-    assert!(session.checkpoint().unwrap().is_none(), "not due for an hour");
+    let cp = session.checkpoint().unwrap().expect("the first decision is saved at once");
+    assert_eq!(rows_of(&cp.saved), [4]);
+    tuner.choose_one(&op, &Rows::new(16, 4));
+    assert!(session.checkpoint().unwrap().is_none(), "the next not for an hour");
     // `flush` saves now, whatever the policy, and says what.
     let cp = session.flush().unwrap().unwrap();
-    assert_eq!(rows_of(&cp.saved), [4]);
+    assert_eq!(rows_of(&cp.saved), [16]);
     drop(session);
 
     let store = MemoryStore::new();

@@ -179,8 +179,8 @@ pub struct TuneArgs {
     /// buckets being measured and the next run tunes only the rest: `auto`
     /// (the first bucket at once, then as often as keeps saving under about
     /// 5% of tuning time), a number of seconds (0: after every bucket) or
-    /// `end` (only when the run ends) [default: $RANKTUNE_SAVE_EVERY, or
-    /// auto].
+    /// `end` (only when the run ends). With -v each save names the buckets
+    /// it made durable [default: $RANKTUNE_SAVE_EVERY, or auto].
     #[arg(long, value_name = "SECS|auto|end", allow_negative_numbers = true)]
     save_every: Option<String>,
     /// Internal: run as a child of `--ranks` (JSON on stdout, progress lines on stderr).
