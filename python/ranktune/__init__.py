@@ -26,7 +26,7 @@ from ranktune._ranktune import (
     rank_info,
 )
 from ranktune import trace, trtllm
-from ranktune.tune import Tuned, autotune, is_tuning, tuning
+from ranktune.tune import Tuned, TuningSession, autotune, is_tuning, tuning
 
 __all__ = [
     "Cache",
@@ -37,6 +37,7 @@ __all__ = [
     "__version__",
     "rank_info",
     "Tuned",
+    "TuningSession",
     "autotune",
     "is_tuning",
     "trace",

@@ -94,6 +94,32 @@ def tune_measure(
 ) -> List[Measured]: ...
 def tune_decide(stats: List[Measured], tolerance: float = ...) -> Optional[int]: ...
 
+# Isolated measuring (crates/py/src/isolate.rs).
+def tune_measure_timed(
+    n: int, run: Any, warmup: Optional[int] = None, samples: Optional[int] = None
+) -> List[Measured]:
+    """The sampler over self-timed runs: ``run(i, reps)`` returns µs (a float) or a failure reason (a str)."""
+
+class IsolationLimits:
+    """The limits of an isolated worker, as the Rust tuner sets them."""
+    def __init__(self, local_ranks: int = 1, timeout: Optional[float] = None, memory_mib: Optional[int] = None) -> None: ...
+    @property
+    def timeout(self) -> Optional[float]: ...
+    @property
+    def memory(self) -> Optional[int]: ...
+    @property
+    def start_timeout(self) -> float: ...
+    @property
+    def derived(self) -> Tuple[float, float, float]: ...
+    def timeout_for(self, reference_us: Optional[float] = None) -> float: ...
+
+PROTOCOL_VERSION: int
+PROTOCOL_MAX_LINE: int
+def protocol_read(line: bytes, side: str) -> Dict[str, Any]:
+    """One worker-protocol line written by ``side`` (``"worker"`` or ``"tuner"``) as a dict."""
+def protocol_line(message: Dict[str, Any], side: str) -> bytes:
+    """A message of ``side`` as its protocol line (newline included)."""
+
 # What ranktune.autotune asks the Rust crates (crates/py/src/rules.rs).
 STRATEGIES: Tuple[str, ...]
 DEFAULT_STRATEGY: str

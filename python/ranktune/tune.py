@@ -22,6 +22,13 @@ run by a tuning measure -- they count as failed, with the recorded reason --
 unless ``retry_failed=True`` (or ``RANKTUNE_RETRY_FAILED=1``); one retried
 that works leaves the blocklist. With ``validate=``, the first use of a
 cached choice in a process is checked (see :func:`autotune`).
+
+With ``isolate=`` (or ``RANKTUNE_ISOLATE``) the candidates are measured in
+a worker process (``ranktune._isolate``): a crash, a time-out or an
+exhausted memory fails that candidate and goes on the blocklist. With
+``tuning(save_every=...)`` (or ``RANKTUNE_SAVE_EVERY``) new choices are
+saved while tuning goes on (by default once the time since the last save
+is 20 times what it cost), so a SIGKILL loses only the latest ones.
 """
 
 from __future__ import annotations
@@ -35,19 +42,21 @@ import os
 import signal
 import sys
 import threading
+import time
 import warnings
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from ranktune import _ranktune, _signals
+from ranktune import _isolate, _ranktune, _rebuild, _signals
 
-__all__ = ["autotune", "tuning", "is_tuning", "Tuned"]
+__all__ = ["autotune", "tuning", "is_tuning", "Tuned", "TuningSession"]
 
 # Raw keys remembered for the hit path before it is cleared.
 _HOT_MAX = 65536
 
 _state = threading.local()
-_lock = threading.Lock()
+# Re-entrant: the SIGTERM handler saves from whatever the main thread was doing.
+_lock = threading.RLock()
 _tuning_depth = 0
 _pending: "List[Tuned]" = []
 
@@ -229,6 +238,9 @@ class Tuned:
         group: Any = None,
         retry_failed: Optional[bool] = None,
         validate: Any = None,
+        isolate: Any = None,
+        candidate_timeout: Any = None,
+        candidate_memory: Any = None,
     ) -> None:
         if not op:
             raise ValueError("op must be a non-empty name, e.g. \"gemm\"")
@@ -241,15 +253,19 @@ class Tuned:
         self.op = op
         # (runner name, runner index, tactic, callable) in canonical order.
         self._cands: List[Tuple[str, int, Any, Callable[..., Any]]] = []
+        # Per candidate: its runner's own callable and the tactic's index.
+        raw: List[Tuple[Callable[..., Any], int]] = []
         for idx, (name, spec) in enumerate(candidates.items()):
             if callable(spec):
                 self._cands.append((name, idx, None, spec))
+                raw.append((spec, 0))
             elif isinstance(spec, tuple) and len(spec) == 2 and callable(spec[0]):
                 fn, tactics = spec
                 if not list(tactics):
                     raise ValueError(f"candidate {name!r} has an empty tactic list")
-                for t in tactics:
+                for ti, t in enumerate(tactics):
                     self._cands.append((name, idx, t, functools.partial(fn, tactic=t)))
+                    raw.append((fn, ti))
             else:
                 raise ValueError(
                     f"candidate {name!r}: give a callable or (callable, [tactics]); the callable "
@@ -274,6 +290,18 @@ class Tuned:
                 "or raises when the cached choice's result is wrong"
             )
         self._validate = validate or None
+        # Isolated measuring (None reads $RANKTUNE_ISOLATE and the limits'
+        # variables; a bad value raises ValueError naming it).
+        self._isolation = _isolate.settings(isolate, candidate_timeout, candidate_memory)
+        self._tactic_index = [ti for _, ti in raw]
+        self._spawn_refs: List[Dict[str, Any]] = []
+        self._spawn_timing: Dict[str, Any] = {}
+        if self._isolation.mode == "spawn":
+            self._spawn_refs = self._spawn_references(raw)
+        self._pool = _isolate.Pool(self._isolation) if self._isolation.on else None
+        self._pool_lock = threading.Lock()
+        # Hard failures of isolated measuring: (bucket, runner, tactic, kind, reason).
+        self.failures: List[Tuple[Tuple[int, ...], str, Any, str, str]] = []
         # The blocklist as loaded (a _ranktune.TuneBlocklist), or None.
         self._blocklist: Any = None
         # Buckets whose cached choice has not been used yet (to validate).
@@ -307,6 +335,31 @@ class Tuned:
         self.skipped: List[Tuple[str, Any, str]] = []
         if collective:
             _collective.add(self)
+
+    def _spawn_references(self, raw: List[Tuple[Callable[..., Any], int]]) -> List[Dict[str, Any]]:
+        """What a spawned worker imports for each candidate (module and
+        qualified name of its callable, its tactic's description) and for
+        ``timer=``/``sync=``; ``ValueError`` naming the one it cannot."""
+        refs: List[Dict[str, Any]] = []
+        for (name, _, tactic, _), (fn, _) in zip(self._cands, raw):
+            ref: Dict[str, Any] = dict(_rebuild.check_importable(fn, f"candidate {name!r}"))
+            if tactic is not None:
+                ref["tactic"] = _rebuild.describe(tactic, f"candidate {name!r}'s tactic {tactic!r}")
+            refs.append(ref)
+        for what, fn in (("timer", self._timer), ("sync", self._sync)):
+            if fn is not None:
+                self._spawn_timing[what] = _rebuild.check_importable(fn, f"{what}=")
+        return refs
+
+    @property
+    def worker_starts(self) -> int:
+        """Isolated workers started by this op (0 without isolation)."""
+        return self._pool.starts if self._pool is not None else 0
+
+    @property
+    def worker_start_seconds(self) -> float:
+        """Seconds those starts took, until each worker was ready."""
+        return self._pool.start_seconds if self._pool is not None else 0.0
 
     # -- hot path ---------------------------------------------------------
     def _make_entry(self) -> Callable[..., Any]:
@@ -479,18 +532,30 @@ class Tuned:
             blocked = dict(self._blocklist.blocked(list(b), self._stored_cands()))
         skip = {} if self._retry_failed else blocked
         run = [p for p in positions if p not in skip]
-        got = _ranktune.tune_measure(
-            len(run),
-            lambda j: self._run_once(run[j], args, kwargs),
-            self._timed_by_callable(args, kwargs),
-            self._warmup,
-            self._samples,
-        )
+        if self._pool is not None:
+            got = self._measure_isolated(b, run, args, kwargs)
+        else:
+            got = _ranktune.tune_measure(
+                len(run),
+                lambda j: self._run_once(run[j], args, kwargs),
+                self._timed_by_callable(args, kwargs),
+                self._warmup,
+                self._samples,
+            )
         by_pos = dict(zip(run, got))
         if skip:
-            self.skipped.extend(
-                (self._cands[p][0], _to_stored(self._cands[p][2]), skip[p]) for p in positions if p in skip
-            )
+            now = [(self._cands[p][0], _to_stored(self._cands[p][2]), skip[p]) for p in positions if p in skip]
+            if not self.skipped:
+                listed = "; ".join(f"{n} {t!r}: {why}" if t is not None else f"{n}: {why}" for n, t, why in now)
+                warnings.warn(
+                    f"ranktune: {self.op} bucket {list(b)}: not measuring known-bad candidates "
+                    f"(the cache's blocklist) -- {listed}; the same at later buckets "
+                    "(tuner.skipped lists them); retry_failed=True or RANKTUNE_RETRY_FAILED=1 "
+                    "measures them again",
+                    RuntimeWarning,
+                    stacklevel=6,  # the tuned function's caller (through _tune, _miss, _slow)
+                )
+            self.skipped.extend(now)
         for p in positions:
             if p in blocked and p not in skip and "error" not in by_pos[p] and self._cache is not None:
                 n, _, t, _ = self._cands[p]
@@ -499,6 +564,82 @@ class Tuned:
             by_pos[p] if p in by_pos else {"error": f"skipped: a known-bad tactic ({skip[p]})"}
             for p in positions
         ]
+
+    def _measure_isolated(
+        self, b: Tuple[int, ...], run: List[int], args: Any, kwargs: Any
+    ) -> List[Dict[str, Any]]:
+        """Measures candidates ``run`` in a worker process (``isolate=``),
+        with the in-process statistic. A crash, a time-out or an exhausted
+        memory fails that candidate with its reason (``failures``) and goes
+        on the cache's blocklist at this bucket, as the Rust tuner records
+        it; the rest are measured by a fresh worker."""
+        assert self._pool is not None
+        init = None
+        if self._isolation.mode == "spawn":
+            # Described here, so an argument a worker cannot rebuild is
+            # the caller's ValueError, not every candidate's failure.
+            call = _rebuild.describe_call(tuple(args), dict(kwargs))
+            init = {
+                "protocol": _ranktune.PROTOCOL_VERSION,
+                "op": self.op,
+                # The protocol's bucket is unsigned dims (a bucket rule
+                # that keeps negative ones sends none: the worker needs
+                # only the call).
+                "bucket": [list(b)] if all(x >= 0 for x in b) else [],
+                "candidates": [
+                    {
+                        "runner": self._cands[p][1],
+                        "runner_name": self._cands[p][0],
+                        "tactic": self._tactic_index[p],
+                        "value": _to_stored(self._cands[p][2]),
+                    }
+                    for p in run
+                ],
+                "spec": {
+                    "python": {
+                        "candidates": [self._spawn_refs[p] for p in run],
+                        "call": call,
+                        **self._spawn_timing,
+                        "sys_path": [x for x in sys.path if isinstance(x, str)],
+                    }
+                },
+            }
+        timed = self._timed_by_callable(args, kwargs)
+
+        def runner(j: int, reps: int) -> float:
+            # In a forked worker: its copy of the arguments and the timer.
+            i = run[j]
+            return _isolate.timed_runs(lambda: self._run_once(i, args, kwargs), reps, timed)
+
+        with self._pool_lock:
+            m = _isolate.Measure(self._pool, run, runner, init)
+            if self._isolation.mode == "fork":
+                # No thread of ours runs while workers are forked (a
+                # deferred save waits until this bucket is measured).
+                _pause_deferred_save()
+            try:
+                got = _ranktune.tune_measure_timed(len(run), m.request, self._warmup, self._samples)
+            except BaseException:
+                m.abort()
+                raise
+            finally:
+                _decided()
+            m.finish(keep=True)
+        rank = _ranktune.rank_info()["rank"] if m.hard and self._cache is not None else None
+        for j, kind, why in m.hard:
+            name, _, tactic, _ = self._cands[run[j]]
+            self.failures.append((b, name, _to_stored(tactic), kind, why))
+            if self._cache is not None:
+                _ranktune.tune_block(self._cache, self.op, name, _to_stored(tactic), list(b), kind, why, rank)
+        if self._pool.worker is not None:
+            _open_pools.add(self)
+        return list(got)
+
+    def _close_workers(self) -> None:
+        """Ends a kept worker (the end of tuning)."""
+        if self._pool is not None:
+            with self._pool_lock:
+                self._pool.close()
 
     def _tune(self, b: Tuple[int, ...], args: Any, kwargs: Any) -> Any:
         if not self._loaded:
@@ -552,7 +693,7 @@ class Tuned:
         self._choices[b] = fn
         self._pos[b] = win
         rank = _ranktune.rank_info()["rank"]
-        self._new[b] = {
+        entry = {
             **({"section": section} if section else {}),
             "op": self.op,
             "runner": name,
@@ -570,11 +711,14 @@ class Tuned:
             ],
         }
         with _lock:
+            self._new[b] = entry
             if self not in _pending:
                 _pending.append(self)
+        _decided()
         return fn(*args, **kwargs)
 
     def _take_new(self) -> List[Dict[str, Any]]:
+        """The decisions not saved yet (called with ``_lock`` held)."""
         new, self._new = list(self._new.values()), {}
         return new
 
@@ -662,6 +806,9 @@ def autotune(
     group: Any = None,
     retry_failed: Optional[bool] = None,
     validate: Any = None,
+    isolate: Any = None,
+    candidate_timeout: Any = None,
+    candidate_memory: Any = None,
 ) -> Callable[..., Any]:
     """A function that runs the best of ``candidates`` for its arguments
     (its ``tuner`` attribute is the :class:`Tuned` state).
@@ -710,6 +857,18 @@ def autotune(
       that fails is replaced by the first candidate for this process (one
       ``RuntimeWarning``), marked bad in the cache's blocklist, and tuned
       again by the next tuning run. Later calls cost what a hit always does.
+    - ``isolate``: measure in a worker process, so that a candidate that
+      crashes it (segfault, abort), runs past ``candidate_timeout`` seconds
+      (default ``max(5 s, 50 x the fallback's time)``) or past
+      ``candidate_memory`` MiB (default: half the available memory over
+      the local ranks) fails alone, with its reason, and goes on the
+      cache's blocklist: ``"fork"`` (or ``True``: a forked worker per
+      bucket), ``"spawn"`` (a fresh ``python -m ranktune._worker`` that
+      imports the candidates by module and name and rebuilds the
+      arguments from their shapes and dtypes -- where a fork cannot serve,
+      e.g. with CUDA; see docs/isolation.md for what it supports), or
+      ``"off"``/``False``. ``None``: ``$RANKTUNE_ISOLATE``,
+      ``$RANKTUNE_CANDIDATE_TIMEOUT``, ``$RANKTUNE_CANDIDATE_MEMORY``.
     """
     t = Tuned(
         op,
@@ -726,35 +885,244 @@ def autotune(
         group,
         retry_failed,
         validate,
+        isolate,
+        candidate_timeout,
+        candidate_memory,
     )
     return t._make_entry()
 
 
-def _save_pending() -> None:
+# -- saving -------------------------------------------------------------------------
+SAVE_EVERY_ENV = "RANKTUNE_SAVE_EVERY"
+# Auto: a batch is saved once the time since the last save is at least this
+# many times what the last save cost.
+_AUTO_FACTOR = 20.0
+# Saves are made one at a time (the main thread, a deferred save's thread,
+# the SIGTERM handler -- re-entrant for the handler).
+_save_lock = threading.RLock()
+
+
+def _save_policy(value: Any) -> Tuple[str, float]:
+    """``("auto", 0)``, ``("end", 0)`` or ``("every", seconds)`` from
+    ``save_every=`` (``None``: ``$RANKTUNE_SAVE_EVERY``, else auto). A bad
+    value raises ``ValueError`` naming the argument or the variable."""
+    what = "save_every="
+    if value is None:
+        env = os.environ.get(SAVE_EVERY_ENV, "").strip()
+        if not env:
+            return ("auto", 0.0)
+        value, what = env, SAVE_EVERY_ENV + "="
+    shown = value if isinstance(value, str) else repr(value)
+    if isinstance(value, str) and value.strip().lower() in ("auto", "end"):
+        return (value.strip().lower(), 0.0)
+    secs = float("nan")
+    if not isinstance(value, bool):
+        try:
+            secs = float(value)
+        except (TypeError, ValueError):
+            pass
+    if not (0 <= secs < float("inf")):
+        raise ValueError(
+            f"{what}{_quoted(shown)} is not a save policy; give auto (save new choices once the "
+            "time since the last save is 20 times what it cost; the default), end (only when "
+            "tuning ends), or a number of seconds between saves, e.g. 30 (0: after every choice)"
+        )
+    return ("every", secs)
+
+
+def _quoted(text: str) -> str:
+    import json
+
+    return json.dumps(text)
+
+
+class TuningSession:
+    """What ``with ranktune.tuning() as session:`` gives: the save policy
+    and what was saved so far (for progress reports and tests).
+
+    - ``policy``: ``"auto"``, ``"end"`` or ``"every"`` (``interval`` s);
+    - ``saved``: new choices saved (durable: in the cache) so far;
+    - ``pending``: choices made and not saved yet;
+    - ``saves``, ``save_seconds``: how many saves, and their cost;
+    - ``save()``: saves the pending choices now.
+    """
+
+    def __init__(self, policy: str, interval: float) -> None:
+        self.policy = policy
+        self.interval = interval
+        self.saved = 0
+        self.saves = 0
+        self.save_seconds = 0.0
+        self._last_end: Optional[float] = None
+        self._last_cost = 0.0
+        self._timer: Optional[threading.Timer] = None
+        self._active = True
+
+    @property
+    def pending(self) -> int:
+        with _lock:
+            return sum(len(t._new) for t in _pending)
+
+    def save(self) -> int:
+        """Saves the pending choices now; how many were saved."""
+        return _save_pending()
+
+    def _due(self, now: float) -> float:
+        """When the next save is due (monotonic seconds)."""
+        if self._last_end is None:
+            return now  # the first choice is saved at once
+        if self.policy == "auto":
+            return self._last_end + _AUTO_FACTOR * self._last_cost
+        return self._last_end + self.interval
+
+    def _saved(self, n: int, cost: float) -> None:
+        self.saved += n
+        self.saves += 1
+        self.save_seconds += cost
+        self._last_end = time.monotonic()
+        self._last_cost = cost
+
+    def _cancel(self) -> None:
+        self._active = False
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+_session: Optional[TuningSession] = None
+
+
+def _pause_deferred_save() -> None:
+    """Stops a deferred save's thread (``_decided`` starts it again)."""
+    sess = _session
+    if sess is None:
+        return
     with _lock:
-        todo = list(_pending)
-        _pending.clear()
-    by_cache: Dict[str, Tuple[Any, List[Dict[str, Any]]]] = {}
-    for t in todo:
-        new = t._take_new()
-        if t._cache is None or not new:
-            continue
-        key = os.fspath(t._cache.path)
-        by_cache.setdefault(key, (t._cache, []))[1].extend(new)
-    for cache, entries in by_cache.values():
-        cache.save(entries)
+        timer, sess._timer = sess._timer, None
+    if timer is not None:
+        timer.cancel()
+        timer.join()
+
+
+def _decided() -> None:
+    """A choice was made: save the pending ones now when the policy says
+    the next save is due; otherwise make sure a save happens when it is
+    (a deferred save on a thread of its own), so that a choice is never
+    kept unsaved longer than the policy allows, even when no other bucket
+    follows."""
+    sess = _session
+    if sess is None or sess.policy == "end" or not _pending:
+        return
+    _save_if_due(sess)
+
+
+def _save_if_due(sess: TuningSession) -> None:
+    """Saves the pending choices when ``sess`` says a save is due, else
+    arms the deferred save for when it will be. Decided under the save
+    lock, so a save in progress (on the deferred thread) counts: the next
+    is due 20 x its cost after it ended, not at once."""
+    with _save_lock:
+        now = time.monotonic()
+        due = sess._due(now)
+        if now >= due:
+            _save_pending(quiet=True)
+            return
+    with _lock:
+        if sess._timer is not None or not sess._active or not _pending:
+            return
+
+        def deferred() -> None:
+            with _lock:
+                sess._timer = None
+                if not sess._active:
+                    return
+            _save_if_due(sess)
+
+        sess._timer = threading.Timer(due - now, deferred)
+        sess._timer.daemon = True
+        sess._timer.start()
+
+
+def _save_pending(quiet: bool = False) -> int:
+    """Saves every pending choice (each cache's in one locked save); how
+    many were saved. ``quiet`` (a save during tuning): a failed save puts
+    its choices back, to be saved by the next one, and warns instead of
+    raising."""
+    with _save_lock:
+        with _lock:
+            todo = list(_pending)
+            _pending.clear()
+            batches = [(t, t._take_new()) for t in todo]
+        by_cache: Dict[str, Tuple[Any, List[Tuple[Any, Dict[str, Any]]]]] = {}
+        for t, new in batches:
+            if t._cache is None or not new:
+                continue
+            key = os.fspath(t._cache.path)
+            by_cache.setdefault(key, (t._cache, []))[1].extend((t, e) for e in new)
+        if not by_cache:
+            return 0
+        t0 = time.perf_counter()
+        saved = 0
+        try:
+            for cache, items in by_cache.values():
+                cache.save([e for _, e in items])
+                saved += len(items)
+                items.clear()
+        except Exception as e:  # noqa: BLE001 -- re-queued below; raised unless quiet
+            with _lock:
+                for _, items in by_cache.values():
+                    for t, entry in items:
+                        b = tuple(entry["bucket"][0])
+                        t._new.setdefault(b, entry)
+                        if t not in _pending:
+                            _pending.append(t)
+            if not quiet:
+                raise
+            warnings.warn(
+                f"ranktune: saving tuned choices failed ({e}); they are kept and saved again "
+                "with the next ones or when tuning ends",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return saved
+        finally:
+            sess = _session
+            if sess is not None and saved:
+                sess._saved(saved, time.perf_counter() - t0)
+        return saved
+
+
+_open_pools: "weakref.WeakSet[Tuned]" = weakref.WeakSet()
+
+
+def _close_workers() -> None:
+    for t in list(_open_pools):
+        t._close_workers()
+    _open_pools.clear()
+    _isolate.reap_ended(wait=True)
 
 
 @contextlib.contextmanager
-def tuning() -> Iterator[None]:
-    """Tuning mode: misses are measured; choices are saved on exit (also on
-    an exception, and on SIGTERM)."""
-    global _tuning_depth
+def tuning(save_every: Any = None) -> Iterator[TuningSession]:
+    """Tuning mode: misses are measured, and the choices saved -- as
+    ``save_every`` says (``None``: ``$RANKTUNE_SAVE_EVERY``, else
+    ``"auto"``): ``"auto"`` saves new choices once the time since the last
+    save is at least 20 times what that save cost (the first at once), a
+    number of seconds at most that often, ``"end"`` only on exit. Every
+    policy saves what is left when the block exits -- normally, by an
+    exception, or on SIGTERM. Gives a :class:`TuningSession` (what was
+    saved). Nested blocks share the outermost one's policy."""
+    global _tuning_depth, _session
+    policy, interval = _save_policy(save_every)
     prev = None
     main = threading.current_thread() is threading.main_thread()
     with _lock:
         _tuning_depth += 1
         outermost = _tuning_depth == 1
+        if outermost:
+            _session = TuningSession(policy, interval)
+        sess = _session
+    assert sess is not None
     if outermost:
         for t in list(_collective):
             t._hot.clear()
@@ -769,7 +1137,7 @@ def tuning() -> Iterator[None]:
 
         signal.signal(signal.SIGTERM, on_term)
     try:
-        yield
+        yield sess
     finally:
         with _lock:
             _tuning_depth -= 1
@@ -777,4 +1145,11 @@ def tuning() -> Iterator[None]:
         if outermost and main:
             signal.signal(signal.SIGTERM, prev if prev is not None else signal.SIG_DFL)
         if last:
-            _save_pending()
+            sess._cancel()
+            try:
+                _close_workers()
+            finally:
+                _save_pending()
+                with _lock:
+                    if _session is sess:
+                        _session = None

@@ -39,7 +39,7 @@ def test_a_known_bad_candidate_is_not_run_and_counts_as_failed(tmp_path):
     block_fast(cache)
     calls = []
     f = make(cache, calls)
-    with ranktune.tuning():
+    with ranktune.tuning(), pytest.warns(RuntimeWarning, match="not measuring known-bad candidates"):
         assert f(100) == 200  # bucket 64: fast is blocked
         assert f(40) == 80  # bucket 32: smaller, measured
     assert f.tuner.skipped == [("fast", None, "crash: crashed: SIGSEGV")]
@@ -103,7 +103,7 @@ def test_a_cached_choice_that_fails_validation_falls_back_once_and_is_tuned_agai
     # The next tuning run tunes the bucket again, without it.
     calls.clear()
     h = make(ranktune.Cache(path), calls, fast=wrong)
-    with ranktune.tuning():
+    with ranktune.tuning(), pytest.warns(RuntimeWarning, match="fast: validation: validate"):
         h(100)
     assert h.tuner.measured == 1 and "wrong" not in calls
 

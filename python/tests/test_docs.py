@@ -31,3 +31,14 @@ def test_torch_example_runs_when_torch_is_importable(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr
+
+
+def test_isolation_python_example_runs_and_prints_what_it_says(tmp_path):
+    pytest.importorskip("numpy")
+    ops, code = [b for b in blocks("docs/isolation.md") if "my_ops" in b]
+    (tmp_path / "my_ops.py").write_text(ops)
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    expected = re.search(r"# (\[None.*)", code).group(1)
+    assert out.stdout.strip() == expected

@@ -15,6 +15,7 @@ mod cache;
 mod cli;
 mod convert;
 mod errors;
+mod isolate;
 mod rules;
 mod strategy;
 mod torch;
@@ -53,6 +54,7 @@ fn _ranktune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     strategy::register(m)?;
     rules::register(m)?;
     blocklist::register(m)?;
+    isolate::register(m)?;
     torch::register(m)?;
     #[cfg(feature = "cli")]
     cli::register(m)?;

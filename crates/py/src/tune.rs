@@ -51,28 +51,7 @@ fn tune_measure<'py>(
     warmup: Option<u32>,
     samples: Option<u32>,
 ) -> PyResult<Bound<'py, PyList>> {
-    let policy = match (warmup, samples) {
-        (w, Some(s)) => Sampling::Fixed { warmups: w.unwrap_or(2), samples: s.max(1) },
-        (Some(w), None) => match Sampling::ADAPTIVE {
-            Sampling::Adaptive {
-                min_samples,
-                max_samples,
-                eliminate_ratio,
-                stable_tol,
-                stable_runs,
-                ..
-            } => Sampling::Adaptive {
-                warmups: w,
-                min_samples,
-                max_samples,
-                eliminate_ratio,
-                stable_tol,
-                stable_runs,
-            },
-            fixed => fixed,
-        },
-        (None, None) => Sampling::ADAPTIVE,
-    };
+    let policy = sampling(warmup, samples);
     let reported = Rc::new(Cell::new(0.0));
     let mut cpu = CpuTimer::default();
     let mut user = Reported(Rc::clone(&reported));
@@ -127,7 +106,39 @@ fn tune_measure<'py>(
     Ok(out)
 }
 
-fn return_stats(d: &Bound<'_, PyDict>, v: &serde_json::Value, py: Python<'_>) -> PyResult<()> {
+/// The sampling policy of `warmup=`/`samples=`: fixed when `samples` is
+/// given, else the tuner's adaptive sampling (with `warmup` warm-ups when
+/// given).
+pub(crate) fn sampling(warmup: Option<u32>, samples: Option<u32>) -> Sampling {
+    match (warmup, samples) {
+        (w, Some(s)) => Sampling::Fixed { warmups: w.unwrap_or(2), samples: s.max(1) },
+        (Some(w), None) => match Sampling::ADAPTIVE {
+            Sampling::Adaptive {
+                min_samples,
+                max_samples,
+                eliminate_ratio,
+                stable_tol,
+                stable_runs,
+                ..
+            } => Sampling::Adaptive {
+                warmups: w,
+                min_samples,
+                max_samples,
+                eliminate_ratio,
+                stable_tol,
+                stable_runs,
+            },
+            fixed => fixed,
+        },
+        (None, None) => Sampling::ADAPTIVE,
+    }
+}
+
+pub(crate) fn return_stats(
+    d: &Bound<'_, PyDict>,
+    v: &serde_json::Value,
+    py: Python<'_>,
+) -> PyResult<()> {
     if let Some(o) = v.as_object() {
         for (k, x) in o {
             d.set_item(k, convert::to_py(py, x)?)?;
@@ -136,7 +147,7 @@ fn return_stats(d: &Bound<'_, PyDict>, v: &serde_json::Value, py: Python<'_>) ->
     Ok(())
 }
 
-fn type_name(py: Python<'_>, e: &PyErr) -> String {
+pub(crate) fn type_name(py: Python<'_>, e: &PyErr) -> String {
     e.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into())
 }
 

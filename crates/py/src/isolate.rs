@@ -1,0 +1,225 @@
+//! Isolated measuring for `ranktune.autotune(isolate=...)`: what the Rust
+//! tuner decides about it, for the Python side to use as it is.
+//!
+//! - [`tune_measure_timed`]: the tuner's sampler over runs that time
+//!   themselves ([`measure_timed`], the sampling `tune_measure` uses), so a
+//!   worker's timings give the same statistic as in-process ones;
+//! - [`IsolationLimits`]: the limits' defaults and the per-candidate time
+//!   limit rule ([`Limits::for_local_ranks`], [`Limits::timeout_for`]);
+//! - [`protocol_read`], [`protocol_line`]: the worker protocol's messages,
+//!   parsed and written by [`protocol`] itself.
+//!
+//! Owns only the bridging. The worker processes are started and supervised
+//! by `python/ranktune/_isolate.py` (its module docs say why there and not
+//! here); nothing here forks, waits or kills.
+
+use crate::{convert, tune};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString};
+use ranktune_tune::isolation::protocol::{self, FromWorker, ToWorker};
+use ranktune_tune::{measure_timed, Limits};
+use std::time::Duration;
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(tune_measure_timed, m)?)?;
+    m.add_function(wrap_pyfunction!(protocol_read, m)?)?;
+    m.add_function(wrap_pyfunction!(protocol_line, m)?)?;
+    m.add_class::<IsolationLimits>()?;
+    m.add("PROTOCOL_VERSION", protocol::PROTOCOL_VERSION)?;
+    m.add("PROTOCOL_MAX_LINE", protocol::MAX_LINE)?;
+    Ok(())
+}
+
+/// Measures `n` candidates whose runs time themselves: `run(i, reps)` runs
+/// candidate `i` `reps` times in a row (e.g. in a worker process) and
+/// returns how long that took, in µs for all `reps` (a float), or the
+/// reason it failed (a str, kept as it is). An `Exception` it raises fails
+/// the candidate with its type and message, as in `tune_measure`; a
+/// `KeyboardInterrupt` or `SystemExit` stops the measuring and is raised.
+/// The sampling (`warmup=`/`samples=`, else adaptive) is `tune_measure`'s,
+/// so both give the same statistic. Returns one stats dict or
+/// `{"error": text}` per candidate.
+#[pyfunction]
+#[pyo3(signature = (n, run, warmup=None, samples=None))]
+fn tune_measure_timed<'py>(
+    py: Python<'py>,
+    n: usize,
+    run: Bound<'py, PyAny>,
+    warmup: Option<u32>,
+    samples: Option<u32>,
+) -> PyResult<Bound<'py, PyList>> {
+    let mut fatal: Option<PyErr> = None;
+    let mut call = |i: usize, reps: u32| -> Result<f64, String> {
+        if fatal.is_some() {
+            return Err("interrupted".into());
+        }
+        match run.call1((i, reps)) {
+            Ok(v) => {
+                if let Ok(why) = v.downcast::<PyString>() {
+                    return Err(why.to_string());
+                }
+                if !v.is_instance_of::<PyFloat>() {
+                    return Err(format!(
+                        "run(i, reps) must return the time in µs (a float) or a reason (a str), \
+                         not {}",
+                        v.get_type()
+                    ));
+                }
+                let us: f64 = v.extract().map_err(|e| e.to_string())?;
+                if us.is_finite() && us >= 0.0 {
+                    Ok(us)
+                } else {
+                    Err(format!("the measured time is not one: {us}"))
+                }
+            }
+            Err(e) => {
+                if !e.is_instance_of::<pyo3::exceptions::PyException>(py) {
+                    fatal = Some(e);
+                    return Err("interrupted".into());
+                }
+                Err(format!("{}: {}", tune::type_name(py, &e), e.value(py)))
+            }
+        }
+    };
+    let results = measure_timed(tune::sampling(warmup, samples), n, &mut call);
+    if let Some(e) = fatal {
+        return Err(e);
+    }
+    let out = PyList::empty(py);
+    for r in results {
+        let d = PyDict::new(py);
+        match r {
+            Ok(s) => {
+                let v =
+                    serde_json::to_value(&s).map_err(|e| PyValueError::new_err(e.to_string()))?;
+                tune::return_stats(&d, &v, py)?;
+            }
+            Err(e) => d.set_item("error", e)?,
+        }
+        out.append(d)?;
+    }
+    Ok(out)
+}
+
+/// `IsolationLimits(local_ranks=1, timeout=None, memory_mib=None)`: the
+/// limits an isolated worker runs under, as the Rust tuner sets them:
+/// `memory` defaults to half the memory available now divided by
+/// `local_ranks` (`None` where that cannot be read), the time limit to
+/// `max(floor, factor × the reference)` unless `timeout` (seconds) fixes
+/// it.
+#[pyclass(module = "ranktune._ranktune", frozen)]
+pub(crate) struct IsolationLimits {
+    limits: Limits,
+}
+
+#[pymethods]
+impl IsolationLimits {
+    #[new]
+    #[pyo3(signature = (local_ranks=1, timeout=None, memory_mib=None))]
+    fn new(local_ranks: u32, timeout: Option<f64>, memory_mib: Option<u64>) -> PyResult<Self> {
+        let mut limits = Limits::for_local_ranks(local_ranks);
+        if let Some(t) = timeout {
+            limits.timeout = Some(Duration::try_from_secs_f64(t).map_err(|_| {
+                PyValueError::new_err(format!("timeout={t}: give a number of seconds above 0"))
+            })?);
+        }
+        if let Some(m) = memory_mib {
+            limits.memory =
+                Some(m.checked_mul(1 << 20).ok_or_else(|| {
+                    PyValueError::new_err(format!("memory_mib={m} is out of range"))
+                })?);
+        }
+        Ok(IsolationLimits { limits })
+    }
+
+    /// The fixed per-candidate time limit (seconds), or `None` (derived).
+    #[getter]
+    fn timeout(&self) -> Option<f64> {
+        self.limits.timeout.map(|d| d.as_secs_f64())
+    }
+
+    /// Bytes of address space a worker may add over the tuning process's
+    /// size when it starts, or `None` for no limit.
+    #[getter]
+    fn memory(&self) -> Option<u64> {
+        self.limits.memory
+    }
+
+    /// Seconds a worker may take to start (until it says it is ready).
+    #[getter]
+    fn start_timeout(&self) -> f64 {
+        self.limits.start_timeout.as_secs_f64()
+    }
+
+    /// The derived limit's floor and factor, and the limit before anything
+    /// of the bucket has been timed: `(floor_s, factor, unreferenced_s)`.
+    #[getter]
+    fn derived(&self) -> (f64, f64, f64) {
+        (
+            self.limits.timeout_floor.as_secs_f64(),
+            self.limits.timeout_factor,
+            self.limits.unreferenced_timeout.as_secs_f64(),
+        )
+    }
+
+    /// The time limit (seconds) of one request, given the reference
+    /// request's time for as many runs (µs), if any.
+    #[pyo3(signature = (reference_us=None))]
+    fn timeout_for(&self, reference_us: Option<f64>) -> f64 {
+        self.limits.timeout_for(reference_us).as_secs_f64()
+    }
+}
+
+/// Which side wrote a protocol message.
+fn from_worker(side: &str) -> PyResult<bool> {
+    match side {
+        "worker" => Ok(true),
+        "tuner" => Ok(false),
+        _ => Err(PyValueError::new_err(format!(
+            "side={side:?}: give \"worker\" (its answers) or \"tuner\" (its requests)"
+        ))),
+    }
+}
+
+/// `protocol_read(line, side)`: one line of the worker protocol (bytes,
+/// with or without its newline) written by `side` (`"worker"`: `ready`,
+/// `us`, `error`; `"tuner"`: `init`, `run`) as a dict. A line that is not
+/// such a message raises `ValueError` with the protocol's own text, which
+/// names the line.
+#[pyfunction]
+fn protocol_read<'py>(py: Python<'py>, line: &[u8], side: &str) -> PyResult<PyObject> {
+    let value = if from_worker(side)? {
+        let m = protocol::decode::<FromWorker>(line)
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        serde_json::to_value(&m)
+    } else {
+        let m =
+            protocol::decode::<ToWorker>(line).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        serde_json::to_value(&m)
+    }
+    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    convert::to_py(py, &value)
+}
+
+/// `protocol_line(message, side)`: a message of `side` (a dict of the
+/// protocol's form) as its line, newline included. One that is not a
+/// message of that side raises `ValueError`.
+#[pyfunction]
+fn protocol_line<'py>(
+    py: Python<'py>,
+    message: &Bound<'py, PyAny>,
+    side: &str,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let value = convert::from_py(message, "message")
+        .map_err(|e| PyTypeError::new_err(format!("protocol_line: {e}")))?;
+    let bad = |e: serde_json::Error| {
+        PyValueError::new_err(format!("not a protocol message of the {side}: {e}"))
+    };
+    let line = if from_worker(side)? {
+        protocol::encode(&serde_json::from_value::<FromWorker>(value).map_err(bad)?)
+    } else {
+        protocol::encode(&serde_json::from_value::<ToWorker>(value).map_err(bad)?)
+    };
+    Ok(PyBytes::new(py, &line))
+}
