@@ -78,6 +78,9 @@ pub struct Session<'a> {
     autosave: Autosave,
     /// Entries written by this session's saves so far.
     written: usize,
+    /// Saves that wrote something, and what they took.
+    saves: u32,
+    save_time: Duration,
 }
 
 impl<'a> Session<'a> {
@@ -98,6 +101,8 @@ impl<'a> Session<'a> {
             finished: false,
             autosave: Autosave::new(SaveEvery::default()),
             written: 0,
+            saves: 0,
+            save_time: Duration::ZERO,
         })
     }
 
@@ -116,6 +121,13 @@ impl<'a> Session<'a> {
     /// [`save`](Session::save)s; the final save's report has its own).
     pub fn written(&self) -> usize {
         self.written
+    }
+
+    /// How many saves this session made so far (checkpoints and
+    /// [`save`](Session::save)s that had something to write), and what they
+    /// took in all: the cost of durable progress, for reports.
+    pub fn saves(&self) -> (u32, Duration) {
+        (self.saves, self.save_time)
     }
 
     /// Saves the decisions made since the last save when the policy says a
@@ -162,13 +174,12 @@ impl<'a> Session<'a> {
                 for w in &report.warnings {
                     tracing::warn!("{w}");
                 }
+                let took = ended.saturating_duration_since(started);
                 self.written += report.written;
+                self.saves += 1;
+                self.save_time += took;
                 let saved = update.iter().map(|(s, k, _)| (s, k.clone())).collect();
-                Ok(Some(Checkpoint {
-                    report,
-                    saved,
-                    took: ended.saturating_duration_since(started),
-                }))
+                Ok(Some(Checkpoint { report, saved, took }))
             }
             Err(e) => {
                 self.tuner.restore_pending(update);

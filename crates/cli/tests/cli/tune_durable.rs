@@ -353,6 +353,10 @@ fn a_tune_killed_outright_on_a_redis_cache_keeps_every_durable_bucket() {
     let rerun = start(dir, &url, "parallel", "auto").wait().expect_success();
     check_run(&rerun, &cached(dir, &url, "after the rerun"), &hits, "the rerun");
     let doc = rerun.json();
+    for rank in doc["ranks"].as_array().unwrap() {
+        // auto: the first decision at once, the rest at the end or between.
+        assert!(rank["saves"].as_u64().is_some_and(|n| n >= 1), "{rank}");
+    }
     let hit = (RANKS as usize * hits[0].len()) as u64;
     assert_eq!(doc["hits"].as_u64(), Some(hit), "{doc}");
     assert_eq!(doc["misses"].as_u64(), Some((RANKS as usize * BUCKETS) as u64 - hit), "{doc}");
@@ -394,12 +398,18 @@ fn save_every_end_saves_only_at_the_end() {
         assert!(!out.stderr_text().contains(": durable: "), "{out}");
         assert!(!dir.join("c.json").exists(), "a killed job saved with end: {out}");
     }
-    let out = run(&[]).wait().expect_success();
+    let out = run(&["--json"]).wait().expect_success();
     let text = out.stderr_text();
     let lines: Vec<&str> = text.lines().filter(|l| l.contains(": durable: ")).collect();
     assert_eq!(lines.len(), 2, "one save per rank, at the end: {out}");
     for l in lines {
         assert!(l.contains(&format!(": durable: {BUCKETS} bucket(s) saved to c.json")), "{l}");
+    }
+    // The report counts them, with what they took.
+    for rank in out.json()["ranks"].as_array().unwrap() {
+        assert_eq!(rank["saves"].as_u64(), Some(1), "{rank}");
+        assert!(rank["save_seconds"].as_f64().is_some_and(|s| s > 0.0), "{rank}");
+        assert_eq!(rank["entries_saved"].as_u64(), Some(BUCKETS as u64), "{rank}");
     }
 }
 

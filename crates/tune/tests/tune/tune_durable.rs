@@ -47,6 +47,7 @@ fn every_zero_makes_each_decision_durable_as_it_is_made() {
         assert!(session.checkpoint().unwrap().is_none());
     }
     assert_eq!(session.written(), 3);
+    assert_eq!(session.saves().0, 3);
     session.finish().unwrap();
     assert_eq!(store.saves(), 3, "the end has nothing left to save");
 }

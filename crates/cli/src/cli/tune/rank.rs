@@ -301,24 +301,34 @@ fn connect(
     Ok(())
 }
 
+/// What a rank's session saved in all: entries written, saves made and the
+/// seconds they took.
+struct Saved {
+    entries: usize,
+    saves: u32,
+    seconds: f64,
+}
+
 /// Saves what the session tuned and its checkpoints did not save yet (the
-/// last durable save, logged as each checkpoint is) and returns how many
-/// entries the session wrote, checkpoints included. When the store cannot
-/// take it, what was measured is never thrown away: it goes to a fallback
-/// file the error names.
+/// last durable save, logged as each checkpoint is) and says what the
+/// session saved, checkpoints included. When the store cannot take it, what
+/// was measured is never thrown away: it goes to a fallback file the error
+/// names.
 fn save(
     mut session: Session<'_>,
     tuner: &Tuner,
     cache: &CacheLocation,
     rank: u32,
-) -> anyhow::Result<usize> {
+) -> anyhow::Result<Saved> {
     let e = match session.flush() {
         Ok(c) => {
             if let Some(c) = &c {
                 tracing::info!("{}", super::durable::durable_line(rank, &shown(cache), c));
             }
             // Nothing is pending any more: dropping the session writes nothing.
-            return Ok(session.written());
+            let (saves, took) = session.saves();
+            let seconds = took.as_secs_f64();
+            return Ok(Saved { entries: session.written(), saves, seconds });
         }
         Err(e) => e,
     };
@@ -346,12 +356,13 @@ fn save(
     })
 }
 
-/// The rank's report: the tuner's counters, the coordinator's, the rows.
+/// The rank's report: the tuner's counters, the coordinator's, what was
+/// saved, the rows.
 fn rank_report(
     tuner: &Tuner,
     info: &RankInfo,
     strategy: Strategy,
-    entries_saved: usize,
+    saved: Saved,
     rows: Vec<Row>,
 ) -> RankReport {
     let (coord, _) = tuner.coordinator_stats().unwrap_or_default();
@@ -359,11 +370,13 @@ fn rank_report(
         rank: info.rank,
         world_size: info.world_size,
         counts: tuner.stats().total,
-        entries_saved,
+        entries_saved: saved.entries,
         strategy: strategy.to_string(),
         shared: coord.shared,
         agreed_hits: coord.agreed_hits,
         strategy_fallbacks: coord.fallbacks,
+        saves: saved.saves,
+        save_seconds: saved.seconds,
         rows,
     }
 }
