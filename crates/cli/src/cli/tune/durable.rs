@@ -1,7 +1,8 @@
 //! Durable progress in `ranktune tune`: `--save-every` (and
 //! `RANKTUNE_SAVE_EVERY`), and the checkpoint after every bucket, so a rank
-//! killed outright (SIGKILL, the OOM killer, a failed node) loses at most
-//! the bucket it was measuring and the next run tunes only what is missing.
+//! killed outright (SIGKILL, the OOM killer, a failed node) loses only the
+//! bucket it was measuring and those decided since its last save (none
+//! with `--save-every 0`), and the next run tunes only what is missing.
 //!
 //! Owns reading the policy and reporting checkpoints: with `-v`, one line
 //! per durable save naming the buckets it made durable ([`durable_line`]);

@@ -25,8 +25,8 @@
 //!
 //! SIGKILL cannot be caught: against it, each rank saves the buckets decided
 //! so far as it goes (`--save-every`, [`durable`]), so a job killed outright
-//! loses at most the buckets it was measuring, and the next run tunes only
-//! the missing ones.
+//! loses only the buckets in flight (being measured, or decided since the
+//! last save), and the next run tunes only the missing ones.
 
 mod agree;
 mod durable;
@@ -175,8 +175,8 @@ pub struct TuneArgs {
     #[arg(long, value_name = "MIB", allow_negative_numbers = true)]
     candidate_memory: Option<String>,
     /// Save the buckets decided so far while tuning, so a job killed
-    /// outright (SIGKILL, out of memory, a failed node) loses at most the
-    /// buckets being measured and the next run tunes only the rest: `auto`
+    /// outright (SIGKILL, out of memory, a failed node) loses only the
+    /// buckets since its last save and the next run tunes only those: `auto`
     /// (the first bucket at once, then as often as keeps saving under about
     /// 5% of tuning time), a number of seconds (0: after every bucket) or
     /// `end` (only when the run ends). With -v each save names the buckets
