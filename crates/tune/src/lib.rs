@@ -44,7 +44,8 @@
 //! - [`measure_all`], [`measure_timed`], [`Timer`], [`Sampling`]: timers,
 //!   statistics, fixed and adaptive sampling; [`decide()`]: median + near-tie rule.
 //! - [`Tuner`]: [`Tuner::choose_one`] and statistics; [`Session`]: the
-//!   load/save guard; known-bad tactics (the cache's blocklist) are skipped
+//!   load/save guard, whose [`Session::checkpoint`] saves progress as it
+//!   goes when its [`SaveEvery`] policy says so (durable progress); known-bad tactics (the cache's blocklist) are skipped
 //!   unless [`TunerOptions::retry_failed`], and cached tactics of an op
 //!   [`Op::with_validation`] are checked on first use.
 //! - [`FailureKind`], [`CandidateFailure`]: how a candidate failed.
@@ -57,6 +58,7 @@
 //! Starting the ranks of a local job is not tuning: that is the
 //! `ranktune-launch` crate.
 
+mod autosave;
 mod bucket;
 mod choice;
 mod config;
@@ -71,6 +73,7 @@ mod session;
 pub mod strategy;
 mod tuner;
 
+pub use autosave::{SaveEvery, SaveEveryError, AUTO_SAVE_RATIO, FAILED_RETRY_MIN, SAVE_EVERY_ENV};
 pub use bucket::{last_power_of_two, BucketGen, BucketMap, Constraint, Derive, DynamicDim};
 pub use choice::{Choice, Source};
 pub use config::{TuningConfig, DEFAULT_MAX_TOKENS};
@@ -81,7 +84,7 @@ pub use key::{BucketKey, MAX_DIMS, MAX_INPUTS};
 pub use measure::{measure_all, measure_timed, stats_of, CpuTimer, Sampling, Timer, MIN_SAMPLE_US};
 pub use op::{candidate_checksum, Op, OpError, Reference};
 pub use runner::{fingerprint_of, RunError, Runner, StableHasher, TuneInputs};
-pub use session::{Session, SessionLoad};
+pub use session::{Checkpoint, Session, SessionLoad};
 pub use tuner::{
     retry_failed_from_env, OpStats, SkippedTactic, StaleReason, TuneRecord, Tuner, TunerOptions,
     TunerStats, RETRY_FAILED_ENV,

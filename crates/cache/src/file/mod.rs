@@ -296,6 +296,15 @@ impl FileStore {
         spool::spool_dir(&self.path)
     }
 
+    /// Whether saves wait in the spool, not folded into the cache file yet
+    /// (a writer killed between writing its spool file and the fold, e.g.
+    /// during the very first save, when the cache file does not exist yet).
+    /// Loads see their entries, so a cache of waiting saves alone is a
+    /// cache. A spool that cannot be listed counts as none.
+    pub fn has_waiting_saves(&self) -> bool {
+        spool::list(&self.spool_path()).is_ok_and(|l| !l.is_empty())
+    }
+
     /// Reads the main file, entries held as `E` (`strict`: see
     /// [`codec::read`]); a file that does not parse is handled as `aside`
     /// says.

@@ -160,7 +160,17 @@ pub fn main() -> ExitCode {
     dispatch(Cli::parse())
 }
 
+/// The `-v` count this command was started with (0 before `dispatch`).
+static VERBOSITY: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+
+/// How many `-v` this command was given: `tune --ranks` passes them on to
+/// its ranks.
+pub(crate) fn verbosity() -> u8 {
+    VERBOSITY.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 fn dispatch(cli: Cli) -> ExitCode {
+    VERBOSITY.store(cli.verbose, std::sync::atomic::Ordering::Relaxed);
     init_logging(cli.verbose);
     let result = match cli.command {
         Command::Tune(args) => tune::run(args),

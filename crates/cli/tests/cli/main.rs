@@ -26,6 +26,7 @@ mod trace_analyze_summary;
 mod trace_runs;
 mod trtllm_dims_cli;
 mod tune_cli;
+mod tune_durable;
 mod tune_signals;
 mod two_users;
 mod unreadable;

@@ -248,6 +248,12 @@ impl Tuner {
         data
     }
 
+    /// Whether anything waits to be saved (decisions, blocklist records or
+    /// clears): what a checkpoint asks before it takes anything.
+    pub fn has_pending(&self) -> bool {
+        !self.lock().pending.is_unchanged_update()
+    }
+
     /// Puts decisions back after a failed save, so a later save retries them.
     pub fn restore_pending(&self, data: CacheData) {
         let mut inner = self.lock();

@@ -7,6 +7,7 @@ mod strategy_processes;
 mod strategy_tuner;
 mod tune_blocklist;
 mod tune_bucket;
+mod tune_durable;
 mod tune_isolation;
 mod tune_measure;
 #[path = "../tune_support/mod.rs"]

@@ -6,7 +6,7 @@
 
 use anyhow::Context;
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
-use ranktune_cache::{CacheError, CacheLocation, Store, WonBy};
+use ranktune_cache::{CacheError, CacheLocation, FileStore, Store, WonBy};
 use ranktune_formats::{read_source, Source, FORMATS};
 use std::path::Path;
 use tracing::warn;
@@ -126,11 +126,15 @@ pub(super) fn open_store(loc: &CacheLocation) -> anyhow::Result<Box<dyn Store + 
     loc.open().with_context(|| format!("cannot open {loc}"))
 }
 
-/// Whether `loc` exists: a file that is there (even a dangling link);
-/// a Redis location always does (an empty prefix is an empty cache).
+/// Whether `loc` exists: a file that is there (even a dangling link), or
+/// saves waiting in its spool (a first save killed before its fold: the
+/// tuner loads them, so `show` and `check` read them too); a Redis location
+/// always does (an empty prefix is an empty cache).
 pub(super) fn exists(loc: &CacheLocation) -> bool {
     match loc {
-        CacheLocation::File(p) => std::fs::symlink_metadata(p).is_ok(),
+        CacheLocation::File(p) => {
+            std::fs::symlink_metadata(p).is_ok() || FileStore::new(p).has_waiting_saves()
+        }
         CacheLocation::Redis(_) => true,
     }
 }

@@ -49,6 +49,9 @@ pub(super) fn launch(
     let isolation = super::isolate::settings(args)?;
     let mut child = child_args(args, cache, n);
     child.extend(super::isolate::child_flags(&isolation).into_iter().map(OsString::from));
+    // The save policy as resolved here (flag, variable or default).
+    let save_every = super::durable::policy(args)?;
+    child.extend(["--save-every".into(), OsString::from(save_every.to_string())]);
     let mut launcher = Launcher::new(exe).args(child);
     // Local ranks meet in a private directory of this job, not beside the
     // cache (where they would leave `.ranktune-collective/` in the user's
@@ -154,6 +157,11 @@ fn child_args(args: &TuneArgs, cache: &CacheLocation, n: u32) -> Vec<OsString> {
     }
     if args.quick {
         a.push("--quick".into());
+    }
+    // `-v`/`-vv` reach the ranks too, so their logs (durable saves, worker
+    // starts) come back as `[rank N] …` lines.
+    for _ in 0..crate::cli::verbosity() {
+        a.push("-v".into());
     }
     a.push("--strategy".into());
     a.push(strategy_for(args, n).name().into());

@@ -12,7 +12,8 @@
 //! - [`agree`]: the warning when the ranks ended with different choices;
 //! - [`table`]: the table; [`progress`]: the bars; [`labels`]: short labels;
 //! - [`model`]: `--model`, a Hugging Face model's GEMM shapes;
-//! - [`isolate`]: `--isolate` and the candidates' limits.
+//! - [`isolate`]: `--isolate` and the candidates' limits;
+//! - [`durable`]: `--save-every` and the checkpoint after each bucket.
 //!
 //! SIGINT and SIGTERM stop `tune` cleanly. A rank checks for them between
 //! buckets: it stops tuning, saves the entries it has tuned, writes its
@@ -21,8 +22,14 @@
 //! 30 s, then kills them) and exits with the same status. A rank started by
 //! a launcher ignores SIGPIPE (its progress writes may fail once the
 //! launcher is gone) and, on Linux, gets SIGTERM when its launcher dies.
+//!
+//! SIGKILL cannot be caught: against it, each rank saves the buckets decided
+//! so far as it goes (`--save-every`, [`durable`]), so a job killed outright
+//! loses only the buckets in flight (being measured, or decided since the
+//! last save), and the next run tunes only the missing ones.
 
 mod agree;
+mod durable;
 mod isolate;
 mod labels;
 mod launch;
@@ -167,6 +174,15 @@ pub struct TuneArgs {
     /// RANKTUNE_CANDIDATE_MEMORY].
     #[arg(long, value_name = "MIB", allow_negative_numbers = true)]
     candidate_memory: Option<String>,
+    /// Save the buckets decided so far while tuning, so a job killed
+    /// outright (SIGKILL, out of memory, a failed node) loses only the
+    /// buckets since its last save and the next run tunes only those: `auto`
+    /// (the first bucket at once, then as often as keeps saving under about
+    /// 5% of tuning time), a number of seconds (0: after every bucket) or
+    /// `end` (only when the run ends). With -v each save names the buckets
+    /// it made durable [default: $RANKTUNE_SAVE_EVERY, or auto].
+    #[arg(long, value_name = "SECS|auto|end", allow_negative_numbers = true)]
+    save_every: Option<String>,
     /// Internal: run as a child of `--ranks` (JSON on stdout, progress lines on stderr).
     #[arg(long, hide = true)]
     child: bool,
@@ -183,8 +199,9 @@ pub fn run(args: TuneArgs) -> anyhow::Result<ExitCode> {
              without it (the ranktune-kernels feature crash-tactics); use gemm, softmax or rmsnorm"
         );
     }
-    // Bad isolation settings are one error here, not one per rank.
+    // Bad isolation or save settings are one error here, not one per rank.
     isolate::settings(&args)?;
+    durable::policy(&args)?;
     if args.max_tokens == Some(0) {
         bail!("--max-tokens 0 tunes nothing; give a token count of at least 1");
     }

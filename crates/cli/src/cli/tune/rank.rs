@@ -1,16 +1,18 @@
 //! One rank of `ranktune tune`: builds the built-in ops, opens the cache and
 //! the trace, tunes every bucket of the chosen ops (alone or with the other
-//! ranks, by `--strategy`), saves, and returns the rank's report.
+//! ranks, by `--strategy`), saving progress as it goes (`--save-every`),
+//! saves the rest, and returns the rank's report.
 //!
 //! It reports progress through `progress` and never prints a table or a
 //! document itself; tuning is `ranktune_tune`'s, storage the cache store's.
 
+use super::durable::Durable;
 use super::progress::Progress;
 use super::report::{row_from_entry, row_from_record, RankReport, Row};
-use super::{labels::shape_label, max_tokens, strategy_for, OpName, TuneArgs};
+use super::{labels::shape_label, max_tokens, shown, strategy_for, OpName, TuneArgs};
 use crate::cli::sys;
 use anyhow::Context;
-use ranktune_cache::{CacheData, CacheLocation, Identity, SaveReport, Section, Store};
+use ranktune_cache::{CacheData, CacheLocation, Identity, Section, Store};
 use ranktune_collective as collective;
 use ranktune_core::rank::{RankInfo, RankOverrides};
 use ranktune_kernels::{crashy, gemm, rmsnorm, runners, softmax};
@@ -93,13 +95,16 @@ pub(super) fn run_rank(
     if strategy.is_collective() {
         connect(&tuner, args, cache, &info, strategy)?;
     }
+    let save_every = super::durable::policy(args)?;
     let store = open_store(cache)?;
-    let session = Session::start(&tuner, store.as_ref())
-        .with_context(|| format!("loading the tuning cache {cache}"))?;
-    let rows = plan.tune(&tuner, info.rank, stop, args.child);
+    let mut session = Session::start(&tuner, store.as_ref())
+        .with_context(|| format!("loading the tuning cache {cache}"))?
+        .save_every(save_every);
+    let durable = Durable::new(&mut session, info.rank, shown(cache));
+    let rows = plan.tune(&tuner, info.rank, stop, args.child, durable);
     let saved = save(session, &tuner, cache, info.rank)?;
     stop_trace(trace, info.rank)?;
-    Ok(rank_report(&tuner, &info, strategy, saved.written, rows))
+    Ok(rank_report(&tuner, &info, strategy, saved, rows))
 }
 
 /// What one rank tunes: the built-in ops and the bucket bases of each (the
@@ -180,33 +185,42 @@ impl Plan {
     }
 
     /// Tunes (or looks up) every bucket, op by op, reporting progress (as
-    /// a child rank's progress lines when `child`); one row per bucket.
-    fn tune(&self, tuner: &Tuner, rank: u32, stop: &AtomicUsize, child: bool) -> Vec<Row> {
-        let mut progress = Progress::new(self.buckets() as u64, child);
-        let mut rows = Vec::new();
-        let (p, r) = (&mut progress, &mut rows);
+    /// a child rank's progress lines when `child`) and checkpointing after
+    /// each bucket through `durable`; one row per bucket.
+    fn tune(
+        &self,
+        tuner: &Tuner,
+        rank: u32,
+        stop: &AtomicUsize,
+        child: bool,
+        durable: Durable<'_, '_>,
+    ) -> Vec<Row> {
+        let mut steps = Steps {
+            progress: Progress::new(self.buckets() as u64, child),
+            rows: Vec::new(),
+            durable,
+        };
+        let s = &mut steps;
         for o in &self.ops {
             match o {
                 OpName::Gemm => {
                     for base in &self.gemm_bases {
-                        tune_op(tuner, &self.gemm_op, base, rank, stop, p, r)
+                        tune_op(tuner, &self.gemm_op, base, rank, stop, s)
                     }
                 }
                 OpName::Softmax => {
-                    tune_op(tuner, &self.softmax_op, &self.softmax_base, rank, stop, p, r)
+                    tune_op(tuner, &self.softmax_op, &self.softmax_base, rank, stop, s)
                 }
-                OpName::Rmsnorm => {
-                    tune_op(tuner, &self.rmsnorm_op, &self.rms_base, rank, stop, p, r)
-                }
+                OpName::Rmsnorm => tune_op(tuner, &self.rmsnorm_op, &self.rms_base, rank, stop, s),
                 OpName::Crashy => {
                     if let Some(op) = &self.crashy_op {
-                        tune_op(tuner, op, &self.crashy_base(), rank, stop, p, r)
+                        tune_op(tuner, op, &self.crashy_base(), rank, stop, s)
                     }
                 }
             }
         }
-        progress.finish();
-        rows
+        steps.progress.finish();
+        steps.rows
     }
 
     /// The crashy op's base shapes (rows bucketed).
@@ -287,28 +301,49 @@ fn connect(
     Ok(())
 }
 
-/// Saves what the session tuned. When the store cannot take it, what was
-/// measured is never thrown away: it goes to a fallback file the error names.
+/// What a rank's session saved in all: entries written, saves made and the
+/// seconds they took.
+struct Saved {
+    entries: usize,
+    saves: u32,
+    seconds: f64,
+}
+
+/// Saves what the session tuned and its checkpoints did not save yet (the
+/// last durable save, logged as each checkpoint is) and says what the
+/// session saved, checkpoints included. When the store cannot take it, what
+/// was measured is never thrown away: it goes to a fallback file the error
+/// names.
 fn save(
-    session: Session<'_>,
+    mut session: Session<'_>,
     tuner: &Tuner,
     cache: &CacheLocation,
     rank: u32,
-) -> anyhow::Result<SaveReport> {
-    let e = match session.finish() {
-        Ok(saved) => return Ok(saved),
+) -> anyhow::Result<Saved> {
+    let e = match session.flush() {
+        Ok(c) => {
+            if let Some(c) = &c {
+                tracing::info!("{}", super::durable::durable_line(rank, &shown(cache), c));
+            }
+            // Nothing is pending any more: dropping the session writes nothing.
+            let (saves, took) = session.saves();
+            let seconds = took.as_secs_f64();
+            return Ok(Saved { entries: session.written(), saves, seconds });
+        }
         Err(e) => e,
     };
     // Never throw away what was measured: the session kept it.
     let unsaved = tuner.take_pending();
+    // Nothing is pending now: ending the session writes nothing.
+    drop(session);
     let err = anyhow::Error::new(e).context(format!("saving the tuning cache {cache}"));
     if unsaved.is_unchanged_update() {
         return Err(err);
     }
     Err(match write_fallback(cache, rank, &unsaved) {
         Some(file) => err.context(format!(
-            "rank {rank}: the {} entries it measured are kept in {}; push them once the \
-             server is back with: ranktune cache import '{}' {}",
+            "rank {rank}: the {} entries it measured since its last durable save are kept in \
+             {}; push them once the server is back with: ranktune cache import '{}' {}",
             unsaved.len(),
             file.display(),
             match cache {
@@ -321,12 +356,13 @@ fn save(
     })
 }
 
-/// The rank's report: the tuner's counters, the coordinator's, the rows.
+/// The rank's report: the tuner's counters, the coordinator's, what was
+/// saved, the rows.
 fn rank_report(
     tuner: &Tuner,
     info: &RankInfo,
     strategy: Strategy,
-    entries_saved: usize,
+    saved: Saved,
     rows: Vec<Row>,
 ) -> RankReport {
     let (coord, _) = tuner.coordinator_stats().unwrap_or_default();
@@ -334,25 +370,33 @@ fn rank_report(
         rank: info.rank,
         world_size: info.world_size,
         counts: tuner.stats().total,
-        entries_saved,
+        entries_saved: saved.entries,
         strategy: strategy.to_string(),
         shared: coord.shared,
         agreed_hits: coord.agreed_hits,
         strategy_fallbacks: coord.fallbacks,
+        saves: saved.saves,
+        save_seconds: saved.seconds,
         rows,
     }
 }
 
-/// Tunes (or looks up) every bucket of `op` and adds one row per bucket;
-/// stops before the next bucket once `stop` is set.
+/// What each bucket tuned goes to: the progress, the rows, the checkpoints.
+struct Steps<'s, 'a> {
+    progress: Progress,
+    rows: Vec<Row>,
+    durable: Durable<'s, 'a>,
+}
+
+/// Tunes (or looks up) every bucket of `op`, adds one row per bucket and
+/// checkpoints after each; stops before the next bucket once `stop` is set.
 fn tune_op<I: TuneInputs>(
     tuner: &Tuner,
     op: &Op<I>,
     base: &[Vec<u64>],
     rank: u32,
     stop: &AtomicUsize,
-    progress: &mut Progress,
-    rows: &mut Vec<Row>,
+    steps: &mut Steps<'_, '_>,
 ) {
     for key in op.config().profiles(base) {
         if sys::stop_signal(stop).is_some() {
@@ -376,8 +420,11 @@ fn tune_op<I: TuneInputs>(
         };
         let what = format!("{} {}", op.name(), shape_label(&bucket));
         tracing::debug!("rank {rank}: {what} done ({:?})", choice.source);
-        progress.step(&what);
-        rows.push(row);
+        steps.progress.step(&what);
+        steps.rows.push(row);
+        // Local file or server I/O only, never a collective: the ranks stay
+        // in lockstep whoever saves when.
+        steps.durable.after_bucket();
         // One bucket is one iteration of the trace (a no-op without one).
         ranktune_trace::step();
     }

@@ -82,6 +82,12 @@ pub struct RankReport {
     /// Buckets a collective strategy had to tune independently.
     #[serde(default)]
     pub(super) strategy_fallbacks: u64,
+    /// Durable saves this rank made (`--save-every`'s, the final one
+    /// included) and the seconds they took: what durable progress cost.
+    #[serde(default)]
+    pub(super) saves: u32,
+    #[serde(default)]
+    pub(super) save_seconds: f64,
     pub(super) rows: Vec<Row>,
 }
 
@@ -254,7 +260,7 @@ mod tests {
 
     #[test]
     fn the_embedded_counters_keep_their_place_in_the_documents() {
-        let rank = r#"{"rank":1,"world_size":2,"tuned":3,"hits":4,"misses":5,"fallbacks":6,"failed_tactics":7,"tuning_seconds":0.25,"entries_saved":3,"strategy":"merge","shared":2,"agreed_hits":1,"strategy_fallbacks":0,"rows":[]}"#;
+        let rank = r#"{"rank":1,"world_size":2,"tuned":3,"hits":4,"misses":5,"fallbacks":6,"failed_tactics":7,"tuning_seconds":0.25,"entries_saved":3,"strategy":"merge","shared":2,"agreed_hits":1,"strategy_fallbacks":0,"saves":2,"save_seconds":0.125,"rows":[]}"#;
         let report: RankReport = serde_json::from_str(rank).unwrap();
         assert_eq!(report.counts.misses, 5);
         assert_eq!(serde_json::to_string(&report).unwrap(), rank);
