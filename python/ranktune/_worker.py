@@ -169,7 +169,7 @@ def main(argv: List[str]) -> int:
                 return {"error": f"{type(e).__name__}: {e}", "kind": "error"}
             if memory is not None:
                 # A candidate may grow the worker by `memory` over its size now.
-                _isolate.limit_address_space(_isolate._vm_size() + memory)
+                _isolate.limit_address_space(_isolate.vm_size() + memory)
             return {"ready": {"pid": pid}}
         if setup is None:
             return {"error": "a spawned worker needs an init message first", "kind": "error"}

@@ -10,7 +10,7 @@
 //!   parsed and written by [`protocol`] itself.
 //!
 //! Owns only the bridging. The worker processes are started and supervised
-//! by `python/ranktune/_isolate.py` (its module docs say why there and not
+//! by `python/ranktune/_isolate/` (its module docs say why there and not
 //! here); nothing here forks, waits or kills.
 
 use crate::{convert, tune};
