@@ -12,13 +12,17 @@
 //! fraction of tuning time: the first decision is saved at once, and after
 //! that a save waits until the time since the last one is at least
 //! [`AUTO_SAVE_RATIO`] times what the last one cost (so saving takes at most
-//! 1/(1 + 20) ≈ 5% of the time between saves). A save that failed is tried
+//! 1/(1 + 20) ≈ 5% of the time between saves) — but never longer than
+//! [`AUTO_SAVE_MAX_WAIT`] (or twice the last save's cost, when saves take
+//! longer than half of that): one save that waited long for the lock must
+//! not leave minutes of decisions unsaved. A save that failed is tried
 //! again no sooner than [`AUTO_SAVE_RATIO`] times what it cost, and at
-//! least [`FAILED_RETRY_MIN`] later, under every policy, so a store that is
-//! down is not hammered after every bucket.
+//! least [`FAILED_RETRY_MIN`] later (with the same cap), under every
+//! policy, so a store that is down is not hammered after every bucket.
 //!
-//! The rules and the words are those of Python's `tuning(save_every=...)`,
-//! which reads the same [`SAVE_EVERY_ENV`]: one variable, one meaning.
+//! Python's `tuning(save_every=...)`, which reads the same
+//! [`SAVE_EVERY_ENV`], uses this module through the bindings: one variable,
+//! one meaning, one implementation.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -33,6 +37,20 @@ pub const AUTO_SAVE_RATIO: u32 = 20;
 
 /// A save that failed is not tried again for at least this long.
 pub const FAILED_RETRY_MIN: Duration = Duration::from_secs(1);
+
+/// The longest [`SaveEvery::Auto`] (and a failed save's retry) waits: one
+/// slow save (a long wait for the lock) must not push the next one out by
+/// 20 times that. Saves that cost more than half of it wait twice their
+/// cost instead (saving then takes at most a third of the time).
+pub const AUTO_SAVE_MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// How long after a save (or a failed one) that cost `cost` the next may
+/// run: `ratio × cost` (at least `floor`), capped by [`AUTO_SAVE_MAX_WAIT`]
+/// or twice the cost, whichever is longer.
+fn wait_after(cost: Duration, floor: Duration) -> Duration {
+    let cap = AUTO_SAVE_MAX_WAIT.max(cost.saturating_mul(2));
+    cost.saturating_mul(AUTO_SAVE_RATIO).max(floor).min(cap)
+}
 
 /// When a session saves the decisions made so far, at each
 /// [`Session::checkpoint`](crate::Session::checkpoint).
@@ -145,9 +163,21 @@ fn shown(source: &str, text: &str) -> String {
 
 /// The state of a policy in a session: when the last save ended, what it
 /// cost, and when a failed one may be tried again. Times are passed in, so
-/// the arithmetic is tested without a clock.
+/// the arithmetic is tested without a clock. A [`Session`](crate::Session)
+/// keeps one; Python's `tuning()` keeps one through the bindings.
+///
+/// ```
+/// use ranktune_tune::{Autosave, SaveEvery};
+/// use std::time::{Duration, Instant};
+/// let t0 = Instant::now();
+/// let mut a = Autosave::new(SaveEvery::Auto);
+/// assert!(a.due(t0)); // the first decision is saved at once
+/// a.saved(t0, t0 + Duration::from_millis(10), true);
+/// assert!(!a.due(t0 + Duration::from_millis(100)));
+/// assert!(a.due(t0 + Duration::from_millis(210))); // 20 × 10 ms after it ended
+/// ```
 #[derive(Clone, Debug)]
-pub(crate) struct Autosave {
+pub struct Autosave {
     policy: SaveEvery,
     /// The last successful save: when it ended, and what it cost.
     last: Option<(Instant, Duration)>,
@@ -157,17 +187,17 @@ pub(crate) struct Autosave {
 
 impl Autosave {
     /// A policy's state in a session that has not saved yet.
-    pub(crate) fn new(policy: SaveEvery) -> Self {
+    pub fn new(policy: SaveEvery) -> Self {
         Autosave { policy, last: None, retry_at: None }
     }
 
     /// The policy.
-    pub(crate) fn policy(&self) -> SaveEvery {
+    pub fn policy(&self) -> SaveEvery {
         self.policy
     }
 
     /// Whether a checkpoint at `now` should save (when anything is pending).
-    pub(crate) fn due(&self, now: Instant) -> bool {
+    pub fn due(&self, now: Instant) -> bool {
         if self.retry_at.is_some_and(|t| now < t) {
             return false;
         }
@@ -176,21 +206,20 @@ impl Autosave {
             // The first decision is saved at once.
             (_, None) => true,
             (SaveEvery::Auto, Some((at, cost))) => {
-                now.saturating_duration_since(at) >= cost.saturating_mul(AUTO_SAVE_RATIO)
+                now.saturating_duration_since(at) >= wait_after(cost, Duration::ZERO)
             }
             (SaveEvery::Every(d), Some((at, _))) => now.saturating_duration_since(at) >= d,
         }
     }
 
     /// A save ran from `started` to `ended`; `ok` says whether it worked.
-    pub(crate) fn saved(&mut self, started: Instant, ended: Instant, ok: bool) {
+    pub fn saved(&mut self, started: Instant, ended: Instant, ok: bool) {
         let cost = ended.saturating_duration_since(started);
         if ok {
             self.last = Some((ended, cost));
             self.retry_at = None;
         } else {
-            let wait = cost.saturating_mul(AUTO_SAVE_RATIO).max(FAILED_RETRY_MIN);
-            self.retry_at = Some(ended + wait);
+            self.retry_at = Some(ended + wait_after(cost, FAILED_RETRY_MIN));
         }
     }
 }
@@ -286,6 +315,23 @@ mod tests {
     }
 
     #[test]
+    fn one_slow_save_never_leaves_more_than_a_minute_unsaved() {
+        let t0 = Instant::now();
+        let mut a = Autosave::new(SaveEvery::Auto);
+        // A save that waited 10 s for the lock: the next is due after the
+        // cap (60 s), not 200 s.
+        a.saved(t0, t0 + Duration::from_secs(10), true);
+        let end = t0 + Duration::from_secs(10);
+        assert!(!a.due(end + Duration::from_secs(59)));
+        assert!(a.due(end + AUTO_SAVE_MAX_WAIT));
+        // Saves slower than half the cap wait twice their cost.
+        a.saved(end, end + Duration::from_secs(45), true);
+        let end = end + Duration::from_secs(45);
+        assert!(!a.due(end + Duration::from_secs(89)));
+        assert!(a.due(end + Duration::from_secs(90)));
+    }
+
+    #[test]
     fn every_saves_the_first_decision_at_once_then_counts_from_the_last_save() {
         let t0 = Instant::now();
         let mut a = Autosave::new(SaveEvery::Every(ms(100)));
@@ -315,10 +361,14 @@ mod tests {
             a.saved(t0, t0 + ms(2), false);
             assert!(!a.due(t0 + ms(500)), "{policy}");
             assert!(a.due(t0 + ms(2) + FAILED_RETRY_MIN), "{policy}");
-            // A slow failure (a timeout of 5 s): 20 times that.
+            // A slow failure (a timeout of 2 s): 20 times that.
+            a.saved(t0, t0 + Duration::from_secs(2), false);
+            assert!(!a.due(t0 + Duration::from_secs(41)), "{policy}");
+            assert!(a.due(t0 + Duration::from_secs(42)), "{policy}");
+            // Slower (5 s): capped at AUTO_SAVE_MAX_WAIT, not 100 s.
             a.saved(t0, t0 + Duration::from_secs(5), false);
-            assert!(!a.due(t0 + Duration::from_secs(104)), "{policy}");
-            assert!(a.due(t0 + Duration::from_secs(105)), "{policy}");
+            assert!(!a.due(t0 + Duration::from_secs(64)), "{policy}");
+            assert!(a.due(t0 + Duration::from_secs(65)), "{policy}");
             // Success clears the wait.
             a.saved(t0 + Duration::from_secs(105), t0 + Duration::from_secs(105), true);
             assert!(a.due(t0 + Duration::from_secs(105)), "{policy}");

@@ -73,7 +73,10 @@ mod session;
 pub mod strategy;
 mod tuner;
 
-pub use autosave::{SaveEvery, SaveEveryError, AUTO_SAVE_RATIO, FAILED_RETRY_MIN, SAVE_EVERY_ENV};
+pub use autosave::{
+    Autosave, SaveEvery, SaveEveryError, AUTO_SAVE_MAX_WAIT, AUTO_SAVE_RATIO, FAILED_RETRY_MIN,
+    SAVE_EVERY_ENV,
+};
 pub use bucket::{last_power_of_two, BucketGen, BucketMap, Constraint, Derive, DynamicDim};
 pub use choice::{Choice, Source};
 pub use config::{TuningConfig, DEFAULT_MAX_TOKENS};

@@ -73,6 +73,9 @@ pub struct Checkpoint {
 pub struct Session<'a> {
     tuner: &'a Tuner,
     store: &'a dyn Store,
+    /// Where checkpoints save, when not `store` (see
+    /// [`checkpoint_store`](Session::checkpoint_store)).
+    checkpoints: Option<&'a dyn Store>,
     loaded: SessionLoad,
     finished: bool,
     autosave: Autosave,
@@ -97,6 +100,7 @@ impl<'a> Session<'a> {
         Ok(Session {
             tuner,
             store,
+            checkpoints: None,
             loaded: SessionLoad { entries, warnings: loaded.warnings },
             finished: false,
             autosave: Autosave::new(SaveEvery::default()),
@@ -109,6 +113,19 @@ impl<'a> Session<'a> {
     /// The same session with save policy `policy` for its checkpoints.
     pub fn save_every(mut self, policy: SaveEvery) -> Self {
         self.autosave = Autosave::new(policy);
+        self
+    }
+
+    /// The same session with its checkpoints saved through `store`: the
+    /// same cache opened with a shorter wait for its lock, typically. A
+    /// checkpoint runs between buckets, while the other ranks of a
+    /// collective strategy may already wait for this one at the next
+    /// exchange: a checkpoint that cannot get the lock soon should fail
+    /// (its decisions stay pending for a later save) rather than hold
+    /// everyone up for the cache's full lock timeout. The final save
+    /// ([`finish`](Session::finish), drop) uses the session's own store.
+    pub fn checkpoint_store(mut self, store: &'a dyn Store) -> Self {
+        self.checkpoints = Some(store);
         self
     }
 
@@ -143,7 +160,7 @@ impl<'a> Session<'a> {
         if !self.autosave.due(Instant::now()) || !self.tuner.has_pending() {
             return Ok(None);
         }
-        self.flush()
+        self.flush_to(self.checkpoints.unwrap_or(self.store))
     }
 
     /// What was loaded.
@@ -161,12 +178,17 @@ impl<'a> Session<'a> {
     /// Like [`save`](Session::save), whatever the policy, but says what it
     /// made durable, as a checkpoint does (`None`: nothing was pending).
     pub fn flush(&mut self) -> Result<Option<Checkpoint>, CacheError> {
+        self.flush_to(self.store)
+    }
+
+    /// [`flush`](Session::flush) through `store`.
+    fn flush_to(&mut self, store: &dyn Store) -> Result<Option<Checkpoint>, CacheError> {
         let update = self.tuner.take_pending();
         if update.is_unchanged_update() {
             return Ok(None);
         }
         let started = Instant::now();
-        let result = self.store.save_superseding(&update);
+        let result = store.save_superseding(&update);
         let ended = Instant::now();
         self.autosave.saved(started, ended, result.is_ok());
         match result {

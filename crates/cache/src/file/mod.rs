@@ -30,7 +30,7 @@
 //!    fsynced), so the save is done without taking the lock at all;
 //! 3. with the lock, if its spool file is still there, it waits until the
 //!    spool has been quiet briefly (ranks that finish together are folded
-//!    together), then folds **every** waiting spool: reads `C`, applies the
+//!    together; a lone save does not wait), then folds **every** waiting spool: reads `C`, applies the
 //!    spools in save order, writes one new `C` (exclusive temp, fsync,
 //!    rename, fsync directory), then deletes the folded spools.
 //!

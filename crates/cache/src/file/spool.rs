@@ -340,7 +340,10 @@ pub(crate) fn remove_stale_temps(dir: &Path, min_age: Duration) {
 /// Group-commit delay: waits until no spool file is being written and no
 /// new one appeared for `quiet`, at most `cap` in all, so that one rewrite
 /// takes in a whole burst of saves (ranks finishing together) rather than
-/// only the first few. A lone save pays one `quiet` period.
+/// only the first few. A lone save — its own spool file the only one
+/// waiting, none being written — does not wait: there is nothing to gather,
+/// and a tune saving after every bucket would pay `quiet` per bucket. A
+/// burst that starts just after it is folded by the next lock holder.
 pub(crate) fn settle(dir: &Path, quiet: Duration, cap: Duration) {
     let start = std::time::Instant::now();
     let scan = || -> (usize, usize) {
@@ -364,7 +367,10 @@ pub(crate) fn settle(dir: &Path, quiet: Duration, cap: Duration) {
         }
         (done, writing)
     };
-    let (mut last, _) = scan();
+    let (mut last, writing) = scan();
+    if last <= 1 && writing == 0 {
+        return;
+    }
     while start.elapsed() + quiet <= cap {
         std::thread::sleep(quiet);
         let (done, writing) = scan();

@@ -137,3 +137,43 @@ fn a_failed_checkpoint_keeps_its_decisions_for_the_next_save() {
     let stored = store.load().unwrap().data;
     assert_eq!(stored.len(), 3, "every decision is in the file");
 }
+
+/// A checkpoint goes through the session's checkpoint store (the CLI's: the
+/// same file with a short lock wait), so a lock held by another process
+/// fails the checkpoint quickly — its decision kept — instead of waiting
+/// out the cache's full lock timeout between two buckets; the final save
+/// goes through the session's own store and its own, longer, wait.
+#[cfg(unix)]
+#[test]
+fn a_checkpoint_waits_only_as_long_as_its_own_store_allows() {
+    use std::os::fd::AsRawFd;
+    let c = clock();
+    let op = two_runners(&c);
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("c.json");
+    let store = FileStore::new(&path).with_lock_timeout(Duration::from_secs(60));
+    let quick = FileStore::new(&path).with_lock_timeout(Duration::from_millis(200));
+    let tuner = tuner_for(0, "1", "cpu-a", &c);
+    let mut session = Session::start(&tuner, &store)
+        .unwrap()
+        .save_every(SaveEvery::Every(Duration::ZERO))
+        .checkpoint_store(&quick);
+    // Another holder of the cache's lock (flock locks belong to an open
+    // file, so this one conflicts with the store's own).
+    let lock = std::fs::File::create(tmp.path().join("c.json.lock")).unwrap();
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+    tuner.set_tuning(true);
+    tuner.choose_one(&op, &Rows::new(4, 4));
+    let t = std::time::Instant::now();
+    let err = session.checkpoint().expect_err("the lock is held");
+    assert!(t.elapsed() < Duration::from_secs(30), "waited {:?}: not the short wait", t.elapsed());
+    assert!(err.to_string().contains("lock"), "{err}");
+    assert!(tuner.has_pending(), "the decision is kept");
+    // The holder lets go: the final save, through the session's own store,
+    // takes the kept decision.
+    drop(lock);
+    let report = session.finish().unwrap();
+    assert_eq!(report.written, 1);
+    assert_eq!(store.load().unwrap().data.len(), 1);
+}

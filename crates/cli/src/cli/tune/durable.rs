@@ -11,11 +11,45 @@
 //! itself, are `ranktune_tune::Session`'s; this module never decides either.
 
 use super::TuneArgs;
+use ranktune_cache::{CacheLocation, FileStore, Store};
 use ranktune_core::error_chain::Chain;
 use ranktune_tune::{Checkpoint, SaveEvery, Session};
+use std::time::Duration;
 
 /// The flag, as errors name it.
 pub(super) const FLAG: &str = "--save-every";
+
+/// The longest a checkpoint waits for a cache file's lock (less when
+/// `RANKTUNE_LOCK_TIMEOUT` says less). Under a collective strategy the
+/// other ranks may already wait for this one at the next exchange: a
+/// checkpoint that cannot save soon fails, keeps its decisions pending and
+/// is tried again later, instead of waiting out the full lock timeout
+/// (300 s by default) while the others' strategy timeout runs.
+pub(super) const CHECKPOINT_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// The store checkpoints save through: a cache file opened again with a
+/// lock wait of at most [`CHECKPOINT_LOCK_WAIT`]; `None` for a Redis cache,
+/// whose saves are bounded by the server's own timeouts.
+pub(super) fn checkpoint_store(cache: &CacheLocation) -> anyhow::Result<Option<FileStore>> {
+    match cache {
+        CacheLocation::File(path) => {
+            let full = ranktune_cache::lock_timeout_from_env()?;
+            Ok(Some(FileStore::from_env(path)?.with_lock_timeout(full.min(CHECKPOINT_LOCK_WAIT))))
+        }
+        CacheLocation::Redis(_) => Ok(None),
+    }
+}
+
+/// `session` with its checkpoints saved through `store` when there is one.
+pub(super) fn with_checkpoints<'a>(
+    session: Session<'a>,
+    store: Option<&'a FileStore>,
+) -> Session<'a> {
+    match store {
+        Some(s) => session.checkpoint_store(s as &dyn Store),
+        None => session,
+    }
+}
 
 /// The save policy `args` and the environment ask for: `--save-every`,
 /// else `RANKTUNE_SAVE_EVERY`, else `auto`. A bad value is an error naming

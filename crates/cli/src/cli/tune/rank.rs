@@ -97,9 +97,11 @@ pub(super) fn run_rank(
     }
     let save_every = super::durable::policy(args)?;
     let store = open_store(cache)?;
-    let mut session = Session::start(&tuner, store.as_ref())
+    let checkpoints = super::durable::checkpoint_store(cache)?;
+    let session = Session::start(&tuner, store.as_ref())
         .with_context(|| format!("loading the tuning cache {cache}"))?
         .save_every(save_every);
+    let mut session = super::durable::with_checkpoints(session, checkpoints.as_ref());
     let durable = Durable::new(&mut session, info.rank, shown(cache));
     let rows = plan.tune(&tuner, info.rank, stop, args.child, durable);
     let saved = save(session, &tuner, cache, info.rank)?;
