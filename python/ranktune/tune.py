@@ -452,7 +452,7 @@ class Tuned:
         for b, pos in kept.items():
             if b in self._choices:
                 continue
-            if self._blocklist.blocked(list(b), stored).get(pos) is not None:
+            if _sizes(b) and self._blocklist.blocked(list(b), stored).get(pos) is not None:
                 # A known-bad tactic: tuned again (without it) by the next
                 # tuning run; until then, the fallback.
                 continue

@@ -315,3 +315,50 @@ def test_isolated_timings_are_the_in_process_statistic(tmp_path):
         medians[mode] = [s["min_us"] for s in stats]
     for off, fork in zip(medians["off"], medians["fork"]):
         assert 0.8 < fork / off < 1.25, medians
+
+
+def test_a_store_that_fails_after_a_crash_loses_neither_the_bucket_nor_the_record(
+    tmp_path, monkeypatch
+):
+    # The cache's lock held while a bucket with a crashing candidate is
+    # measured: the call returns its result (the save warns), and the
+    # choice and the crash's blocklist record are saved together later.
+    import fcntl
+
+    monkeypatch.setenv("RANKTUNE_LOCK_TIMEOUT", "0.3")
+    path = tmp_path / "t.json"
+    f = ranktune.autotune("locked", {"double": ops.double, "segfault": ops.segfault},
+                          key=lambda n: n, cache=ranktune.Cache(path), isolate="fork",
+                          warmup=1, samples=2)
+    held = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        with pytest.warns(RuntimeWarning, match="saving tuned choices failed"):
+            with ranktune.tuning() as s:
+                assert f(3) == 6
+                assert (s.saved, s.pending) == (0, 1)
+                fcntl.flock(held, fcntl.LOCK_UN)
+    finally:
+        os.close(held)
+    assert [e["bucket"] for e in ranktune.Cache(path).entries()] == [[[2]]]
+    assert [(r["runner"], r["kind"]) for r in ranktune.Cache(path).blocklist()] == [("segfault", "crash")]
+
+
+def test_a_bucket_rule_that_keeps_negative_dims(tmp_path):
+    # Its choices are cached and load back; its hard failures are in
+    # tuner.failures (the blocklist keys sizes), said once.
+    path = tmp_path / "t.json"
+
+    def make():
+        return ranktune.autotune("neg", {"double": ops.double, "segfault": ops.segfault},
+                                 key=lambda n: n, buckets=lambda dims: dims,
+                                 cache=ranktune.Cache(path), isolate="fork", warmup=1, samples=2)
+
+    f = make()
+    with ranktune.tuning(), pytest.warns(RuntimeWarning, match="has a negative dim"):
+        assert f(-3) == -6
+    assert f.tuner.failures[0][:4] == ((-3,), "segfault", None, "crash")
+    assert [e["bucket"] for e in ranktune.Cache(path).entries()] == [[[-3]]]
+    assert ranktune.Cache(path).blocklist() == []
+    g = make()
+    assert g(-3) == -6 and g.tuner.measured == 0, "a hit, outside tuning"
