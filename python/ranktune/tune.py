@@ -209,6 +209,26 @@ def _torch_on_gpu(args: Any, kwargs: Any) -> bool:
     return _rt_torch.on_gpu(args, kwargs)
 
 
+def _check_init_size(init: Dict[str, Any], call: Dict[str, Any]) -> None:
+    """Raises ``ValueError`` naming the largest argument when a spawned
+    worker's ``init`` would not fit the protocol's line limit (the worker
+    could not read it: a worker that "could not start" says less)."""
+    size = len(_ranktune.protocol_line({"init": init}, "tuner"))
+    if size <= _ranktune.PROTOCOL_MAX_LINE:
+        return
+    import json
+
+    parts = [(f"argument {i}", d) for i, d in enumerate(call["args"])]
+    parts += [(f"argument {k!r}", d) for k, d in call["kwargs"].items()]
+    name, biggest = max(parts, key=lambda p: len(json.dumps(p[1])), default=("the call", call))
+    raise ValueError(
+        f'isolate="spawn" describes the call to its worker in one protocol line of at most '
+        f"{_ranktune.PROTOCOL_MAX_LINE} bytes, but this one takes {size} ({name}: "
+        f"{len(json.dumps(biggest))} bytes -- plain values are sent as they are, tensors and "
+        'arrays by shape); pass large data as a tensor or an array, or use isolate="fork"'
+    )
+
+
 def _sizes(b: Tuple[int, ...]) -> bool:
     """Whether bucket ``b`` is sizes (no negative dim): what the blocklist
     and the worker protocol key (a bucket rule may keep negative dims;
@@ -298,9 +318,14 @@ class Tuned:
         # variables; a bad value raises ValueError naming it).
         self._isolation = _isolate.settings(isolate, candidate_timeout, candidate_memory)
         self._tactic_index = [ti for _, ti in raw]
-        self._spawn_refs: List[Dict[str, Any]] = []
+        # What a spawned worker imports: checked here when isolate="spawn"
+        # was asked for this op; with RANKTUNE_ISOLATE=spawn (a whole
+        # job's setting) at its first isolated measure, so an op whose
+        # candidates a worker cannot import still runs from the cache.
+        self._raw = raw
+        self._spawn_refs: Optional[List[Dict[str, Any]]] = None
         self._spawn_timing: Dict[str, Any] = {}
-        if self._isolation.mode == "spawn":
+        if self._isolation.mode == "spawn" and isolate is not None:
             self._spawn_refs = self._spawn_references(raw)
         self._pool = _isolate.Pool(self._isolation) if self._isolation.on else None
         self._pool_lock = threading.Lock()
@@ -602,6 +627,11 @@ class Tuned:
         if self._isolation.mode == "spawn":
             # Described here, so an argument a worker cannot rebuild is
             # the caller's ValueError, not every candidate's failure.
+            if self._spawn_refs is None:
+                try:
+                    self._spawn_refs = self._spawn_references(self._raw)
+                except ValueError as e:
+                    raise ValueError(f"{self.op}, measured under {_isolate.ISOLATE_ENV}=spawn: {e}") from None
             call = _rebuild.describe_call(tuple(args), dict(kwargs))
             init = {
                 "protocol": _ranktune.PROTOCOL_VERSION,
@@ -628,6 +658,7 @@ class Tuned:
                     }
                 },
             }
+            _check_init_size(init, call)
         timed = self._timed_by_callable(args, kwargs)
 
         def runner(j: int, reps: int) -> float:

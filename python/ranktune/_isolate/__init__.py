@@ -73,13 +73,14 @@ from ranktune._isolate.serve import (
     limit_address_space,
     prepare_worker,
     serve,
+    stdin_from_devnull,
     timed_runs,
     vm_size,
 )
-from ranktune._isolate.settings import Settings, settings
+from ranktune._isolate.settings import ISOLATE_ENV, Settings, settings
 
 __all__ = [
-    "Settings", "settings", "Measure", "Pool", "Lost", "HARD", "Worker", "fork_worker",
+    "ISOLATE_ENV", "Settings", "settings", "Measure", "Pool", "Lost", "HARD", "Worker", "fork_worker",
     "spawn_worker", "reap_ended", "failure_reply", "limit_address_space", "prepare_worker",
-    "serve", "timed_runs", "vm_size",
+    "serve", "stdin_from_devnull", "timed_runs", "vm_size",
 ]  # fmt: skip

@@ -54,10 +54,20 @@ class Worker:
         t0 = time.monotonic()
         if msg is not None:
             line = _ranktune.protocol_line(msg, "tuner")
+            # A worker that stops reading (a full socket buffer) is timed
+            # out by the same limit as its answer.
+            self.sock.settimeout(limit)
             try:
                 self.sock.sendall(line)
+            except socket.timeout:
+                spent = time.monotonic() - t0
+                raise self._kill_for(
+                    "timeout", f"timed out after {spent:.1f} s (limit {limit:.1f} s) sending it a request"
+                ) from None
             except OSError:
                 raise self._died() from None
+            finally:
+                self.sock.settimeout(None)
         poller = self.poller
         while True:
             end = self.inbuf.find(b"\n")
@@ -228,22 +238,27 @@ def fork_worker(runner: Callable[[int, int], float], memory: Optional[int]) -> W
     ``runner(j, n)`` (µs of the ``n`` runs); what it raises fails the
     candidate (``failure_reply``). It never returns into the caller's code:
     it leaves by ``os._exit``."""
-    parent_sock, child_sock = socket.socketpair()
-    err_r, err_w = os.pipe()
-    address_limit = _serve.vm_size() + memory if memory is not None else None
-    parent = os.getpid()
-    _serve.libc()
-    _serve.flush_std()
-    pid = os.fork()
+    parent_sock, child_sock, err_r, err_w = _channel()
+    try:
+        address_limit = _serve.vm_size() + memory if memory is not None else None
+        parent = os.getpid()
+        _serve.libc()
+        _serve.flush_std()
+        pid = os.fork()
+    except BaseException:
+        _close_all(parent_sock, child_sock, err_r, err_w)
+        raise
     if pid == 0:  # the child
         code = _serve.SERVE_FAILED
         try:
             parent_sock.close()
             os.close(err_r)
             # Its output and errors go to the parent's pipe, never to the
-            # job's own output.
+            # job's own output, and its input is empty (a candidate that
+            # reads it must not take the job's).
             os.dup2(err_w, 1)
             os.dup2(err_w, 2)
+            _serve.stdin_from_devnull()
             _serve.prepare_worker(parent, address_limit)
 
             def handle(req: Dict[str, Any]) -> Dict[str, Any]:
@@ -269,6 +284,30 @@ def fork_worker(runner: Callable[[int, int], float], memory: Optional[int]) -> W
     return Worker(pid, parent_sock, err_r, memory)
 
 
+def _channel() -> Tuple[socket.socket, socket.socket, int, int]:
+    """A new worker's socket pair and standard error pipe (nothing left
+    open when one of them cannot be made)."""
+    parent_sock, child_sock = socket.socketpair()
+    try:
+        err_r, err_w = os.pipe()
+    except BaseException:
+        _close_all(parent_sock, child_sock)
+        raise
+    return parent_sock, child_sock, err_r, err_w
+
+
+def _close_all(*ends: Any) -> None:
+    """Closes sockets and descriptors, each once, whatever the others do."""
+    for end in ends:
+        try:
+            if isinstance(end, socket.socket):
+                end.close()
+            else:
+                os.close(end)
+        except OSError:
+            pass
+
+
 def _site_dirs() -> "set[str]":
     import site
 
@@ -286,8 +325,7 @@ def spawn_worker(memory: Optional[int]) -> Worker:
     (its imports made and the arguments rebuilt: a fresh interpreter
     starts far smaller than this process, so this process's size is no
     measure of it)."""
-    parent_sock, child_sock = socket.socketpair()
-    err_r, err_w = os.pipe()
+    parent_sock, child_sock, err_r, err_w = _channel()
     argv = [sys.executable, "-m", "ranktune._worker", "--parent", str(os.getpid())]
     if memory is not None:
         argv += ["--memory", str(memory)]
@@ -306,16 +344,20 @@ def spawn_worker(memory: Optional[int]) -> Worker:
     ]
     try:
         pid = os.posix_spawn(sys.executable, argv, env, file_actions=actions)
+    except BaseException:
+        _close_all(parent_sock, err_r)
+        raise
     finally:
-        child_sock.close()
-        os.close(err_w)
+        _close_all(child_sock, err_w)
     os.set_blocking(err_r, False)
     return Worker(pid, parent_sock, err_r, memory)
 
 
 # Workers told to exit (their socket shut) and not reaped yet.
 _ENDING: List[Worker] = []
-_ENDING_LOCK = threading.Lock()
+# Re-entrant: a dropped pool's finalizer (``measure``) may run inside
+# ``reap_ended`` on the same thread (a garbage collection there).
+_ENDING_LOCK = threading.RLock()
 
 
 def end_later(w: Worker) -> None:

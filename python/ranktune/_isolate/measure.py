@@ -9,6 +9,7 @@ Owns the policy only; the processes are ``handle``'s.
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ranktune._isolate.handle import Worker, end_later, fork_worker, spawn_worker
@@ -24,9 +25,21 @@ class Pool:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.worker: Optional[Worker] = None
+        # The worker, in a slot the finalizer shares: a pool dropped with
+        # its op (a spawned worker kept) tells its worker to end, and the
+        # end of tuning reaps it (``reap_ended``).
+        self._slot: List[Optional[Worker]] = [None]
+        weakref.finalize(self, _end_slot, self._slot)
         self.starts = 0
         self.start_seconds = 0.0
+
+    @property
+    def worker(self) -> Optional[Worker]:
+        return self._slot[0]
+
+    @worker.setter
+    def worker(self, w: Optional[Worker]) -> None:
+        self._slot[0] = w
 
     def close(self, wait: bool = True) -> None:
         """Ends the worker; ``wait=False``: tells it to exit and reaps it
@@ -38,6 +51,13 @@ class Pool:
                 w.close()
             else:
                 end_later(w)
+
+
+def _end_slot(slot: List[Optional[Worker]]) -> None:
+    """A dropped pool's worker: told to end, reaped later."""
+    w, slot[0] = slot[0], None
+    if w is not None:
+        end_later(w)
 
 
 class Measure:
@@ -82,7 +102,9 @@ class Measure:
             try:
                 ans = pool.worker.request({"init": self.init}, limit)
             except Lost:
-                pool.worker = None  # it died in between: a fresh one below
+                # It died in between (reaped): a fresh one below.
+                w, pool.worker = pool.worker, None
+                w.close()
             else:
                 if "ready" in ans:
                     self._sent_init = True
@@ -103,6 +125,7 @@ class Measure:
             try:
                 ans = worker.request(hello, limit)
             except Lost as lost:
+                worker.close()  # reaped: its descriptors
                 raise OSError(lost.message) from None
             if "ready" not in ans:
                 worker.kill()

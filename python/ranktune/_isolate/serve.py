@@ -23,7 +23,7 @@ from ranktune import _ranktune
 from ranktune._isolate.reasons import last_line, memory_line, mib
 
 __all__ = [
-    "prepare_worker", "limit_address_space", "failure_reply", "TimerError", "timed_runs", "serve",
+    "prepare_worker", "stdin_from_devnull", "limit_address_space", "failure_reply", "TimerError", "timed_runs", "serve",
     "vm_size", "libc", "flush_std", "SERVE_FAILED", "NO_LIMIT",
 ]  # fmt: skip
 
@@ -77,6 +77,19 @@ def prepare_worker(parent: int, address_limit: Optional[int]) -> None:
         os._exit(0)
     if address_limit is not None:
         limit_address_space(address_limit)
+
+
+def stdin_from_devnull() -> None:
+    """Points this worker's standard input (descriptor 0) at ``/dev/null``:
+    a candidate that reads it gets an end of file, never the protocol's
+    bytes (a spawned worker's socket was there) nor the job's input."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        if null != 0:
+            os.dup2(null, 0)
+    finally:
+        if null != 0:
+            os.close(null)
 
 
 def limit_address_space(limit: int) -> None:
