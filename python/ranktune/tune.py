@@ -6,7 +6,10 @@ Measuring (warm-ups, calibrated repetitions, adaptive sampling, failures
 isolated), deciding (median + near-tie rule), bucketing, the strategy
 names, the candidate-set checksum and fingerprint, and which stored entries
 a load keeps are the Rust crates' (asked through ``_ranktune``); this module
-owns dispatch, what is measured when, and saving.
+owns dispatch and what is measured when. Saving -- the pending choices,
+the save policy (the Rust tuner's), deferred saves, the SIGTERM save -- is
+``ranktune._session``'s, as the Rust tuner's ``autosave``/``session``
+split it.
 
 Outside ``tuning()`` a call whose bucket has a stored choice runs that
 choice (one dict look-up after ``key``); a miss runs the first candidate
@@ -28,7 +31,8 @@ a worker process (``ranktune._isolate``): a crash, a time-out or an
 exhausted memory fails that candidate and goes on the blocklist. With
 ``tuning(save_every=...)`` (or ``RANKTUNE_SAVE_EVERY``) new choices are
 saved while tuning goes on (by default once the time since the last save
-is 20 times what it cost), so a SIGKILL loses only the latest ones.
+is 20 times what it cost, at most a minute), so a SIGKILL loses only the
+latest ones.
 """
 
 from __future__ import annotations
