@@ -113,12 +113,11 @@ class TuningSession:
         _stop_deferred(self)
 
 
-def begin(save_every: Any) -> TuningSession:
-    """A new session with the policy of ``save_every`` (``None``:
-    ``$RANKTUNE_SAVE_EVERY``, else auto); ``ValueError`` with the tuner's
-    sentence, naming ``save_every`` or the variable, when it is not one."""
+def begin(autosave: Any) -> TuningSession:
+    """A new session with ``autosave`` (a ``_ranktune.Autosave``: the policy
+    of ``save_every=``, parsed by the Rust tuner)."""
     global _session
-    sess = TuningSession(_ranktune.Autosave(save_every))
+    sess = TuningSession(autosave)
     with _lock:
         _session = sess
     return sess

@@ -981,13 +981,13 @@ def tuning(save_every: Any = None) -> Iterator[TuningSession]:
     the outermost one's policy."""
     global _tuning_depth
     main = threading.current_thread() is threading.main_thread()
-    with _lock:
-        outermost = _tuning_depth == 0
-    # Parsed before anything changes, so a bad value leaves no trace.
-    new = _session.begin(save_every) if outermost else None
+    # Parsed before anything changes (in a nested block too), so a bad
+    # value leaves no trace.
+    autosave = _ranktune.Autosave(save_every)
     with _lock:
         _tuning_depth += 1
-    sess = new if new is not None else _session._session
+        outermost = _tuning_depth == 1
+        sess = _session.begin(autosave) if outermost else _session._session
     assert sess is not None
     prev = None
     if outermost:
