@@ -217,7 +217,7 @@ fn bad_isolation_settings_are_clear_errors_naming_the_flag_or_variable() {
         (
             &["--isolate"],
             &[("RANKTUNE_CANDIDATE_TIMEOUT", "-1")],
-            "RANKTUNE_CANDIDATE_TIMEOUT \"-1\" is not a usable time limit",
+            "RANKTUNE_CANDIDATE_TIMEOUT=\"-1\" is not a usable time limit",
         ),
         (
             &["--isolate", "--candidate-memory", "0"],

@@ -5,6 +5,8 @@
 //!
 //! - [`Isolation`], [`Limits`], [`WorkerCommand`]: the settings (this file);
 //! - [`protocol`]: the messages between the tuner and a worker;
+//! - [`settings`]: the settings read from text (flags, variables, Python's
+//!   arguments), one wording for the command and Python;
 //! - `pool`: the workers of one bucket (start, reuse, limits, counts);
 //! - `worker`: the parent's side of one worker (requests, deadlines, reaping,
 //!   failure reasons); `fork`: a forked worker's serve loop; `spawn`: a
@@ -23,6 +25,7 @@
 mod fork;
 pub(crate) mod pool;
 pub mod protocol;
+pub mod settings;
 mod spawn;
 mod sys;
 mod worker;

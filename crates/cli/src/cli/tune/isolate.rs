@@ -7,17 +7,10 @@
 
 use super::TuneArgs;
 use anyhow::bail;
+use ranktune_tune::isolation::settings::{self as parse, Mode};
+use ranktune_tune::isolation::settings::{ISOLATE_ENV, MEMORY_ENV, TIMEOUT_ENV};
 use ranktune_tune::{Isolation, Limits};
 use std::time::Duration;
-
-/// The environment variable that turns isolation on (`1`, `fork`; `spawn`,
-/// Python's mode, forks here too) or off (`0`, `off`): the same values
-/// Python's `autotune` reads.
-pub(super) const ISOLATE_ENV: &str = "RANKTUNE_ISOLATE";
-/// The environment variable of `--candidate-timeout`.
-pub(super) const TIMEOUT_ENV: &str = "RANKTUNE_CANDIDATE_TIMEOUT";
-/// The environment variable of `--candidate-memory`.
-pub(super) const MEMORY_ENV: &str = "RANKTUNE_CANDIDATE_MEMORY";
 
 /// The isolation settings `args` and the environment ask for: whether it
 /// is on, the fixed time limit and the memory limit (MiB) if given.
@@ -28,7 +21,8 @@ pub(super) struct Settings {
     pub(super) memory_mib: Option<u64>,
 }
 
-/// Reads and checks the settings: flags first, then the environment.
+/// Reads and checks the settings: flags first, then the environment, by
+/// the rules and words Python's `autotune` uses (`isolation::settings`).
 pub(super) fn settings(args: &TuneArgs) -> anyhow::Result<Settings> {
     let env = |name: &str| -> anyhow::Result<Option<String>> {
         match std::env::var(name) {
@@ -43,13 +37,13 @@ pub(super) fn settings(args: &TuneArgs) -> anyhow::Result<Settings> {
     let on = args.isolate
         || match env(ISOLATE_ENV)? {
             None => false,
-            Some(v) => match v.trim().to_ascii_lowercase().as_str() {
-                "1" | "true" | "yes" | "on" | "fork" => true,
-                "0" | "false" | "no" | "off" => false,
+            Some(v) => match Mode::parse(&v, ISOLATE_ENV)? {
+                Mode::Off => false,
+                Mode::Fork => true,
                 // Python's mode for a process that must not fork (a CUDA
                 // context): one variable serves a job's Python and its
                 // `ranktune tune`, whose CPU kernels lose nothing in a fork.
-                "spawn" => {
+                Mode::Spawn => {
                     tracing::info!(
                         "{ISOLATE_ENV}=spawn: `ranktune tune` measures its built-in CPU \
                          kernels in forked workers (spawn is Python's mode for processes \
@@ -57,21 +51,16 @@ pub(super) fn settings(args: &TuneArgs) -> anyhow::Result<Settings> {
                     );
                     true
                 }
-                _ => bail!(
-                    "{ISOLATE_ENV}={v:?} is not an isolation mode; give off (or 0), fork (or 1) \
-                     to measure in forked workers, or spawn (Python's fresh processes; the \
-                     command forks)"
-                ),
             },
         };
     let timeout = match (&args.candidate_timeout, env(TIMEOUT_ENV)?) {
-        (Some(v), _) => Some(seconds(v, "--candidate-timeout")?),
-        (None, Some(v)) => Some(seconds(&v, TIMEOUT_ENV)?),
+        (Some(v), _) => Some(parse::timeout(v, "--candidate-timeout")?),
+        (None, Some(v)) => Some(parse::timeout(&v, TIMEOUT_ENV)?),
         (None, None) => None,
     };
     let memory_mib = match (&args.candidate_memory, env(MEMORY_ENV)?) {
-        (Some(v), _) => Some(mib(v, "--candidate-memory")?),
-        (None, Some(v)) => Some(mib(&v, MEMORY_ENV)?),
+        (Some(v), _) => Some(parse::memory_mib(v, "--candidate-memory")?),
+        (None, Some(v)) => Some(parse::memory_mib(&v, MEMORY_ENV)?),
         (None, None) => None,
     };
     if !on && (args.candidate_timeout.is_some() || args.candidate_memory.is_some()) {
@@ -81,32 +70,6 @@ pub(super) fn settings(args: &TuneArgs) -> anyhow::Result<Settings> {
         );
     }
     Ok(Settings { on, timeout, memory_mib })
-}
-
-/// A time limit in seconds (`2`, `0.5`), from `what` (a flag or a variable).
-fn seconds(text: &str, what: &str) -> anyhow::Result<Duration> {
-    let v: f64 = match text.trim().parse() {
-        Ok(v) => v,
-        Err(_) => bail!("{what} {text:?} is not a number of seconds; give e.g. 30 or 2.5"),
-    };
-    match Duration::try_from_secs_f64(v) {
-        Ok(d) if v > 0.0 && d <= Duration::from_secs(7 * 24 * 3600) => Ok(d),
-        _ => bail!(
-            "{what} {text:?} is not a usable time limit; give a number of seconds above 0 \
-             (at most a week), e.g. 30"
-        ),
-    }
-}
-
-/// A memory limit in MiB, from `what`.
-fn mib(text: &str, what: &str) -> anyhow::Result<u64> {
-    match text.trim().parse::<u64>() {
-        Ok(v) if (1..=1 << 30).contains(&v) => Ok(v),
-        Ok(_) => bail!(
-            "{what} {text:?} is out of range; give a whole number of MiB from 1 up, e.g. 4096"
-        ),
-        Err(_) => bail!("{what} {text:?} is not a whole number of MiB; give e.g. 4096 (4 GiB)"),
-    }
 }
 
 /// The tuner's isolation for one of `local_ranks` ranks on this machine.
@@ -129,10 +92,7 @@ pub(super) fn local_ranks(child: bool, world_size: u32) -> u32 {
     if child {
         return world_size.max(1);
     }
-    ["LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok()?.trim().parse::<u32>().ok().filter(|&n| n > 0))
-        .unwrap_or(1)
+    parse::local_ranks_from(|v| std::env::var(v).ok())
 }
 
 /// The flags that give a child rank the same settings.
@@ -155,21 +115,6 @@ pub(super) fn child_flags(s: &Settings) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn limits_parse_or_say_what_to_give() {
-        assert_eq!(seconds("2.5", "--candidate-timeout").unwrap(), Duration::from_millis(2500));
-        for bad in ["", "x", "-1", "0", "inf", "NaN", "1e30"] {
-            let e = seconds(bad, "--candidate-timeout").unwrap_err().to_string();
-            assert!(e.starts_with("--candidate-timeout"), "{e}");
-            assert!(e.contains("e.g."), "{e}");
-        }
-        assert_eq!(mib("512", "--candidate-memory").unwrap(), 512);
-        for bad in ["0", "-5", "1.5", "lots", "99999999999"] {
-            let e = mib(bad, "RANKTUNE_CANDIDATE_MEMORY").unwrap_err().to_string();
-            assert!(e.starts_with("RANKTUNE_CANDIDATE_MEMORY"), "{e}");
-        }
-    }
 
     #[test]
     fn child_flags_carry_the_settings() {
