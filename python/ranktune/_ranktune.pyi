@@ -131,6 +131,16 @@ class Autosave:
     def saved(self, cost: float, ok: bool) -> None:
         """A save that cost ``cost`` seconds has just ended (``ok``: it worked)."""
 
+ISOLATE_ENV: str
+TIMEOUT_ENV: str
+MEMORY_ENV: str
+def isolation_settings(
+    isolate: Any = None, timeout: Any = None, memory: Any = None
+) -> Tuple[str, Optional[float], Optional[int]]:
+    """(mode, timeout_s, memory_mib) of isolate=/candidate_timeout=/candidate_memory= (None: their variables)."""
+def isolation_local_ranks() -> int:
+    """Ranks on this machine, as the launcher says (else 1)."""
+
 PROTOCOL_VERSION: int
 PROTOCOL_MAX_LINE: int
 def protocol_read(line: bytes, side: str) -> Dict[str, Any]:

@@ -124,14 +124,14 @@ def test_the_environment_turns_it_on_and_bad_values_name_what_to_give(tmp_path, 
     assert kind == "timeout" and said(CRASHERS["hang"][1], why), why
     bad = [
         ({"RANKTUNE_ISOLATE": "maybe"}, {}, 'RANKTUNE_ISOLATE="maybe" is not an isolation mode; give off'),
-        ({}, {"isolate": "always"}, "isolate='always' is not an isolation mode"),
+        ({}, {"isolate": "always"}, 'isolate="always" is not an isolation mode; give off (or 0)'),
         ({"RANKTUNE_CANDIDATE_TIMEOUT": "soon"}, {"isolate": "fork"},
-         'RANKTUNE_CANDIDATE_TIMEOUT "soon" is not a number of seconds; give e.g. 30 or 2.5'),
+         'RANKTUNE_CANDIDATE_TIMEOUT="soon" is not a number of seconds; give e.g. 30 or 2.5'),
         ({}, {"isolate": "fork", "candidate_timeout": -1},
-         'candidate_timeout= "-1" is not a usable time limit; give a number of seconds above 0'),
+         'candidate_timeout="-1" is not a usable time limit; give a number of seconds above 0'),
         ({"RANKTUNE_CANDIDATE_MEMORY": "lots"}, {"isolate": "spawn"},
-         'RANKTUNE_CANDIDATE_MEMORY "lots" is not a whole number of MiB; give e.g. 4096'),
-        ({}, {"isolate": "fork", "candidate_memory": 0}, 'candidate_memory= "0" is out of range'),
+         'RANKTUNE_CANDIDATE_MEMORY="lots" is not a whole number of MiB; give e.g. 4096'),
+        ({}, {"isolate": "fork", "candidate_memory": 0}, 'candidate_memory="0" is out of range'),
         ({}, {"isolate": "off", "candidate_timeout": 3}, "limit isolated workers; add isolate="),
     ]
     for env, kw, text in bad:
@@ -142,6 +142,25 @@ def test_the_environment_turns_it_on_and_bad_values_name_what_to_give(tmp_path, 
         with pytest.raises(ValueError) as e:
             ranktune.autotune("bad", {"double": ops.double}, key=lambda n: n, **kw)
         assert text in str(e.value), (text, str(e.value))
+
+
+def test_a_bad_variable_reads_the_same_to_python_and_to_the_command(cli, tmp_path, monkeypatch):
+    # One parser (ranktune_tune::isolation::settings): a job's variables
+    # mean the same, and are refused in the same words, on both sides.
+    import subprocess
+
+    for env in ({"RANKTUNE_ISOLATE": "maybe"}, {"RANKTUNE_ISOLATE": "spawn", "RANKTUNE_CANDIDATE_TIMEOUT": "-1"},
+                {"RANKTUNE_ISOLATE": "1", "RANKTUNE_CANDIDATE_MEMORY": "lots"}):
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        with pytest.raises(ValueError) as e:
+            ranktune.autotune("bad", {"double": ops.double}, key=lambda n: n)
+        out = subprocess.run([cli, "tune", "--ops", "softmax", "--quick", "--max-tokens", "1",
+                              "--cache", str(tmp_path / "c.json")],
+                             capture_output=True, text=True, timeout=60, env=dict(os.environ))
+        assert out.returncode == 2 and str(e.value) in out.stderr, (str(e.value), out.stderr)
+        for k in env:
+            monkeypatch.delenv(k)
 
 
 def test_the_time_limit_defaults_are_the_rust_tuners():
