@@ -113,6 +113,34 @@ class IsolationLimits:
     def derived(self) -> Tuple[float, float, float]: ...
     def timeout_for(self, reference_us: Optional[float] = None) -> float: ...
 
+# Durable progress of tuning(save_every=...) (crates/py/src/autosave.rs).
+SAVE_EVERY_ENV: str
+
+class Autosave:
+    """The Rust tuner's save policy and its state: ``save_every`` is
+    ``"auto"``, ``"end"`` or seconds (None: ``$RANKTUNE_SAVE_EVERY``)."""
+    def __init__(self, save_every: Union[None, str, int, float] = None) -> None: ...
+    @property
+    def policy(self) -> str: ...
+    @property
+    def interval(self) -> float: ...
+    def due(self) -> bool:
+        """Whether a save is due now."""
+    def wait(self) -> Optional[float]:
+        """Seconds until a save is due (0.0: now; None: not before the end)."""
+    def saved(self, cost: float, ok: bool) -> None:
+        """A save that cost ``cost`` seconds has just ended (``ok``: it worked)."""
+
+ISOLATE_ENV: str
+TIMEOUT_ENV: str
+MEMORY_ENV: str
+def isolation_settings(
+    isolate: Any = None, timeout: Any = None, memory: Any = None
+) -> Tuple[str, Optional[float], Optional[int]]:
+    """(mode, timeout_s, memory_mib) of isolate=/candidate_timeout=/candidate_memory= (None: their variables)."""
+def isolation_local_ranks() -> int:
+    """Ranks on this machine, as the launcher says (else 1)."""
+
 PROTOCOL_VERSION: int
 PROTOCOL_MAX_LINE: int
 def protocol_read(line: bytes, side: str) -> Dict[str, Any]:
@@ -160,6 +188,12 @@ def tune_block(
     """Puts a candidate on the blocklist at ``bucket`` for this environment."""
 def tune_unblock(cache: Cache, op: str, runner: str, tactic: Any, bucket: List[int]) -> int:
     """Clears the records that block a candidate at ``bucket``; how many."""
+def tune_save(
+    cache: Cache,
+    entries: Iterable[Dict[str, Any]],
+    blocks: List[Tuple[str, str, Any, List[int], str, str, Optional[int]]],
+) -> int:
+    """Saves entries and blocklist records (``tune_block``'s arguments) in one locked save; entries written."""
 def tune_retry_failed() -> bool:
     """``$RANKTUNE_RETRY_FAILED`` as a bool (ValueError when it is not yes/no)."""
 

@@ -81,6 +81,10 @@ class _Setup:
         self.sync = _rebuild.import_named(spec.get("sync"))
         self.args: List[Any] = []
         self.kwargs: Dict[str, Any] = {}
+        # Why the arguments are unusable (a rebuild after a failed run
+        # failed): every later run fails with it instead of running on
+        # half-written arguments.
+        self.broken: Optional[str] = None
         self.rebuild()
 
     def rebuild(self) -> None:
@@ -97,6 +101,8 @@ class _Setup:
         fn, why = self.cands[p]
         if fn is None:
             return {"error": why, "kind": "error"}
+        if self.broken is not None:
+            return {"error": self.broken, "kind": "error"}
         args, kwargs = self.args, self.kwargs
         timer, sync = self.timer, self.sync
         if self.on_gpu:
@@ -121,7 +127,12 @@ class _Setup:
             reply = _isolate.failure_reply(e, self.memory)
         try:
             self.rebuild()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 -- this bucket's later runs fail with it
+            self.args, self.kwargs = [], {}
+            self.broken = (
+                "the spawned worker could not rebuild the arguments after a failed run: "
+                f"{type(e).__name__}: {e}"
+            )
             reply["error"] += f" (and the arguments could not be rebuilt: {type(e).__name__}: {e})"
         return reply
 
@@ -145,9 +156,12 @@ def main(argv: List[str]) -> int:
             sys.stderr.write(f"ranktune._worker: unknown argument {a!r}\n")
             return 2
     _isolate.prepare_worker(parent, None)
-    # The protocol stays on descriptor 0 (the socket); descriptor 1, where
-    # a candidate's print goes, becomes the standard error pipe.
+    # The protocol moves off descriptor 0 (the socket), which then reads
+    # /dev/null, so a candidate reading its standard input cannot take the
+    # protocol's bytes; descriptor 1, where a candidate's print goes,
+    # becomes the standard error pipe.
     proto = os.dup(0)
+    _isolate.stdin_from_devnull()
     os.dup2(2, 1)
     setup: Optional[_Setup] = None
     pid = os.getpid()
@@ -162,6 +176,9 @@ def main(argv: List[str]) -> int:
                 # Set up without the last bucket's limit: imports and
                 # arguments are ours, not a candidate's.
                 _isolate.limit_address_space(resource.RLIM_INFINITY)
+            # The last bucket's set-up (its arguments: maybe large
+            # tensors) is freed before the next one is built.
+            setup = None
             try:
                 setup = _Setup(init, memory)
             except Exception as e:  # noqa: BLE001 -- the set-up's failure, answered
@@ -169,7 +186,7 @@ def main(argv: List[str]) -> int:
                 return {"error": f"{type(e).__name__}: {e}", "kind": "error"}
             if memory is not None:
                 # A candidate may grow the worker by `memory` over its size now.
-                _isolate.limit_address_space(_isolate._vm_size() + memory)
+                _isolate.limit_address_space(_isolate.vm_size() + memory)
             return {"ready": {"pid": pid}}
         if setup is None:
             return {"error": "a spawned worker needs an init message first", "kind": "error"}

@@ -6,7 +6,10 @@ Measuring (warm-ups, calibrated repetitions, adaptive sampling, failures
 isolated), deciding (median + near-tie rule), bucketing, the strategy
 names, the candidate-set checksum and fingerprint, and which stored entries
 a load keeps are the Rust crates' (asked through ``_ranktune``); this module
-owns dispatch, what is measured when, and saving.
+owns dispatch and what is measured when. Saving -- the pending choices,
+the save policy (the Rust tuner's), deferred saves, the SIGTERM save -- is
+``ranktune._session``'s, as the Rust tuner's ``autosave``/``session``
+split it.
 
 Outside ``tuning()`` a call whose bucket has a stored choice runs that
 choice (one dict look-up after ``key``); a miss runs the first candidate
@@ -28,7 +31,8 @@ a worker process (``ranktune._isolate``): a crash, a time-out or an
 exhausted memory fails that candidate and goes on the blocklist. With
 ``tuning(save_every=...)`` (or ``RANKTUNE_SAVE_EVERY``) new choices are
 saved while tuning goes on (by default once the time since the last save
-is 20 times what it cost), so a SIGKILL loses only the latest ones.
+is 20 times what it cost, at most a minute), so a SIGKILL loses only the
+latest ones.
 """
 
 from __future__ import annotations
@@ -39,26 +43,23 @@ import hashlib
 import inspect
 import keyword
 import os
-import signal
 import sys
 import threading
-import time
 import warnings
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from ranktune import _isolate, _ranktune, _rebuild, _signals
+from ranktune import _isolate, _ranktune, _rebuild, _session
+from ranktune._session import TuningSession
 
 __all__ = ["autotune", "tuning", "is_tuning", "Tuned", "TuningSession"]
 
 # Raw keys remembered for the hit path before it is cleared.
 _HOT_MAX = 65536
 
-_state = threading.local()
-# Re-entrant: the SIGTERM handler saves from whatever the main thread was doing.
+# The tuning depth and the coordinators (never held while waiting).
 _lock = threading.RLock()
 _tuning_depth = 0
-_pending: "List[Tuned]" = []
 
 
 def is_tuning() -> bool:
@@ -212,6 +213,33 @@ def _torch_on_gpu(args: Any, kwargs: Any) -> bool:
     return _rt_torch.on_gpu(args, kwargs)
 
 
+def _check_init_size(init: Dict[str, Any], call: Dict[str, Any]) -> None:
+    """Raises ``ValueError`` naming the largest argument when a spawned
+    worker's ``init`` would not fit the protocol's line limit (the worker
+    could not read it: a worker that "could not start" says less)."""
+    size = len(_ranktune.protocol_line({"init": init}, "tuner"))
+    if size <= _ranktune.PROTOCOL_MAX_LINE:
+        return
+    import json
+
+    parts = [(f"argument {i}", d) for i, d in enumerate(call["args"])]
+    parts += [(f"argument {k!r}", d) for k, d in call["kwargs"].items()]
+    name, biggest = max(parts, key=lambda p: len(json.dumps(p[1])), default=("the call", call))
+    raise ValueError(
+        f'isolate="spawn" describes the call to its worker in one protocol line of at most '
+        f"{_ranktune.PROTOCOL_MAX_LINE} bytes, but this one takes {size} ({name}: "
+        f"{len(json.dumps(biggest))} bytes -- plain values are sent as they are, tensors and "
+        'arrays by shape); pass large data as a tensor or an array, or use isolate="fork"'
+    )
+
+
+def _sizes(b: Tuple[int, ...]) -> bool:
+    """Whether bucket ``b`` is sizes (no negative dim): what the blocklist
+    and the worker protocol key (a bucket rule may keep negative dims;
+    their choices are cached, their blocklist records cannot be)."""
+    return all(x >= 0 for x in b)
+
+
 def _dims(k: Any) -> Tuple[int, ...]:
     if isinstance(k, int):
         return (k,)
@@ -294,9 +322,14 @@ class Tuned:
         # variables; a bad value raises ValueError naming it).
         self._isolation = _isolate.settings(isolate, candidate_timeout, candidate_memory)
         self._tactic_index = [ti for _, ti in raw]
-        self._spawn_refs: List[Dict[str, Any]] = []
+        # What a spawned worker imports: checked here when isolate="spawn"
+        # was asked for this op; with RANKTUNE_ISOLATE=spawn (a whole
+        # job's setting) at its first isolated measure, so an op whose
+        # candidates a worker cannot import still runs from the cache.
+        self._raw = raw
+        self._spawn_refs: Optional[List[Dict[str, Any]]] = None
         self._spawn_timing: Dict[str, Any] = {}
-        if self._isolation.mode == "spawn":
+        if self._isolation.mode == "spawn" and isolate is not None:
             self._spawn_refs = self._spawn_references(raw)
         self._pool = _isolate.Pool(self._isolation) if self._isolation.on else None
         self._pool_lock = threading.Lock()
@@ -327,7 +360,9 @@ class Tuned:
         # Raw key value -> chosen callable, for hits (never holds a miss).
         self._hot: Dict[Any, Callable[..., Any]] = {}
         self._warned: set = set()
+        # Not saved yet (``_session``): choices by bucket, blocklist records.
         self._new: Dict[Tuple[int, ...], Dict[str, Any]] = {}
+        self._blocks: List[_session.Block] = []
         self._loaded = False
         self.measured = 0  # buckets measured by this object (for tests and logs)
         self.fallbacks: List[str] = []  # why collective buckets were tuned alone
@@ -446,7 +481,7 @@ class Tuned:
         for b, pos in kept.items():
             if b in self._choices:
                 continue
-            if self._blocklist.blocked(list(b), stored).get(pos) is not None:
+            if _sizes(b) and self._blocklist.blocked(list(b), stored).get(pos) is not None:
                 # A known-bad tactic: tuned again (without it) by the next
                 # tuning run; until then, the fallback.
                 continue
@@ -492,11 +527,19 @@ class Tuned:
         )
         self._choices[b] = self._cands[0][3]
         self._pos[b] = 0
-        if self._cache is not None:
+        if self._cache is not None and _sizes(b):
             rank = _ranktune.rank_info()["rank"]
-            _ranktune.tune_block(
-                self._cache, self.op, name, _to_stored(tactic), list(b), "validation", why, rank
-            )
+            try:
+                _ranktune.tune_block(
+                    self._cache, self.op, name, _to_stored(tactic), list(b), "validation", why, rank
+                )
+            except Exception as e:  # noqa: BLE001 -- the call goes on with the fallback
+                warnings.warn(
+                    f"ranktune: could not record the failed validation on the blocklist ({e}); "
+                    "the next tuning run may choose it again",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
         return self._cands[0][3](*args, **kwargs)
 
     def _run_once(self, i: int, args: Any, kwargs: Any) -> Any:
@@ -528,20 +571,22 @@ class Tuned:
         and counts as failed with its recorded reason. One that was retried
         and worked leaves the blocklist."""
         blocked: Dict[int, str] = {}
-        if self._blocklist is not None:
+        if self._blocklist is not None and _sizes(b):
             blocked = dict(self._blocklist.blocked(list(b), self._stored_cands()))
         skip = {} if self._retry_failed else blocked
         run = [p for p in positions if p not in skip]
-        if self._pool is not None:
-            got = self._measure_isolated(b, run, args, kwargs)
-        else:
-            got = _ranktune.tune_measure(
-                len(run),
-                lambda j: self._run_once(run[j], args, kwargs),
-                self._timed_by_callable(args, kwargs),
-                self._warmup,
-                self._samples,
-            )
+        # No deferred save runs while this bucket is measured.
+        with _session.measuring():
+            if self._pool is not None:
+                got = self._measure_isolated(b, run, args, kwargs)
+            else:
+                got = _ranktune.tune_measure(
+                    len(run),
+                    lambda j: self._run_once(run[j], args, kwargs),
+                    self._timed_by_callable(args, kwargs),
+                    self._warmup,
+                    self._samples,
+                )
         by_pos = dict(zip(run, got))
         if skip:
             now = [(self._cands[p][0], _to_stored(self._cands[p][2]), skip[p]) for p in positions if p in skip]
@@ -559,7 +604,15 @@ class Tuned:
         for p in positions:
             if p in blocked and p not in skip and "error" not in by_pos[p] and self._cache is not None:
                 n, _, t, _ = self._cands[p]
-                _ranktune.tune_unblock(self._cache, self.op, n, _to_stored(t), list(b))
+                try:
+                    _ranktune.tune_unblock(self._cache, self.op, n, _to_stored(t), list(b))
+                except Exception as e:  # noqa: BLE001 -- the record stays; said, and tuning goes on
+                    warnings.warn(
+                        f"ranktune: {n} {_to_stored(t)!r} worked when retried at {self.op} bucket "
+                        f"{list(b)}, but its blocklist record could not be cleared ({e})",
+                        RuntimeWarning,
+                        stacklevel=6,
+                    )
         return [
             by_pos[p] if p in by_pos else {"error": f"skipped: a known-bad tactic ({skip[p]})"}
             for p in positions
@@ -578,6 +631,11 @@ class Tuned:
         if self._isolation.mode == "spawn":
             # Described here, so an argument a worker cannot rebuild is
             # the caller's ValueError, not every candidate's failure.
+            if self._spawn_refs is None:
+                try:
+                    self._spawn_refs = self._spawn_references(self._raw)
+                except ValueError as e:
+                    raise ValueError(f"{self.op}, measured under {_isolate.ISOLATE_ENV}=spawn: {e}") from None
             call = _rebuild.describe_call(tuple(args), dict(kwargs))
             init = {
                 "protocol": _ranktune.PROTOCOL_VERSION,
@@ -585,7 +643,7 @@ class Tuned:
                 # The protocol's bucket is unsigned dims (a bucket rule
                 # that keeps negative ones sends none: the worker needs
                 # only the call).
-                "bucket": [list(b)] if all(x >= 0 for x in b) else [],
+                "bucket": [list(b)] if _sizes(b) else [],
                 "candidates": [
                     {
                         "runner": self._cands[p][1],
@@ -604,6 +662,7 @@ class Tuned:
                     }
                 },
             }
+            _check_init_size(init, call)
         timed = self._timed_by_callable(args, kwargs)
 
         def runner(j: int, reps: int) -> float:
@@ -613,27 +672,39 @@ class Tuned:
 
         with self._pool_lock:
             m = _isolate.Measure(self._pool, run, runner, init)
-            if self._isolation.mode == "fork":
-                # No thread of ours runs while workers are forked (a
-                # deferred save waits until this bucket is measured).
-                _pause_deferred_save()
             try:
                 got = _ranktune.tune_measure_timed(len(run), m.request, self._warmup, self._samples)
             except BaseException:
                 m.abort()
                 raise
-            finally:
-                _decided()
             m.finish(keep=True)
         rank = _ranktune.rank_info()["rank"] if m.hard and self._cache is not None else None
         for j, kind, why in m.hard:
             name, _, tactic, _ = self._cands[run[j]]
             self.failures.append((b, name, _to_stored(tactic), kind, why))
-            if self._cache is not None:
-                _ranktune.tune_block(self._cache, self.op, name, _to_stored(tactic), list(b), kind, why, rank)
+            if self._cache is not None and _sizes(b):
+                # Saved with the bucket's choice, by the policy's next save
+                # (a store that is down is not waited for here, and the
+                # measured bucket is never lost to it).
+                _session.record_block(self, (self.op, name, _to_stored(tactic), list(b), kind, why, rank))
+            elif self._cache is not None:
+                self._unkeyed(b)
         if self._pool.worker is not None:
             _open_pools.add(self)
         return list(got)
+
+    def _unkeyed(self, b: Tuple[int, ...]) -> None:
+        """Warns (once per op) that bucket ``b`` has a negative dim, so
+        the blocklist, which keys sizes, can hold nothing about it."""
+        if "unkeyed" not in self._warned:
+            self._warned.add("unkeyed")
+            warnings.warn(
+                f"ranktune: {self.op} bucket {list(b)} has a negative dim: the candidates that "
+                "crashed, timed out or ran out of memory there are not put on the blocklist "
+                "(it keys buckets of sizes); they are in tuner.failures",
+                RuntimeWarning,
+                stacklevel=7,
+            )
 
     def _close_workers(self) -> None:
         """Ends a kept worker (the end of tuning)."""
@@ -710,17 +781,9 @@ class Tuned:
                 for (n, i, t, _), s in zip(self._cands, stats)
             ],
         }
-        with _lock:
-            self._new[b] = entry
-            if self not in _pending:
-                _pending.append(self)
-        _decided()
+        _session.record(self, b, entry)
+        _session.decided()
         return fn(*args, **kwargs)
-
-    def _take_new(self) -> List[Dict[str, Any]]:
-        """The decisions not saved yet (called with ``_lock`` held)."""
-        new, self._new = list(self._new.values()), {}
-        return new
 
 
 # Tuned objects with a collective strategy (their hot paths are cleared when
@@ -892,206 +955,6 @@ def autotune(
     return t._make_entry()
 
 
-# -- saving -------------------------------------------------------------------------
-SAVE_EVERY_ENV = "RANKTUNE_SAVE_EVERY"
-# Auto: a batch is saved once the time since the last save is at least this
-# many times what the last save cost.
-_AUTO_FACTOR = 20.0
-# Saves are made one at a time (the main thread, a deferred save's thread,
-# the SIGTERM handler -- re-entrant for the handler).
-_save_lock = threading.RLock()
-
-
-def _save_policy(value: Any) -> Tuple[str, float]:
-    """``("auto", 0)``, ``("end", 0)`` or ``("every", seconds)`` from
-    ``save_every=`` (``None``: ``$RANKTUNE_SAVE_EVERY``, else auto). A bad
-    value raises ``ValueError`` naming the argument or the variable."""
-    what = "save_every="
-    if value is None:
-        env = os.environ.get(SAVE_EVERY_ENV, "").strip()
-        if not env:
-            return ("auto", 0.0)
-        value, what = env, SAVE_EVERY_ENV + "="
-    shown = value if isinstance(value, str) else repr(value)
-    if isinstance(value, str) and value.strip().lower() in ("auto", "end"):
-        return (value.strip().lower(), 0.0)
-    secs = float("nan")
-    if not isinstance(value, bool):
-        try:
-            secs = float(value)
-        except (TypeError, ValueError):
-            pass
-    if not (0 <= secs < float("inf")):
-        raise ValueError(
-            f"{what}{_quoted(shown)} is not a save policy; give auto (save new choices once the "
-            "time since the last save is 20 times what it cost; the default), end (only when "
-            "tuning ends), or a number of seconds between saves, e.g. 30 (0: after every choice)"
-        )
-    return ("every", secs)
-
-
-def _quoted(text: str) -> str:
-    import json
-
-    return json.dumps(text)
-
-
-class TuningSession:
-    """What ``with ranktune.tuning() as session:`` gives: the save policy
-    and what was saved so far (for progress reports and tests).
-
-    - ``policy``: ``"auto"``, ``"end"`` or ``"every"`` (``interval`` s);
-    - ``saved``: new choices saved (durable: in the cache) so far;
-    - ``pending``: choices made and not saved yet;
-    - ``saves``, ``save_seconds``: how many saves, and their cost;
-    - ``save()``: saves the pending choices now.
-    """
-
-    def __init__(self, policy: str, interval: float) -> None:
-        self.policy = policy
-        self.interval = interval
-        self.saved = 0
-        self.saves = 0
-        self.save_seconds = 0.0
-        self._last_end: Optional[float] = None
-        self._last_cost = 0.0
-        self._timer: Optional[threading.Timer] = None
-        self._active = True
-
-    @property
-    def pending(self) -> int:
-        with _lock:
-            return sum(len(t._new) for t in _pending)
-
-    def save(self) -> int:
-        """Saves the pending choices now; how many were saved."""
-        return _save_pending()
-
-    def _due(self, now: float) -> float:
-        """When the next save is due (monotonic seconds)."""
-        if self._last_end is None:
-            return now  # the first choice is saved at once
-        if self.policy == "auto":
-            return self._last_end + _AUTO_FACTOR * self._last_cost
-        return self._last_end + self.interval
-
-    def _saved(self, n: int, cost: float) -> None:
-        self.saved += n
-        self.saves += 1
-        self.save_seconds += cost
-        self._last_end = time.monotonic()
-        self._last_cost = cost
-
-    def _cancel(self) -> None:
-        self._active = False
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-
-_session: Optional[TuningSession] = None
-
-
-def _pause_deferred_save() -> None:
-    """Stops a deferred save's thread (``_decided`` starts it again)."""
-    sess = _session
-    if sess is None:
-        return
-    with _lock:
-        timer, sess._timer = sess._timer, None
-    if timer is not None:
-        timer.cancel()
-        timer.join()
-
-
-def _decided() -> None:
-    """A choice was made: save the pending ones now when the policy says
-    the next save is due; otherwise make sure a save happens when it is
-    (a deferred save on a thread of its own), so that a choice is never
-    kept unsaved longer than the policy allows, even when no other bucket
-    follows."""
-    sess = _session
-    if sess is None or sess.policy == "end" or not _pending:
-        return
-    _save_if_due(sess)
-
-
-def _save_if_due(sess: TuningSession) -> None:
-    """Saves the pending choices when ``sess`` says a save is due, else
-    arms the deferred save for when it will be. Decided under the save
-    lock, so a save in progress (on the deferred thread) counts: the next
-    is due 20 x its cost after it ended, not at once."""
-    with _save_lock:
-        now = time.monotonic()
-        due = sess._due(now)
-        if now >= due:
-            _save_pending(quiet=True)
-            return
-    with _lock:
-        if sess._timer is not None or not sess._active or not _pending:
-            return
-
-        def deferred() -> None:
-            with _lock:
-                sess._timer = None
-                if not sess._active:
-                    return
-            _save_if_due(sess)
-
-        sess._timer = threading.Timer(due - now, deferred)
-        sess._timer.daemon = True
-        sess._timer.start()
-
-
-def _save_pending(quiet: bool = False) -> int:
-    """Saves every pending choice (each cache's in one locked save); how
-    many were saved. ``quiet`` (a save during tuning): a failed save puts
-    its choices back, to be saved by the next one, and warns instead of
-    raising."""
-    with _save_lock:
-        with _lock:
-            todo = list(_pending)
-            _pending.clear()
-            batches = [(t, t._take_new()) for t in todo]
-        by_cache: Dict[str, Tuple[Any, List[Tuple[Any, Dict[str, Any]]]]] = {}
-        for t, new in batches:
-            if t._cache is None or not new:
-                continue
-            key = os.fspath(t._cache.path)
-            by_cache.setdefault(key, (t._cache, []))[1].extend((t, e) for e in new)
-        if not by_cache:
-            return 0
-        t0 = time.perf_counter()
-        saved = 0
-        try:
-            for cache, items in by_cache.values():
-                cache.save([e for _, e in items])
-                saved += len(items)
-                items.clear()
-        except Exception as e:  # noqa: BLE001 -- re-queued below; raised unless quiet
-            with _lock:
-                for _, items in by_cache.values():
-                    for t, entry in items:
-                        b = tuple(entry["bucket"][0])
-                        t._new.setdefault(b, entry)
-                        if t not in _pending:
-                            _pending.append(t)
-            if not quiet:
-                raise
-            warnings.warn(
-                f"ranktune: saving tuned choices failed ({e}); they are kept and saved again "
-                "with the next ones or when tuning ends",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            return saved
-        finally:
-            sess = _session
-            if sess is not None and saved:
-                sess._saved(saved, time.perf_counter() - t0)
-        return saved
-
-
 _open_pools: "weakref.WeakSet[Tuned]" = weakref.WeakSet()
 
 
@@ -1107,35 +970,31 @@ def tuning(save_every: Any = None) -> Iterator[TuningSession]:
     """Tuning mode: misses are measured, and the choices saved -- as
     ``save_every`` says (``None``: ``$RANKTUNE_SAVE_EVERY``, else
     ``"auto"``): ``"auto"`` saves new choices once the time since the last
-    save is at least 20 times what that save cost (the first at once), a
-    number of seconds at most that often, ``"end"`` only on exit. Every
-    policy saves what is left when the block exits -- normally, by an
-    exception, or on SIGTERM. Gives a :class:`TuningSession` (what was
-    saved). Nested blocks share the outermost one's policy."""
-    global _tuning_depth, _session
-    policy, interval = _save_policy(save_every)
-    prev = None
+    save is at least 20 times what that save cost (the first at once; at
+    most a minute later), a number of seconds at most that often, ``"end"``
+    only on exit; a failed save is tried again no sooner than 20 times what
+    it cost (at least 1 s). The policy and its words are the Rust tuner's
+    (``ranktune tune --save-every``); a bad value raises ``ValueError``
+    naming ``save_every`` or the variable. Every policy saves what is left
+    when the block exits -- normally, by an exception, or on SIGTERM.
+    Gives a :class:`TuningSession` (what was saved). Nested blocks share
+    the outermost one's policy."""
+    global _tuning_depth
     main = threading.current_thread() is threading.main_thread()
+    # Parsed before anything changes (in a nested block too), so a bad
+    # value leaves no trace.
+    autosave = _ranktune.Autosave(save_every)
     with _lock:
         _tuning_depth += 1
         outermost = _tuning_depth == 1
-        if outermost:
-            _session = TuningSession(policy, interval)
-        sess = _session
+        sess = _session.begin(autosave) if outermost else _session._session
     assert sess is not None
+    prev = None
     if outermost:
         for t in list(_collective):
             t._hot.clear()
     if outermost and main:
-        prev = signal.getsignal(signal.SIGTERM)
-
-        def on_term(signum: int, frame: Any) -> None:
-            try:
-                _save_pending()
-            finally:
-                _signals.pass_on(prev, signum, frame)
-
-        signal.signal(signal.SIGTERM, on_term)
+        prev = _session.install_sigterm()
     try:
         yield sess
     finally:
@@ -1143,13 +1002,9 @@ def tuning(save_every: Any = None) -> Iterator[TuningSession]:
             _tuning_depth -= 1
             last = _tuning_depth == 0
         if outermost and main:
-            signal.signal(signal.SIGTERM, prev if prev is not None else signal.SIG_DFL)
+            _session.restore_sigterm(prev)
         if last:
-            sess._cancel()
             try:
                 _close_workers()
             finally:
-                _save_pending()
-                with _lock:
-                    if _session is sess:
-                        _session = None
+                _session.end(sess)

@@ -97,3 +97,18 @@ def spin(n, tactic):
     while time.perf_counter() < end:
         pass
     return n
+
+
+def reads_stdin(n):
+    """Reads its standard input to the end (a worker's is empty)."""
+    os.read(0, 1 << 16)
+    return n * 2
+
+
+def breaks_enum(*args, **kwargs):
+    """Raises after making the arguments' enum impossible to rebuild (as a
+    candidate that leaves shared state half-written would)."""
+    import spawn_ops
+
+    spawn_ops.Tile = None
+    raise ValueError("broke it")

@@ -383,6 +383,8 @@ except ranktune.Error as e:
 print(json.dumps({"rank": rank, "fallbacks": mm.tuner.fallbacks, "measured": mm.tuner.measured,
                   "other": other}))
 sys.stdout.flush()
+# Rank 0 hosts the job's store, which the other half may still be using.
+dist.barrier()
 os._exit(0)
 """
 

@@ -11,7 +11,7 @@
 //! with the other ranks). Owns only the bridging; saves go through the
 //! store's locked, merging save, with the GIL released.
 
-use crate::cache::{warn_all, Cache};
+use crate::cache::{entries_update, warn_all, Cache};
 use crate::errors;
 use crate::rules::{tactic_value, PYTHON_FINGERPRINT};
 use pyo3::prelude::*;
@@ -23,6 +23,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<TuneBlocklist>()?;
     m.add_function(wrap_pyfunction!(tune_block, m)?)?;
     m.add_function(wrap_pyfunction!(tune_unblock, m)?)?;
+    m.add_function(wrap_pyfunction!(tune_save, m)?)?;
     m.add_function(wrap_pyfunction!(tune_retry_failed, m)?)?;
     Ok(())
 }
@@ -112,8 +113,23 @@ fn tune_block(
     message: &str,
     rank: Option<u32>,
 ) -> PyResult<()> {
-    let kind = BlockKind::parse(kind);
     let mut update = CacheData::default();
+    block_into(&mut update, op, runner, tactic, bucket, kind, message, rank)?;
+    save(py, &cache, &update)
+}
+
+/// Adds the record of [`tune_block`] to `update`.
+#[allow(clippy::too_many_arguments)]
+fn block_into(
+    update: &mut CacheData,
+    op: &str,
+    runner: &str,
+    tactic: &Bound<'_, PyAny>,
+    bucket: Vec<u64>,
+    kind: &str,
+    message: &str,
+    rank: Option<u32>,
+) -> PyResult<()> {
     let key = BlockKey::new(
         op,
         runner,
@@ -123,10 +139,38 @@ fn tune_block(
         sizes_bucket(&[bucket]),
     );
     let now = ranktune_core::clock::unix_now();
-    update
-        .blocklist
-        .insert(key, Blocked::new(kind, message, now, rank, ranktune_core::rank::host_name()));
-    save(py, &cache, &update)
+    let record =
+        Blocked::new(BlockKind::parse(kind), message, now, rank, ranktune_core::rank::host_name());
+    update.blocklist.insert(key, record);
+    Ok(())
+}
+
+/// One blocklist record of [`tune_save`]: `(op, runner, tactic, bucket,
+/// kind, message, rank)`, as [`tune_block`] takes them.
+type BlockArgs<'py> = (String, String, Bound<'py, PyAny>, Vec<u64>, String, String, Option<u32>);
+
+/// `tune_save(cache, entries, blocks)`: saves tuned choices (`entries`,
+/// dicts as `Cache.save` takes them) and blocklist records (`blocks`,
+/// tuples of `tune_block`'s arguments) in one locked, merging save -- a
+/// decision and the hard failures it was made without are durable
+/// together. Returns how many entries were written.
+#[pyfunction]
+fn tune_save(
+    py: Python<'_>,
+    cache: PyRef<'_, Cache>,
+    entries: &Bound<'_, PyAny>,
+    blocks: Vec<BlockArgs<'_>>,
+) -> PyResult<usize> {
+    let mut update = entries_update(entries)?;
+    for (op, runner, tactic, bucket, kind, message, rank) in blocks {
+        block_into(&mut update, &op, &runner, &tactic, bucket, &kind, &message, rank)?;
+    }
+    let store = cache.open_store()?;
+    let report = py
+        .allow_threads(|| store.save(&update))
+        .map_err(|e| errors::cache(&format!("saving into {}", cache.describe()), e))?;
+    warn_all(py, &report.warnings)?;
+    Ok(report.written)
 }
 
 /// Clears the records (of this environment) that block `runner`'s

@@ -13,7 +13,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use ranktune_cache::{
-    place_in_rank, read_cache_bytes, CacheData, CacheError, CacheLocation, Candidate, Entry,
+    place_in_rank, read_cache_bytes, CacheData, CacheError, CacheLocation, Candidate, Dim, Entry,
     EntryKey, Identity, Section, Store,
 };
 use ranktune_core::error_chain::Chain;
@@ -75,9 +75,9 @@ fn parse_entry(d: &Value, i: usize, current: &str) -> PyResult<(Section, EntryKe
     };
     let op = s("op").ok_or_else(|| bad("\"op\" (str) is required".into()))?;
     let runner = s("runner").ok_or_else(|| bad("\"runner\" (str) is required".into()))?;
-    let bucket: Vec<Vec<u64>> = match obj.get("bucket") {
-        Some(b) => serde_json::from_value(b.clone()).map_err(|_| {
-            bad("\"bucket\" must be a list of lists of non-negative ints, e.g. [[64, 64]]".into())
+    let bucket: Vec<Vec<Dim>> = match obj.get("bucket") {
+        Some(b) => int_dims(b).ok_or_else(|| {
+            bad("\"bucket\" must be a list of lists of ints, e.g. [[64, 64]]".into())
         })?,
         None => return Err(bad("\"bucket\" is required, e.g. [[64, 64]]".into())),
     };
@@ -90,12 +90,7 @@ fn parse_entry(d: &Value, i: usize, current: &str) -> PyResult<(Section, EntryKe
         Some(c) => serde_json::from_value(c.clone())
             .map_err(|e| bad(format!("\"candidates\" is malformed: {e}")))?,
     };
-    let key = EntryKey {
-        op,
-        runner,
-        fingerprint: s("fingerprint").unwrap_or_default(),
-        bucket: ranktune_cache::sizes_bucket(&bucket),
-    };
+    let key = EntryKey { op, runner, fingerprint: s("fingerprint").unwrap_or_default(), bucket };
     let entry = Entry {
         runner_index: obj
             .get("runner_index")
@@ -119,6 +114,38 @@ fn parse_entry(d: &Value, i: usize, current: &str) -> PyResult<(Section, EntryKe
         return Err(bad(format!("time_us is {}, expected a finite time >= 0", entry.time_us)));
     }
     Ok((section, key, entry))
+}
+
+/// `entries` (dicts as `Cache.save` takes them) as one update, with this
+/// environment's identity when an entry is of it.
+pub(crate) fn entries_update(entries: &Bound<'_, PyAny>) -> PyResult<CacheData> {
+    let current = Identity::current();
+    let digest = current.digest();
+    let mut update = CacheData::default();
+    for (i, item) in entries.try_iter()?.enumerate() {
+        let v = convert::from_py(&item?, &format!("entries[{i}]"))?;
+        let (s, k, e) = parse_entry(&v, i, &digest)?;
+        update.insert(s, k, e);
+    }
+    if update.iter().any(|(_, _, e)| e.env == digest) {
+        update.metadata.environments.insert(digest, current);
+    }
+    Ok(update)
+}
+
+/// A bucket's dims as JSON gives them: sizes, and the negative integers
+/// other tuners write (TensorRT-LLM's `-1`) or a Python bucket rule
+/// returns; `None` for anything else.
+fn int_dims(b: &Value) -> Option<Vec<Vec<Dim>>> {
+    let dims = |v: &Value| -> Option<Vec<Dim>> {
+        v.as_array()?
+            .iter()
+            .map(|d| {
+                d.as_u64().map(Dim::size).or_else(|| d.as_i64().and_then(|x| Dim::int(x.into())))
+            })
+            .collect()
+    };
+    b.as_array()?.iter().map(dims).collect()
 }
 
 /// Reads a cache file of any format with ranktune-formats' detection (the same as `ranktune cache import`). Runs without
@@ -238,17 +265,7 @@ impl Cache {
         py: Python<'py>,
         entries: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let current = Identity::current();
-        let digest = current.digest();
-        let mut update = CacheData::default();
-        for (i, item) in entries.try_iter()?.enumerate() {
-            let v = convert::from_py(&item?, &format!("entries[{i}]"))?;
-            let (s, k, e) = parse_entry(&v, i, &digest)?;
-            update.insert(s, k, e);
-        }
-        if update.iter().any(|(_, _, e)| e.env == digest) {
-            update.metadata.environments.insert(digest, current);
-        }
+        let update = entries_update(entries)?;
         let store = store(&self.location)?;
         let report = py
             .allow_threads(|| store.save(&update))

@@ -7,17 +7,22 @@
 //! - [`IsolationLimits`]: the limits' defaults and the per-candidate time
 //!   limit rule ([`Limits::for_local_ranks`], [`Limits::timeout_for`]);
 //! - [`protocol_read`], [`protocol_line`]: the worker protocol's messages,
-//!   parsed and written by [`protocol`] itself.
+//!   parsed and written by [`protocol`] itself;
+//! - [`isolation_settings`], [`isolation_local_ranks`]: `isolate=`,
+//!   `candidate_timeout=`, `candidate_memory=` and their variables, read by
+//!   the tuner's [`settings`] as `ranktune tune` reads its flags (one
+//!   wording), and the launchers' local size.
 //!
 //! Owns only the bridging. The worker processes are started and supervised
-//! by `python/ranktune/_isolate.py` (its module docs say why there and not
+//! by `python/ranktune/_isolate/` (its module docs say why there and not
 //! here); nothing here forks, waits or kills.
 
 use crate::{convert, tune};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyFloat, PyList, PyString};
+use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
 use ranktune_tune::isolation::protocol::{self, FromWorker, ToWorker};
+use ranktune_tune::isolation::settings::{self, Mode, SettingError};
 use ranktune_tune::{measure_timed, Limits};
 use std::time::Duration;
 
@@ -25,6 +30,11 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tune_measure_timed, m)?)?;
     m.add_function(wrap_pyfunction!(protocol_read, m)?)?;
     m.add_function(wrap_pyfunction!(protocol_line, m)?)?;
+    m.add_function(wrap_pyfunction!(isolation_settings, m)?)?;
+    m.add_function(wrap_pyfunction!(isolation_local_ranks, m)?)?;
+    m.add("ISOLATE_ENV", settings::ISOLATE_ENV)?;
+    m.add("TIMEOUT_ENV", settings::TIMEOUT_ENV)?;
+    m.add("MEMORY_ENV", settings::MEMORY_ENV)?;
     m.add_class::<IsolationLimits>()?;
     m.add("PROTOCOL_VERSION", protocol::PROTOCOL_VERSION)?;
     m.add("PROTOCOL_MAX_LINE", protocol::MAX_LINE)?;
@@ -222,4 +232,84 @@ fn protocol_line<'py>(
         protocol::encode(&serde_json::from_value::<ToWorker>(value).map_err(bad)?)
     };
     Ok(PyBytes::new(py, &line))
+}
+
+/// A variable's value when it is set to something other than blanks (a
+/// value that is not text is read lossily, so parsing it names it).
+fn env_text(name: &str) -> Option<String> {
+    let v = match std::env::var(name) {
+        Ok(v) => v,
+        Err(std::env::VarError::NotPresent) => return None,
+        Err(std::env::VarError::NotUnicode(v)) => v.to_string_lossy().into_owned(),
+    };
+    (!v.trim().is_empty()).then_some(v)
+}
+
+/// The text a Python argument stands for: a str as it is, an int or a
+/// float as its decimal text (`str()`), anything else as its `repr()`
+/// (which then fails to parse, and the error shows it).
+fn arg_text(v: &Bound<'_, PyAny>) -> String {
+    let text = if v.is_instance_of::<PyString>()
+        || (!v.is_instance_of::<PyBool>()
+            && (v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>()))
+    {
+        v.str()
+    } else {
+        v.repr()
+    };
+    text.map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| "?".to_string())
+}
+
+/// One setting: the argument when given (named `argument=`), else its
+/// variable when set, else `None`.
+fn setting<T>(
+    value: Option<&Bound<'_, PyAny>>,
+    argument: &str,
+    variable: &str,
+    parse: impl Fn(&str, &str) -> Result<T, SettingError>,
+) -> PyResult<Option<T>> {
+    let bad = |e: SettingError| PyValueError::new_err(e.to_string());
+    match value {
+        Some(v) => parse(&arg_text(v), argument).map(Some).map_err(bad),
+        None => env_text(variable).map(|t| parse(&t, variable)).transpose().map_err(bad),
+    }
+}
+
+/// `isolation_settings(isolate=None, timeout=None, memory=None)`: `(mode,
+/// timeout_s, memory_mib)` of `autotune`'s `isolate=`, `candidate_timeout=`
+/// and `candidate_memory=` -- each `None` reads its variable
+/// (`RANKTUNE_ISOLATE`, `RANKTUNE_CANDIDATE_TIMEOUT`,
+/// `RANKTUNE_CANDIDATE_MEMORY`). The mode is `"off"`, `"fork"` or
+/// `"spawn"` (`isolate=True`/`False`: fork/off; unset: off); a limit not
+/// given is `None`. A bad value raises `ValueError` with the tuner's
+/// sentence, naming the argument or the variable and what to give.
+#[pyfunction]
+#[pyo3(signature = (isolate=None, timeout=None, memory=None))]
+fn isolation_settings(
+    isolate: Option<&Bound<'_, PyAny>>,
+    timeout: Option<&Bound<'_, PyAny>>,
+    memory: Option<&Bound<'_, PyAny>>,
+) -> PyResult<(&'static str, Option<f64>, Option<u64>)> {
+    let mode = match isolate {
+        Some(v) if v.is_instance_of::<PyBool>() => {
+            if v.is_truthy()? {
+                Mode::Fork
+            } else {
+                Mode::Off
+            }
+        }
+        _ => setting(isolate, "isolate=", settings::ISOLATE_ENV, Mode::parse)?.unwrap_or(Mode::Off),
+    };
+    let timeout = setting(timeout, "candidate_timeout=", settings::TIMEOUT_ENV, settings::timeout)?;
+    let memory = setting(memory, "candidate_memory=", settings::MEMORY_ENV, settings::memory_mib)?;
+    Ok((mode.name(), timeout.map(|d| d.as_secs_f64()), memory))
+}
+
+/// `isolation_local_ranks()`: how many ranks run on this machine, as the
+/// launcher says (`LOCAL_WORLD_SIZE`, `OMPI_COMM_WORLD_LOCAL_SIZE`,
+/// `MPI_LOCALNRANKS`, `SLURM_NTASKS_PER_NODE`), else 1 -- the command's
+/// rule, for the memory limit's share.
+#[pyfunction]
+fn isolation_local_ranks() -> u32 {
+    settings::local_ranks_from(|name| std::env::var(name).ok())
 }

@@ -9,6 +9,7 @@
 //! the library crates decide (cache merging, the path rule, the check
 //! rules), and never depend on the command's crates (clap, indicatif).
 
+mod autosave;
 mod blocklist;
 mod cache;
 #[cfg(feature = "cli")]
@@ -55,6 +56,7 @@ fn _ranktune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     rules::register(m)?;
     blocklist::register(m)?;
     isolate::register(m)?;
+    autosave::register(m)?;
     torch::register(m)?;
     #[cfg(feature = "cli")]
     cli::register(m)?;

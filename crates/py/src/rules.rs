@@ -193,7 +193,7 @@ fn tune_load<'py>(
         .allow_threads(|| -> Result<_, CacheError> {
             let loaded = store.inspect()?;
             let current = Identity::current().digest();
-            let mut kept: Vec<(Vec<u64>, usize)> = Vec::new();
+            let mut kept: Vec<(Vec<i128>, usize)> = Vec::new();
             for section in [Section::Shared, Section::Rank(rank)] {
                 for (s, k, e) in loaded.data.iter() {
                     if s != section
@@ -204,8 +204,14 @@ fn tune_load<'py>(
                     {
                         continue;
                     }
-                    let Some(sizes) = ranktune_cache::bucket_sizes(&k.bucket) else { continue };
-                    let [dims] = sizes.as_slice() else { continue };
+                    // Integer dims of one input (negative ones too: a
+                    // Python bucket rule may keep them).
+                    let [one] = k.bucket.as_slice() else { continue };
+                    let Some(dims) = one.iter().map(|d| d.as_i128()).collect::<Option<Vec<_>>>()
+                    else {
+                        continue;
+                    };
+                    let dims = &dims;
                     let Some(pos) =
                         cands.iter().position(|(r, t)| *r == k.runner && *t == e.tactic)
                     else {

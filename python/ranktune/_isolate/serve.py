@@ -1,0 +1,181 @@
+"""The worker's side of isolated measuring, shared by a forked worker
+(``handle.fork_worker``) and a spawned one (``ranktune._worker``): its
+set-up (signals, ``PR_SET_PDEATHSIG``, the address-space limit), its loop
+over the protocol's requests, how it times runs and how it words a
+candidate's failure.
+
+Owns only what runs inside a worker process; never starts one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import faulthandler
+import os
+import resource
+import signal
+import socket
+import sys
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from ranktune import _ranktune
+from ranktune._isolate.reasons import last_line, memory_line, mib
+
+__all__ = [
+    "prepare_worker", "stdin_from_devnull", "limit_address_space", "failure_reply", "TimerError", "timed_runs", "serve",
+    "vm_size", "libc", "flush_std", "SERVE_FAILED", "NO_LIMIT",
+]  # fmt: skip
+
+# Exit status of a worker whose own loop failed (not a candidate).
+SERVE_FAILED = 70
+NO_LIMIT = 71
+
+def vm_size() -> int:
+    """This process's address-space size (bytes), 0 when unknown."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+_LIBC: List[Any] = []
+
+
+def libc() -> Any:
+    """The C library (for ``prctl``) on Linux, loaded once (before a fork,
+    so a forked worker does not load it again); None elsewhere."""
+    if not _LIBC:
+        lib = None
+        if sys.platform.startswith("linux"):
+            try:
+                lib = ctypes.CDLL(None, use_errno=True)
+                lib.prctl  # noqa: B018 -- present?
+            except (OSError, AttributeError):
+                lib = None
+        _LIBC.append(lib)
+    return _LIBC[0]
+
+
+def prepare_worker(parent: int, address_limit: Optional[int]) -> None:
+    """Sets a worker up as the Rust worker is (``sys.rs``,
+    ``worker_signals``): SIGINT and SIGTERM ignored (the tuner decides when
+    its worker ends), the crash signals' default actions back (and no
+    ``faulthandler`` dump: the reason is the signal), killed by SIGKILL when
+    the tuning process dies, and its address space limited. Exits at once
+    when the tuning process is already gone."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    for sig in (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_DFL)
+    faulthandler.disable()
+    lib = libc()
+    if lib is not None:
+        lib.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(0)
+    if address_limit is not None:
+        limit_address_space(address_limit)
+
+
+def stdin_from_devnull() -> None:
+    """Points this worker's standard input (descriptor 0) at ``/dev/null``:
+    a candidate that reads it gets an end of file, never the protocol's
+    bytes (a spawned worker's socket was there) nor the job's input."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        if null != 0:
+            os.dup2(null, 0)
+    finally:
+        if null != 0:
+            os.close(null)
+
+
+def limit_address_space(limit: int) -> None:
+    """Sets this process's address-space limit (``RLIMIT_AS``, the soft
+    one: a spawned worker sets it again for each bucket); exits when it
+    cannot."""
+    try:
+        _, hard = resource.getrlimit(resource.RLIMIT_AS)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ValueError, OSError) as e:
+        os.write(2, f"cannot set the memory limit: {e}\n".encode())
+        os._exit(NO_LIMIT)
+
+
+def failure_reply(e: BaseException, memory: Optional[int]) -> Dict[str, Any]:
+    """The protocol's error answer for an exception a candidate raised:
+    kind ``memory`` when it says an allocation failed (``MemoryError``,
+    a CUDA or CPU allocator's out-of-memory), else ``error``, with the text
+    ``tune_measure`` gives in-process (``Type: message``)."""
+    if isinstance(e, TimerError):
+        return {"error": str(e), "kind": "error"}
+    text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+    if isinstance(e, MemoryError) or memory_line(text) is not None:
+        limit = mib(memory) if memory is not None else "none"
+        return {"error": f"limit {limit} ({last_line(text)})", "kind": "memory"}
+    return {"error": text, "kind": "error"}
+
+
+class TimerError(Exception):
+    """A ``timer=`` that did not return a duration (its text is the reason,
+    as in-process)."""
+
+
+def timed_runs(run_once: Callable[[], Any], reps: int, timed: bool) -> float:
+    """µs of ``reps`` calls of ``run_once`` as ``tune_measure`` times them
+    in-process: the wall clock around all of them, or -- ``timed``, a
+    ``timer=`` (or CUDA events) -- the sum of what each call returned
+    (seconds)."""
+    if timed:
+        total = 0.0
+        for _ in range(reps):
+            secs = run_once()
+            if isinstance(secs, bool) or not isinstance(secs, (int, float)):
+                raise TimerError("timer= must return the run's duration in seconds (a float)")
+            if not (secs >= 0 and secs != float("inf")):
+                raise TimerError(f"timer= returned {secs}, not a duration")
+            total += secs * 1e6
+        return total
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        run_once()
+    return (time.perf_counter() - t0) * 1e6
+
+
+def serve(fd: int, handle: Callable[[Dict[str, Any]], Dict[str, Any]], ready: bool = True) -> int:
+    """A worker's loop: says ``ready`` (unless ``ready=False``: a spawned
+    worker says it after its init), answers each request with
+    ``handle(request)`` until the end of input; the exit status."""
+    sock = socket.socket(fileno=os.dup(fd))
+    reader = sock.makefile("rb")
+    if ready:
+        sock.sendall(_ranktune.protocol_line({"ready": {"pid": os.getpid()}}, "worker"))
+    while True:
+        line = reader.readline(_ranktune.PROTOCOL_MAX_LINE + 1)
+        if not line:
+            return 0
+        try:
+            req = _ranktune.protocol_read(line, "tuner")
+        except ValueError as e:
+            reply: Dict[str, Any] = {"error": str(e), "kind": "error"}
+        else:
+            reply = handle(req)
+        try:
+            sock.sendall(_ranktune.protocol_line(reply, "worker"))
+        except OSError:
+            return 0
+
+
+def flush_std() -> None:
+    for f in (sys.stdout, sys.stderr):
+        try:
+            if f is not None:
+                f.flush()
+        except (OSError, ValueError):
+            pass
+
+
