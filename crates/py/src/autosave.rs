@@ -57,33 +57,9 @@ fn policy(value: Option<&Bound<'_, PyAny>>) -> Result<SaveEvery, SaveEveryError>
 const NEVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 /// How long after `now` the state says a save is due: zero when it is due
-/// now, `None` when it never will be (`end`, or beyond [`NEVER`]). The
-/// state's `due` is monotonic in time (a point past the policy's wait and
-/// past a failed save's back-off stays so), so the first due instant is
-/// found by doubling and then halving, to a millisecond, rounded up: at
-/// the time returned a save is due.
+/// now, `None` when it never will be (`end`, or beyond [`NEVER`]).
 fn until_due(state: &RustAutosave, now: Instant) -> Option<Duration> {
-    if state.due(now) {
-        return Some(Duration::ZERO);
-    }
-    let due_after = |d: Duration| now.checked_add(d).is_some_and(|t| state.due(t));
-    let mut hi = Duration::from_millis(1);
-    while !due_after(hi) {
-        if hi >= NEVER {
-            return None;
-        }
-        hi = hi.saturating_mul(2);
-    }
-    let mut lo = hi / 2; // not due at `lo` (or `lo` is zero, not due either)
-    while hi - lo > Duration::from_millis(1) {
-        let mid = lo + (hi - lo) / 2;
-        if due_after(mid) {
-            hi = mid;
-        } else {
-            lo = mid;
-        }
-    }
-    Some(hi)
+    state.next_due(now).map(|t| t.saturating_duration_since(now)).filter(|d| *d <= NEVER)
 }
 
 /// `Autosave(save_every=None)`: the save policy of one `tuning()` session
@@ -173,46 +149,5 @@ impl Autosave {
 
     fn __repr__(&self) -> String {
         format!("Autosave({:?})", self.__str__())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
-
-    #[test]
-    fn until_due_finds_the_first_due_instant_to_a_millisecond() {
-        let t0 = Instant::now();
-        let mut a = RustAutosave::new(SaveEvery::Auto);
-        assert_eq!(until_due(&a, t0), Some(Duration::ZERO), "the first at once");
-        a.saved(t0, t0 + ms(10), true);
-        let end = t0 + ms(10);
-        let wait = until_due(&a, end).expect("auto saves again");
-        assert!(wait >= ms(200) && wait <= ms(201), "{wait:?}");
-        assert!(a.due(end + wait) && !a.due(end + wait - ms(1)));
-        // A failed save: at least a second.
-        a.saved(end, end + ms(1), false);
-        let wait = until_due(&a, end + ms(1)).expect("retried");
-        assert!(wait >= ms(999) && wait <= Duration::from_secs(1) + ms(1), "{wait:?}");
-    }
-
-    #[test]
-    fn until_due_says_never_for_end_and_for_huge_intervals() {
-        let t0 = Instant::now();
-        let mut end = RustAutosave::new(SaveEvery::End);
-        assert_eq!(until_due(&end, t0), None);
-        end.saved(t0, t0, false);
-        assert_eq!(until_due(&end, t0), None);
-        let mut huge = RustAutosave::new(SaveEvery::Every(Duration::MAX));
-        huge.saved(t0, t0, true);
-        assert_eq!(until_due(&huge, t0), None);
-        let mut every = RustAutosave::new(SaveEvery::Every(Duration::from_secs(30)));
-        every.saved(t0, t0, true);
-        let wait = until_due(&every, t0).expect("every 30 s");
-        assert!(wait >= Duration::from_secs(30) && wait <= Duration::from_secs(30) + ms(1));
     }
 }

@@ -212,6 +212,27 @@ impl Autosave {
         }
     }
 
+    /// The first instant at which [`due`](Autosave::due) says yes (`None`:
+    /// never before the session ends, under [`SaveEvery::End`]), for a
+    /// caller that saves on a timer rather than between buckets (Python's
+    /// deferred save). Before the first save that is any time: it returns
+    /// `now` then, and after a failed save the retry time when that is
+    /// later than the policy's.
+    pub fn next_due(&self, now: Instant) -> Option<Instant> {
+        let by_policy = match (self.policy, self.last) {
+            (SaveEvery::End, _) => return None,
+            (_, None) => now,
+            (SaveEvery::Auto, Some((at, cost))) => {
+                at.checked_add(wait_after(cost, Duration::ZERO))?
+            }
+            (SaveEvery::Every(d), Some((at, _))) => at.checked_add(d)?,
+        };
+        Some(match self.retry_at {
+            Some(r) if r > by_policy => r,
+            _ => by_policy,
+        })
+    }
+
     /// A save ran from `started` to `ended`; `ok` says whether it worked.
     pub fn saved(&mut self, started: Instant, ended: Instant, ok: bool) {
         let cost = ended.saturating_duration_since(started);
@@ -341,6 +362,27 @@ mod tests {
         assert!(a.due(t0 + ms(130)));
         let a = Autosave::new(SaveEvery::Every(Duration::MAX));
         assert!(a.due(t0), "even when the interval is never");
+    }
+
+    #[test]
+    fn next_due_is_the_first_instant_due_says_yes() {
+        let t0 = Instant::now();
+        for policy in [SaveEvery::Auto, SaveEvery::Every(ms(100)), SaveEvery::Every(ms(0))] {
+            let mut a = Autosave::new(policy);
+            assert_eq!(a.next_due(t0), Some(t0), "{policy}: the first at once");
+            a.saved(t0, t0 + ms(10), true);
+            let next = a.next_due(t0 + ms(10)).unwrap();
+            assert!(a.due(next) && (next == t0 + ms(10) || !a.due(next - ms(1))), "{policy}");
+            a.saved(next, next + ms(3), false);
+            let retry = a.next_due(next + ms(3)).unwrap();
+            assert_eq!(retry, next + ms(3) + FAILED_RETRY_MIN, "{policy}: the back-off");
+            assert!(a.due(retry) && !a.due(retry - ms(1)), "{policy}");
+        }
+        assert_eq!(Autosave::new(SaveEvery::End).next_due(t0), None);
+        // "Never" as an interval: no instant, no overflow.
+        let mut a = Autosave::new(SaveEvery::Every(Duration::MAX));
+        a.saved(t0, t0, true);
+        assert_eq!(a.next_due(t0), None);
     }
 
     #[test]
