@@ -13,6 +13,8 @@
 //! cargo bench --bench strategy_parallel -- [--rounds 3] [--ranks 2] [--max-tokens 256] [--quick]
 //! ```
 
+mod support;
+
 use ranktune_cache::{Entry, FileStore, Section, Store};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -31,10 +33,6 @@ struct Run {
     choices: Choices,
     /// (op, bucket) → the stored entry (shared section, or rank 0's).
     entries: BTreeMap<String, Entry>,
-}
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned()
 }
 
 fn run_once(strategy: &str, ranks: u32, extra: &[String]) -> Run {
@@ -147,16 +145,7 @@ fn as_good(a: &Run, reference: &Run) -> (usize, usize) {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let rounds: usize = arg(&args, "--rounds").and_then(|v| v.parse().ok()).unwrap_or(3);
-    let ranks: u32 = arg(&args, "--ranks").and_then(|v| v.parse().ok()).unwrap_or(2);
-    let mut extra = Vec::new();
-    if let Some(m) = arg(&args, "--max-tokens") {
-        extra.extend(["--max-tokens".to_string(), m]);
-    }
-    if args.iter().any(|a| a == "--quick") {
-        extra.push("--quick".to_string());
-    }
+    let support::Job { rounds, ranks, extra } = support::Job::from_args();
     let mut runs: BTreeMap<&str, Vec<Run>> = BTreeMap::new();
     for round in 0..rounds {
         for s in STRATEGIES {

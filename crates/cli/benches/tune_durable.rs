@@ -15,15 +15,13 @@
 //! cargo bench -p ranktune --bench tune_durable -- [--rounds 3] [--ranks 2] [--max-tokens 256] [--quick]
 //! ```
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::process::Command;
 
 const POLICIES: [&str; 3] = ["end", "auto", "0"];
 const STRATEGIES: [&str; 2] = ["parallel", "independent"];
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned()
-}
 
 /// One job: (wall seconds, buckets per rank, saves per rank, seconds
 /// saving per rank).
@@ -64,16 +62,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let rounds: usize = arg(&args, "--rounds").and_then(|v| v.parse().ok()).unwrap_or(3);
-    let ranks: u32 = arg(&args, "--ranks").and_then(|v| v.parse().ok()).unwrap_or(2);
-    let mut extra = Vec::new();
-    if let Some(m) = arg(&args, "--max-tokens") {
-        extra.extend(["--max-tokens".to_string(), m]);
-    }
-    if args.iter().any(|a| a == "--quick") {
-        extra.push("--quick".to_string());
-    }
+    let support::Job { rounds, ranks, extra } = support::Job::from_args();
     println!(
         "durable progress in `ranktune tune --ranks {ranks} {}`, {rounds} rounds",
         extra.join(" ")

@@ -20,7 +20,7 @@
 use crate::{convert, tune};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString};
+use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyList, PyString};
 use ranktune_tune::isolation::protocol::{self, FromWorker, ToWorker};
 use ranktune_tune::isolation::settings::{self, Mode, SettingError};
 use ranktune_tune::{measure_timed, Limits};
@@ -96,20 +96,7 @@ fn tune_measure_timed<'py>(
     if let Some(e) = fatal {
         return Err(e);
     }
-    let out = PyList::empty(py);
-    for r in results {
-        let d = PyDict::new(py);
-        match r {
-            Ok(s) => {
-                let v =
-                    serde_json::to_value(&s).map_err(|e| PyValueError::new_err(e.to_string()))?;
-                tune::return_stats(&d, &v, py)?;
-            }
-            Err(e) => d.set_item("error", e)?,
-        }
-        out.append(d)?;
-    }
-    Ok(out)
+    tune::results_list(py, results)
 }
 
 /// `IsolationLimits(local_ranks=1, timeout=None, memory_mib=None)`: the

@@ -90,6 +90,15 @@ fn tune_measure<'py>(
     if let Some(e) = fatal {
         return Err(e);
     }
+    results_list(py, results)
+}
+
+/// The sampler's results as Python gets them: a list with, per candidate,
+/// its statistics (see [`return_stats`]) or `{"error": text}`.
+pub(crate) fn results_list<'py>(
+    py: Python<'py>,
+    results: Vec<Result<Stats, String>>,
+) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for r in results {
         let d = PyDict::new(py);

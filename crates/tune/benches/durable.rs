@@ -15,77 +15,22 @@
 //! longer still). The medians of the rounds are compared: cost per bucket,
 //! what saving adds per bucket over `End`, and the ratio.
 
-use ranktune_cache::{CacheLocation, FileStore, Identity, Section, Store};
+use ranktune_cache::{CacheLocation, FileStore, Store};
 use ranktune_testkit::redis::RedisServer;
+mod support;
+
 use ranktune_tune::*;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
+use support::{tuner, Rows, Spin};
 
 /// Buckets per session.
 const BUCKETS: u32 = 16;
 
-struct Rows {
-    shapes: [[usize; 1]; 1],
-}
-
-impl TuneInputs for Rows {
-    fn num_inputs(&self) -> usize {
-        1
-    }
-    fn shape(&self, i: usize) -> &[usize] {
-        &self.shapes[i]
-    }
-    fn synthetic(s: &[Vec<u64>]) -> Result<Self, RunError> {
-        Ok(Rows { shapes: [[s[0][0] as usize]] })
-    }
-}
-
-/// Tactic `t` does `work × (1 + t/8)` rounds of arithmetic.
-struct Spin {
-    work: u64,
-}
-
-impl Runner<Rows> for Spin {
-    fn name(&self) -> &str {
-        "spin"
-    }
-    fn fingerprint(&self) -> String {
-        fingerprint_of(&self.work)
-    }
-    fn tactics(&self) -> Vec<serde_json::Value> {
-        (0..8).map(serde_json::Value::from).collect()
-    }
-    fn valid(&self, _: usize, _: &[Vec<u64>]) -> bool {
-        true
-    }
-    fn run(&self, t: usize, _: &mut Rows) -> Result<(), RunError> {
-        let n = self.work + self.work * t as u64 / 8;
-        let mut x = 1u64;
-        for i in 0..n {
-            x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(i));
-        }
-        black_box(x);
-        Ok(())
-    }
-}
-
-fn tuner() -> Tuner {
-    let id = Identity {
-        lib_version: "bench".into(),
-        device_kind: "cpu".into(),
-        device_name: "bench".into(),
-        capability: String::new(),
-        cores: 1,
-    };
-    let t = Tuner::new(TunerOptions::new(Section::Rank(0), id, "bench"));
-    t.set_tuning(true);
-    t
-}
-
 /// One session under `policy` into `store`: (seconds in all, saves made,
 /// seconds spent saving).
 fn session(op: &Op<Rows>, store: &dyn Store, policy: SaveEvery) -> (f64, u32, f64) {
-    let t = tuner();
+    let t = tuner(Isolation::Off);
     let t0 = Instant::now();
     let mut s = Session::start(&t, store).unwrap_or_else(|e| panic!("{e}")).save_every(policy);
     let (mut saves, mut saving) = (0, Duration::ZERO);
