@@ -19,14 +19,22 @@ use std::time::{Duration, Instant};
 /// waits longer than this are announced.
 const QUIET_WAIT: Duration = Duration::from_millis(500);
 
-/// An exclusive lock, released when dropped (closing the file releases it).
-/// A child made by `fork` while it is held does not share it (see
-/// `ranktune_core::fork_guard`).
+/// An exclusive lock, released when dropped: unlocked explicitly, then
+/// closed. A child made by `fork` while it is held does not share it (see
+/// `ranktune_core::fork_guard`), and one forked between the lock file's
+/// open and its registration, which shares the open file description, does
+/// not keep it either: the unlock releases the description's lock.
 #[derive(Debug)]
 pub(crate) struct LockGuard {
     // Unregistered before the file closes (fields drop in order).
     _fork: CloseOnFork,
     _file: File,
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        super::sys::unlock(&self._file);
+    }
 }
 
 /// How a lock attempt ended.

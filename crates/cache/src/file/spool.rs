@@ -274,13 +274,21 @@ fn write_spool_once<F: FnOnce() -> Vec<u8>>(
 }
 
 /// A save waiting for its spool file to be folded: holds a shared `flock`
-/// on the file (released when dropped), which tells a folder to leave a
-/// marker (see [`folded_marker`]) rather than delete the file.
+/// on the file (released when dropped, explicitly, so that a child forked
+/// before the registration cannot keep it: see `LockGuard`), which tells a
+/// folder to leave a marker (see [`folded_marker`]) rather than delete the
+/// file.
 #[derive(Debug)]
 pub(crate) struct Waiter {
     // Unregistered before the file closes (fields drop in order).
     _fork: CloseOnFork,
     _held: std::fs::File,
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        sys::unlock(&self._held);
+    }
 }
 
 /// Whether `name` in the spool directory is a temp file of a spool write in

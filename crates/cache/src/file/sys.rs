@@ -64,6 +64,19 @@ pub(crate) fn try_lock_shared(file: &File) -> io::Result<bool> {
     }
 }
 
+/// Releases the `flock` held on `file`'s open file description, whoever
+/// else shares that description: a child made by `fork` in the instant
+/// between the file's open and its [`CloseOnFork`] registration holds a
+/// copy of the description, and closing our descriptor alone would leave
+/// the lock held for that child's life. Errors are ignored: the descriptor
+/// is closed next, which releases it where nothing else shares it.
+///
+/// [`CloseOnFork`]: ranktune_core::fork_guard::CloseOnFork
+pub(crate) fn unlock(file: &File) {
+    // SAFETY: flock on a file descriptor we own; no memory is passed.
+    let _ = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+}
+
 /// Whether a failed `flock` means "busy" or "cannot lock here".
 fn try_lock_classify(err: &io::Error) -> Option<()> {
     match err.raw_os_error() {
