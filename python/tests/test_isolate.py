@@ -163,6 +163,15 @@ def test_a_bad_variable_reads_the_same_to_python_and_to_the_command(cli, tmp_pat
             monkeypatch.delenv(k)
 
 
+def test_the_memory_line_is_the_cause_not_the_failed_report_of_it():
+    from ranktune._isolate.reasons import memory_line
+    # A native candidate under RUST_BACKTRACE: its backtrace could not allocate either.
+    twice = "memory allocation of 67108864 bytes failed\nmemory allocation of 1308987 bytes failed\n"
+    assert memory_line(twice) == "memory allocation of 67108864 bytes failed"
+    assert memory_line("Traceback (most recent call last):\n  raise MemoryError\nMemoryError\n") == "MemoryError"
+    assert memory_line("ValueError: no\n") is None
+
+
 def test_the_time_limit_defaults_are_the_rust_tuners():
     lim = _ranktune.IsolationLimits(1)
     assert lim.timeout is None and lim.derived == (5.0, 50.0, 60.0)

@@ -43,11 +43,18 @@ def last_line(text: str) -> str:
     return ""
 
 
-_MEMORY_WORDS = ("memory allocation of", "bad_alloc", "memoryerror", "out of memory", "can't allocate memory", "cannot allocate memory")
+_MEMORY_WORDS = ("bad_alloc", "memoryerror", "out of memory", "can't allocate memory", "cannot allocate memory")
 
 
 def memory_line(text: str) -> Optional[str]:
-    """The last line of ``text`` that says an allocation failed."""
+    """The line of ``text`` that says an allocation failed: Rust's first
+    ``memory allocation of N bytes failed`` (a native candidate's; with
+    ``RUST_BACKTRACE`` set the backtrace of that failure can fail to allocate
+    too, and that second line is not the cause), else the last line naming
+    another language's allocation error (their reports end with it)."""
+    for line in text.splitlines():
+        if line.strip().startswith("memory allocation of"):
+            return line.strip()[:300]
     for line in reversed(text.splitlines()):
         low = line.strip().lower()
         if any(w in low for w in _MEMORY_WORDS):

@@ -280,18 +280,23 @@ impl Drop for Worker {
     }
 }
 
-/// The last line of a worker's standard error that says an allocation
-/// failed (Rust's `memory allocation of N bytes failed`, C++'s
-/// `std::bad_alloc`, Python's `MemoryError`, CUDA's `out of memory`), at
-/// most 300 characters.
+/// The line of a worker's standard error that says an allocation failed, at
+/// most 300 characters: Rust's first `memory allocation of N bytes failed`,
+/// else the last line naming C++'s `std::bad_alloc`, Python's `MemoryError`
+/// or CUDA's `out of memory`.
+///
+/// Rust's *first* line is the cause: with `RUST_BACKTRACE` set, the report
+/// of a failed allocation goes on to capture a backtrace, whose symbols need
+/// memory the limit no longer leaves, and the second failure it prints (a
+/// size that depends on the binary's debug info) is not the candidate's.
+/// Python's and C++'s reports end with the error, so their last line is.
 fn memory_line(err: &str) -> Option<&str> {
     let says = |l: &str| {
         let lower = l.to_ascii_lowercase();
-        ["memory allocation of", "bad_alloc", "memoryerror", "out of memory"]
-            .iter()
-            .any(|p| lower.contains(p))
+        ["bad_alloc", "memoryerror", "out of memory"].iter().any(|p| lower.contains(p))
     };
-    err.lines().rev().map(str::trim).find(|l| says(l)).map(last_line)
+    let rust = err.lines().map(str::trim).find(|l| l.starts_with("memory allocation of"));
+    rust.or_else(|| err.lines().rev().map(str::trim).find(|l| says(l))).map(last_line)
 }
 
 /// The last non-empty line of `text`, at most 300 characters.
@@ -322,6 +327,10 @@ mod tests {
         let rust =
             "memory allocation of 1073741824 bytes failed\nstack backtrace:\n  0: x\nnote: y\n";
         assert_eq!(memory_line(rust), Some("memory allocation of 1073741824 bytes failed"));
+        // The backtrace of the first failure could not be symbolized either.
+        let twice = "memory allocation of 67108864 bytes failed\n\
+                     memory allocation of 1308987 bytes failed\n";
+        assert_eq!(memory_line(twice), Some("memory allocation of 67108864 bytes failed"));
         assert!(memory_line("terminate called after throwing an instance of 'std::bad_alloc'")
             .is_some());
         assert_eq!(memory_line("Traceback ...\nMemoryError\n"), Some("MemoryError"));
