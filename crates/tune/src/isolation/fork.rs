@@ -6,7 +6,8 @@
 //! async-signal-safe calls run until the serve loop starts (the parent may
 //! have other threads, whose locks the child must not need), and the child
 //! never returns into the parent's code, never logs and never touches the
-//! cache or a trace (its panic hook and crash-signal handlers are replaced).
+//! cache or a trace (its crash-signal handlers are reset, and the panic hook
+//! installed before the first fork writes only the panic's text in a worker).
 
 use super::protocol::{self, ErrorKind, FromWorker, Ready, ToWorker, MAX_LINE};
 use super::sys::{self, raw, Forked};
@@ -15,6 +16,39 @@ use super::Limits;
 use std::io;
 use std::os::fd::RawFd;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Once;
+
+/// Set in a forked worker right after the fork: the hook of
+/// [`route_worker_panics`] then writes a panic's text to the worker's
+/// standard error (the parent's pipe) and runs no other hook.
+static IN_WORKER: AtomicBool = AtomicBool::new(false);
+
+/// Installs, once per process and before its first fork, a panic hook that
+/// in a forked worker only writes the panic's text to standard error (the
+/// tuning process's own hook may export a trace or log: never from a
+/// worker), and elsewhere calls the hook it replaced.
+///
+/// Why not `set_hook` in the child: it takes std's hook lock for writing,
+/// and a thread of the tuning process that was running a panic hook at the
+/// instant of the fork holds that lock for ever in the child (which has no
+/// such thread), so the worker never said it was ready. Reading the hook
+/// at a panic takes the lock only for reading, which a vanished reader
+/// does not block. (A hook that the program sets after its first isolated
+/// tune replaces this one, and then runs in workers too.)
+fn route_worker_panics() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_WORKER.load(Ordering::Relaxed) {
+                let _ = sys::write_all(2, format!("{info}\n").as_bytes());
+            } else {
+                previous(info);
+            }
+        }));
+    });
+}
 
 /// What a worker does with `run p reps`: the time of the runs (µs), or the
 /// failure's kind and text.
@@ -32,8 +66,11 @@ pub(crate) fn start(limits: &Limits, serve: &mut Serve<'_>) -> io::Result<Worker
     let (err_read, err_write) = sys::pipe()?;
     sys::set_nonblocking(raw(&parent_sock))?;
     sys::set_nonblocking(raw(&err_read))?;
-    // Read now: the child may not allocate before its limit is set.
-    let address_limit = limits.memory.map(|m| sys::vm_size().unwrap_or(0).saturating_add(m));
+    // Read now (the child may not allocate before its limit is set): the
+    // page size, and the size now, for a child that cannot read its own.
+    let page = sys::page_size().unwrap_or(4096);
+    let size_before = sys::vm_size().unwrap_or(0);
+    route_worker_panics();
     // The parent's pid, compared in the child to notice a
     // parent that died before the death signal was armed.
     let parent = sys::own_pid();
@@ -41,6 +78,7 @@ pub(crate) fn start(limits: &Limits, serve: &mut Serve<'_>) -> io::Result<Worker
     // `serve_loop`, and leaves by `_exit` (serve_loop never returns).
     match unsafe { sys::fork() }? {
         Forked::Child => {
+            IN_WORKER.store(true, Ordering::Relaxed);
             sys::close(raw(&parent_sock));
             sys::close(raw(&err_read));
             // Its output and errors go to the parent's pipe, never to the
@@ -53,8 +91,10 @@ pub(crate) fn start(limits: &Limits, serve: &mut Serve<'_>) -> io::Result<Worker
             if sys::parent_pid() != parent {
                 sys::exit_now(0);
             }
-            if let Some(bytes) = address_limit {
-                if sys::limit_address_space(bytes).is_err() {
+            // The limit is over what the child inherited, measured here.
+            if let Some(memory) = limits.memory {
+                let size = sys::vm_size_now(page).unwrap_or(size_before);
+                if sys::limit_address_space(size.saturating_add(memory)).is_err() {
                     sys::exit_now(NO_LIMIT);
                 }
             }
@@ -71,11 +111,8 @@ pub(crate) fn start(limits: &Limits, serve: &mut Serve<'_>) -> io::Result<Worker
 /// The child's life after set-up: says `ready`, answers requests, exits 0
 /// at the end of its input. Never returns.
 fn serve_loop(fd: RawFd, serve: &mut Serve<'_>) -> ! {
-    // The tuning process's hook may export a trace or log: not here. A
-    // panic's text goes to the parent's pipe, for the reason.
-    std::panic::set_hook(Box::new(|info| {
-        let _ = sys::write_all(2, format!("{info}\n").as_bytes());
-    }));
+    // A panic's text goes to the parent's pipe, for the reason (the hook of
+    // `route_worker_panics`).
     let code = catch_unwind(AssertUnwindSafe(|| serve_requests(fd, serve))).unwrap_or(PANICKED);
     sys::exit_now(code)
 }

@@ -270,9 +270,40 @@ pub(super) fn signal_name(sig: i32) -> String {
 pub(super) fn vm_size() -> Option<u64> {
     let text = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(pages.saturating_mul(page_size()?))
+}
+
+/// The size of a memory page (bytes).
+pub(super) fn page_size() -> Option<u64> {
     // SAFETY: sysconf with a constant name.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    Some(pages.saturating_mul(u64::try_from(page).ok().filter(|&p| p > 0)?))
+    u64::try_from(page).ok().filter(|&p| p > 0)
+}
+
+/// This process's address-space size (bytes), from `/proc/self/statm` read
+/// with raw system calls into a buffer on the stack (`page`: the page size,
+/// read before the fork). *Child-safe:* a forked worker measures what it
+/// inherited itself, since another thread of the tuning process may map
+/// memory (a thread's stack, a malloc arena's 64 MiB) between a size read
+/// before the fork and the fork.
+pub(super) fn vm_size_now(page: u64) -> Option<u64> {
+    let mut buf = [0u8; 32];
+    // SAFETY: open with a NUL-terminated path; read into a buffer of that
+    // length; close of the descriptor just opened.
+    let n = unsafe {
+        let fd = libc::open(c"/proc/self/statm".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        n
+    };
+    let read = buf.get(..usize::try_from(n).ok()?)?;
+    let digits = read.iter().take_while(|b| b.is_ascii_digit());
+    let pages = digits
+        .fold(Some(0u64), |acc, &d| acc?.checked_mul(10)?.checked_add(u64::from(d - b'0')))?;
+    (pages > 0).then(|| pages.saturating_mul(page))
 }
 
 /// The machine's available memory (bytes), `MemAvailable` of `/proc/meminfo`.
@@ -293,4 +324,22 @@ pub(super) fn raw(fd: &OwnedFd) -> RawFd {
 pub(super) fn own_pid() -> libc::pid_t {
     // SAFETY: getpid has no preconditions.
     unsafe { libc::getpid() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_child_safe_size_reads_what_the_allocating_one_does() {
+        let page = page_size().unwrap();
+        let (before, raw, after) =
+            (vm_size().unwrap(), vm_size_now(page).unwrap(), vm_size().unwrap());
+        // Other test threads may map memory between the reads: a bound, not equality.
+        assert!(
+            raw >= before.min(after) / 2 && raw <= before.max(after) * 2,
+            "{before} {raw} {after}"
+        );
+        assert_eq!(raw % page, 0);
+    }
 }

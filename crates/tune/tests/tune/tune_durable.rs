@@ -170,8 +170,12 @@ fn a_checkpoint_waits_only_as_long_as_its_own_store_allows() {
     assert!(t.elapsed() < Duration::from_secs(30), "waited {:?}: not the short wait", t.elapsed());
     assert!(err.to_string().contains("lock"), "{err}");
     assert!(tuner.has_pending(), "the decision is kept");
-    // The holder lets go: the final save, through the session's own store,
-    // takes the kept decision.
+    // The holder lets go (explicitly: a process forked beside this test
+    // shares the open file, and closing ours alone would not release it):
+    // the final save, through the session's own store, takes the kept
+    // decision.
+    // SAFETY: flock on a descriptor this test owns.
+    assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_UN) }, 0);
     drop(lock);
     let report = session.finish().unwrap();
     assert_eq!(report.written, 1);
