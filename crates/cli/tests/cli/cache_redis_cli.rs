@@ -149,7 +149,11 @@ fn an_unreachable_server_is_a_clear_error_before_tuning() {
 
 #[test]
 fn a_tune_whose_server_died_keeps_what_it_measured_for_cache_import() {
-    let Some(mut server) = RedisServer::start() else { return };
+    // A server that keeps every write it acknowledged across a kill (the
+    // test server's default keeps nothing): a checkpoint that landed before
+    // the kill must be there after the restart, as on a real server.
+    let always = ["--appendonly", "yes", "--appendfsync", "always"];
+    let Some(mut server) = RedisServer::start_with(&always) else { return };
     let port = server.port();
     let dir = tempfile::tempdir().unwrap();
     let url = format!("redis://127.0.0.1:{port}/0?prefix=f");
