@@ -300,9 +300,9 @@ pub(super) fn vm_size_now(page: u64) -> Option<u64> {
         n
     };
     let read = buf.get(..usize::try_from(n).ok()?)?;
-    let digits = read.iter().take_while(|b| b.is_ascii_digit());
-    let pages = digits
-        .fold(Some(0u64), |acc, &d| acc?.checked_mul(10)?.checked_add(u64::from(d - b'0')))?;
+    let mut digits = read.iter().take_while(|b| b.is_ascii_digit());
+    let pages =
+        digits.try_fold(0u64, |acc, &d| acc.checked_mul(10)?.checked_add(u64::from(d - b'0')))?;
     (pages > 0).then(|| pages.saturating_mul(page))
 }
 
