@@ -283,7 +283,10 @@ def test_sigterm_while_a_deferred_save_waits_saves_and_exits(tmp_path):
 # A save interrupted by Ctrl-C (its lock held, then timed out): the
 # choice stays pending and the save at the end writes it.
 INTERRUPTED_SAVE = """
-import sys, ranktune
+import signal, sys, ranktune
+# Python's own SIGINT handling: a job started in the background inherits
+# SIGINT ignored, and Python then raises no KeyboardInterrupt.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 f = ranktune.autotune("d", {"a": lambda n: n, "b": lambda n: n}, key=lambda n: n,
                       cache=sys.argv[1], warmup=0, samples=1)
 with ranktune.tuning():
