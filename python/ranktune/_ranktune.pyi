@@ -140,6 +140,14 @@ def isolation_settings(
     """(mode, timeout_s, memory_mib) of isolate=/candidate_timeout=/candidate_memory= (None: their variables)."""
 def isolation_local_ranks() -> int:
     """Ranks on this machine, as the launcher says (else 1)."""
+def reason_signal_name(sig: int) -> str:
+    """``SIGSEGV``, or ``signal N``."""
+def reason_mib(bytes: int) -> str:
+    """Bytes as MiB as a reason says them: ``512 MiB``, ``1.5 MiB``."""
+def reason_last_line(text: str) -> str:
+    """The last non-empty line of ``text``, at most 300 characters."""
+def reason_memory_line(text: str) -> Optional[str]:
+    """The line of a worker's standard error that says an allocation failed."""
 
 PROTOCOL_VERSION: int
 PROTOCOL_MAX_LINE: int

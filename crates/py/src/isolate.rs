@@ -22,6 +22,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyList, PyString};
 use ranktune_tune::isolation::protocol::{self, FromWorker, ToWorker};
+use ranktune_tune::isolation::reasons;
 use ranktune_tune::isolation::settings::{self, Mode, SettingError};
 use ranktune_tune::{measure_timed, Limits};
 use std::time::Duration;
@@ -32,6 +33,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(protocol_line, m)?)?;
     m.add_function(wrap_pyfunction!(isolation_settings, m)?)?;
     m.add_function(wrap_pyfunction!(isolation_local_ranks, m)?)?;
+    m.add_function(wrap_pyfunction!(reason_signal_name, m)?)?;
+    m.add_function(wrap_pyfunction!(reason_mib, m)?)?;
+    m.add_function(wrap_pyfunction!(reason_last_line, m)?)?;
+    m.add_function(wrap_pyfunction!(reason_memory_line, m)?)?;
     m.add("ISOLATE_ENV", settings::ISOLATE_ENV)?;
     m.add("TIMEOUT_ENV", settings::TIMEOUT_ENV)?;
     m.add("MEMORY_ENV", settings::MEMORY_ENV)?;
@@ -299,4 +304,30 @@ fn isolation_settings(
 #[pyfunction]
 fn isolation_local_ranks() -> u32 {
     settings::local_ranks_from(|name| std::env::var(name).ok())
+}
+
+/// The name of signal `sig` as a reason says it: `SIGSEGV`, or `signal N`.
+#[pyfunction]
+fn reason_signal_name(sig: i32) -> String {
+    reasons::signal_name(sig)
+}
+
+/// Bytes as MiB as a reason says them: `512 MiB`, `1.5 MiB`.
+#[pyfunction]
+fn reason_mib(bytes: u64) -> String {
+    reasons::mib(bytes)
+}
+
+/// The last non-empty line of `text`, at most 300 characters.
+#[pyfunction]
+fn reason_last_line(text: &str) -> &str {
+    reasons::last_line(text)
+}
+
+/// The line of a worker's standard error that says an allocation failed,
+/// or `None` (Rust's rule: its first `memory allocation of …`, else the
+/// last line naming another allocator's error).
+#[pyfunction]
+fn reason_memory_line(text: &str) -> Option<&str> {
+    reasons::memory_line(text)
 }

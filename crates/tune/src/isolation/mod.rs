@@ -5,6 +5,7 @@
 //!
 //! - [`Isolation`], [`Limits`], [`WorkerCommand`]: the settings (this file);
 //! - [`protocol`]: the messages between the tuner and a worker;
+//! - [`reasons`]: how a lost worker's failure is worded;
 //! - [`settings`]: the settings read from text (flags, variables, Python's
 //!   arguments), one wording for the command and Python;
 //! - `pool`: the workers of one bucket (start, reuse, limits, counts);
@@ -25,6 +26,7 @@
 mod fork;
 pub(crate) mod pool;
 pub mod protocol;
+pub mod reasons;
 pub mod settings;
 mod spawn;
 mod sys;
