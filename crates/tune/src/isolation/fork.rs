@@ -66,10 +66,8 @@ pub(crate) fn start(limits: &Limits, serve: &mut Serve<'_>) -> io::Result<Worker
     let (err_read, err_write) = sys::pipe()?;
     sys::set_nonblocking(raw(&parent_sock))?;
     sys::set_nonblocking(raw(&err_read))?;
-    // Read now (the child may not allocate before its limit is set): the
-    // page size, and the size now, for a child that cannot read its own.
+    // Read now: the child may not allocate before its limit is set.
     let page = sys::page_size().unwrap_or(4096);
-    let size_before = sys::vm_size().unwrap_or(0);
     route_worker_panics();
     // The parent's pid, compared in the child to notice a
     // parent that died before the death signal was armed.
@@ -91,10 +89,11 @@ pub(crate) fn start(limits: &Limits, serve: &mut Serve<'_>) -> io::Result<Worker
             if sys::parent_pid() != parent {
                 sys::exit_now(0);
             }
-            // The limit is over what the child inherited, measured here.
+            // The limit is over what the child inherited, measured here; a
+            // size it cannot read is a limit it cannot set.
             if let Some(memory) = limits.memory {
-                let size = sys::vm_size_now(page).unwrap_or(size_before);
-                if sys::limit_address_space(size.saturating_add(memory)).is_err() {
+                let limit = sys::vm_size_now(page).map(|size| size.saturating_add(memory));
+                if limit.is_none_or(|bytes| sys::limit_address_space(bytes).is_err()) {
                     sys::exit_now(NO_LIMIT);
                 }
             }
