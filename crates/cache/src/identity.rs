@@ -12,6 +12,14 @@ use super::entry::{Entry, Identity};
 /// Marks the canonical form; bump it if the digest's input ever changes.
 const DIGEST_SCHEME: &str = "ranktune-identity-v1";
 
+/// For tests only: replaces the detected machine with another one,
+/// `MODEL;CAPABILITY;CORES` (any field left empty keeps what was detected).
+/// CI runs the doc examples a second time with it set, which proves that no
+/// expectation depends on the machine that runs the tests. Never set it in a
+/// job: entries measured under it are stamped with a machine that is not
+/// the one that measured them.
+pub const TEST_MACHINE_ENV: &str = "RANKTUNE_TEST_MACHINE";
+
 impl Identity {
     /// The identity of the CPU this process runs on: ranktune's version, the
     /// CPU model name (from `/proc/cpuinfo`), the architecture with the SIMD
@@ -32,7 +40,7 @@ impl Identity {
 
     fn detect() -> Identity {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        Identity {
+        let detected = Identity {
             lib_version: env!("CARGO_PKG_VERSION").to_string(),
             device_kind: "cpu".to_string(),
             device_name: cpu_model_name(&cpuinfo),
@@ -40,6 +48,10 @@ impl Identity {
             cores: std::thread::available_parallelism()
                 .map(|n| u32::try_from(n.get()).unwrap_or(u32::MAX))
                 .unwrap_or(1),
+        };
+        match std::env::var(TEST_MACHINE_ENV) {
+            Ok(spec) if !spec.trim().is_empty() => with_test_machine(detected, &spec),
+            _ => detected,
         }
     }
 
@@ -141,6 +153,29 @@ pub fn is_stale(entry: &Entry, current_env_digest: &str) -> bool {
 
 use ranktune_core::hash::fnv1a64;
 
+/// `id` with the fields of a [`TEST_MACHINE_ENV`] value put in; a core
+/// count that is not a positive number keeps the detected one, with a
+/// warning (the variable is for tests: a slip there must not stop a job).
+fn with_test_machine(mut id: Identity, spec: &str) -> Identity {
+    let mut fields = spec.splitn(3, ';').map(str::trim);
+    if let Some(model) = fields.next().filter(|f| !f.is_empty()) {
+        model.clone_into(&mut id.device_name);
+    }
+    if let Some(capability) = fields.next().filter(|f| !f.is_empty()) {
+        capability.clone_into(&mut id.capability);
+    }
+    match fields.next().filter(|f| !f.is_empty()).map(str::parse::<u32>) {
+        Some(Ok(cores)) if cores > 0 => id.cores = cores,
+        Some(_) => tracing::warn!(
+            "{TEST_MACHINE_ENV}={spec:?}: the core count is not a positive number; keeping {} \
+             (the form is MODEL;CAPABILITY;CORES)",
+            id.cores
+        ),
+        None => {}
+    }
+    id
+}
+
 /// The CPU model from `/proc/cpuinfo` text (x86 `model name`, or the ARM
 /// `Hardware`/`CPU part` lines), or `unknown` when there is none.
 fn cpu_model_name(cpuinfo: &str) -> String {
@@ -203,6 +238,29 @@ mod tests {
         let mut c = a.clone();
         c.device_name = "X\n".into();
         assert_ne!(a.digest(), c.digest());
+    }
+
+    #[test]
+    fn a_test_machine_replaces_the_fields_it_names() {
+        let base = Identity {
+            lib_version: "0.1.0".into(),
+            device_kind: "cpu".into(),
+            device_name: "Real".into(),
+            capability: "x86_64+avx".into(),
+            cores: 2,
+        };
+        let id = with_test_machine(base.clone(), "Other CPU; riscv64 ; 96");
+        assert_eq!(
+            (id.device_name.as_str(), id.capability.as_str(), id.cores),
+            ("Other CPU", "riscv64", 96)
+        );
+        let id = with_test_machine(base.clone(), "Only the model");
+        assert_eq!(
+            (id.device_name.as_str(), id.capability.as_str(), id.cores),
+            ("Only the model", "x86_64+avx", 2)
+        );
+        let id = with_test_machine(base, ";;zero");
+        assert_eq!((id.device_name.as_str(), id.cores), ("Real", 2));
     }
 
     #[test]
