@@ -113,11 +113,12 @@ class ExportReport(TypedDict):
 
 class TrtllmSaveReport(TypedDict):
     """``ranktune.trtllm.save_cache()``: entries written, the file's total
-    after (``None`` when another rank's save folded this one), and entries
-    skipped (those of excluded ops)."""
+    after (where another rank's rewrite folded this save, the entries it
+    wrote, as ``Cache.save()`` reports), and entries skipped (those of
+    excluded ops)."""
 
     written: int
-    total: Optional[int]
+    total: int
     skipped: int
 
 

@@ -15,22 +15,29 @@ after ranktune is uninstalled) read and write the same file, and every
 
 ``save_cache(file_path, rank)`` does what the original does: drops the ops in
 ``excluded_op``, creates missing directories, takes TensorRT-LLM's lock
-(``fcntl.lockf`` on ``<file>.lock``) and ranktune's (``flock`` on the same
-file), merges ``shared`` and ``rank_<rank>`` into the file (``dict.update``),
-keeps the first writer's ``metadata`` and every other member, and replaces
-the file atomically. ``inf`` times are written as ``Infinity``; keys are
-``str()`` of the key tuple, so ``-1``, ``0`` and float dims stay as they are.
-What it does better: a save first writes its entries to a spool file
-(``<file>.trtllm-spool/``, no lock), then takes the locks and, if its spool
-is still there, folds every waiting spool into the file at once; ranks
-saving together so share one or two rewrites instead of one each (a save
-returns only after the rewrite holding its entries was synced). The rewrite
-is one scan and copy in Rust (members and entries it does not change are
-copied as text). A file that is not a cache is set aside as
-``<file>.corrupt-<stamp>`` with a warning instead of silently dropping every
-rank's entries. ranktune's extras (the environment
-that saved each section) go in the top-level member ``ranktune``, which
-TensorRT-LLM's saver keeps and its loader ignores.
+(a record lock on ``<file>.lock``, which its ``fcntl.lockf`` respects) and
+ranktune's (``flock`` on the same file), merges ``shared`` and
+``rank_<rank>`` into the file (``dict.update``), keeps the first writer's
+``metadata`` and every other member, and replaces the file atomically.
+``inf`` times are written as ``Infinity``; keys are ``str()`` of the key
+tuple, so ``-1``, ``0`` and float dims stay as they are.
+
+It saves through ranktune's own cache store, not beside it (docs/python.md,
+"TensorRT-LLM's cache file"): every link on the path is judged as the
+kernel's ``protected_symlinks`` would, whatever the sysctl; the lock file and
+the spool must be the caller's; the lock waits at most
+``RANKTUNE_LOCK_TIMEOUT`` (saying once that it waits, and for whom), belongs
+to the open file (another thread of the process waits for it too) and is
+never kept by a child forked while it is held. A save first writes its
+entries to a spool file (``<file>.trtllm-spool/``, no lock), then takes the
+locks and, if its spool is still there, folds every waiting spool into the
+file at once; ranks saving together so share one or two rewrites instead of
+one each (a save returns only after the rewrite holding its entries was
+synced). A file that is not a cache is set aside as
+``<file>.corrupt-<UTC time>`` with a warning instead of silently dropping
+every rank's entries. ranktune's extras (the environment that saved each
+section) go in the top-level member ``ranktune``, which TensorRT-LLM's saver
+keeps and its loader ignores.
 
 ``load_cache(file_path, rank)`` raises ``FileNotFoundError`` for a missing
 file, as the original does; rebuilds ``cache`` and ``independent_op`` from
@@ -48,7 +55,6 @@ from __future__ import annotations
 import ast
 import contextlib
 import enum
-import fcntl
 import os
 import warnings
 from pathlib import Path
@@ -71,18 +77,16 @@ def _tactic_repr(tactic: Any) -> str:
 
 @contextlib.contextmanager
 def locked(file_path: Any) -> Iterator[None]:
-    """Holds TensorRT-LLM's lock (``fcntl.lockf``, exclusive, on
-    ``<file>.lock``, created 0644 and never deleted) and ranktune's (``flock``
-    on the same file) while the block runs."""
-    lock_path = os.fspath(file_path) + ".lock"
-    fd = os.open(lock_path, os.O_CREAT | os.O_RDWR, 0o644)
+    """Holds TensorRT-LLM's lock (a record lock on ``<file>.lock``, which its
+    ``fcntl.lockf`` respects) and ranktune's (``flock`` on the same file)
+    while the block runs: the cache store's lock, with its timeout
+    (``RANKTUNE_LOCK_TIMEOUT``, then ``ranktune.LockTimeout``), its link and
+    owner checks and its fork guard."""
+    lock = _ranktune.trtllm_lock(os.fspath(file_path))
     try:
-        fcntl.lockf(fd, fcntl.LOCK_EX)
-        fcntl.flock(fd, fcntl.LOCK_EX)
         yield
     finally:
-        # Closing the descriptor releases both locks.
-        os.close(fd)
+        lock.release()
 
 
 def _metadata(obj: Any) -> List[Tuple[str, Any]]:
@@ -99,7 +103,6 @@ def save_cache(obj: Any, file_path: Any, rank: int) -> TrtllmSaveReport:
     ``{"written", "total", "skipped"}`` (``skipped``: entries of excluded
     ops)."""
     path = Path(file_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     independent = set(getattr(obj, "independent_op", ()) or ())
     excluded = set(getattr(obj, "excluded_op", ()) or ())
     shared: List[Tuple[str, int, str, float]] = []
@@ -118,12 +121,8 @@ def save_cache(obj: Any, file_path: Any, rank: int) -> TrtllmSaveReport:
     if shared:
         sections.append(("shared", shared))
     sections.append((f"rank_{int(rank)}", mine))
-    # Spool first (no lock), then fold under the locks: ranks that save at
-    # once share one or two rewrites of the file (see the module docs).
-    spool = _ranktune.trtllm_native_spool(os.fspath(path), sections, _metadata(obj))
-    with locked(path):
-        folded = _ranktune.trtllm_native_fold(os.fspath(path), spool)
-    return {"written": len(shared) + len(mine), "total": folded["total"], "skipped": skipped}
+    saved = _ranktune.trtllm_save(os.fspath(path), sections, _metadata(obj))
+    return {"written": saved["written"], "total": saved["total"], "skipped": skipped}
 
 
 def _literal(text: str, what: str, key: str) -> Tuple[bool, Any]:
@@ -141,8 +140,7 @@ def load_cache(obj: Any, file_path: Any, rank: int) -> None:
     path = Path(file_path)
     if not path.exists():
         raise FileNotFoundError(f"Cache file not found: {path}")
-    with locked(path):
-        doc = _ranktune.trtllm_native_load(os.fspath(path), int(rank))
+    doc = _ranktune.trtllm_load(os.fspath(path), int(rank))
     if doc is None:
         raise FileNotFoundError(f"Cache file not found: {path}")
     cache: Dict[Any, Tuple[Any, Any, float]] = {}

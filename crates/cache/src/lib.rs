@@ -92,7 +92,8 @@ pub use entry::{Candidate, Entry, EntryKey, Identity, Section, Stats};
 pub use error::CacheError;
 pub use file::{
     check_parent_dir, lock_timeout_from_env, read_cache_bytes, read_cache_file, write_cache_file,
-    FileStore, DEFAULT_LOCK_TIMEOUT, LOCK_TIMEOUT_ENV, MAX_UNLOCKED_SPOOLS,
+    FileStore, ForeignFile, ForeignFormat, ForeignLoaded, ForeignLock, DEFAULT_LOCK_TIMEOUT,
+    LOCK_TIMEOUT_ENV, MAX_UNLOCKED_SPOOLS,
 };
 pub use identity::{foreign_library, is_stale, TEST_MACHINE_ENV};
 pub use label::{bucket_label, bucket_size, escape_control, tactic_label};

@@ -54,6 +54,7 @@ pub(crate) fn warn_all(py: Python<'_>, warnings: &[String]) -> PyResult<()> {
 }
 
 fn store(location: &CacheLocation) -> PyResult<Box<dyn Store + Send + Sync>> {
+    crate::logs::ensure();
     location.open().map_err(|e| errors::cache(&format!("cannot open {location}"), e))
 }
 

@@ -17,6 +17,7 @@ mod cli;
 mod convert;
 mod errors;
 mod isolate;
+mod logs;
 mod rules;
 mod strategy;
 mod torch;

@@ -148,7 +148,8 @@ impl FileStore {
         let mut warnings = Vec::new();
         let mut spools = Vec::new();
         let mut folded: Vec<PathBuf> = Vec::new();
-        for path in super::spool::list(&spool_dir)? {
+        let modes = super::trust::SideModes::of(&self.path);
+        for path in super::spool::list_trusted(&spool_dir, &self.path, modes)? {
             // Without the lock, another process's spool is never moved.
             match self.read_spool::<EntryText>(&path, locked)? {
                 SpoolRead::Read(p) => {

@@ -29,12 +29,29 @@ pub(crate) struct LockGuard {
     // Unregistered before the file closes (fields drop in order).
     _fork: CloseOnFork,
     _file: File,
+    kind: LockKind,
 }
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        super::sys::unlock(&self._file);
+        if self.kind == LockKind::FlockAndRecord {
+            sys::record_unlock(&self._file);
+        }
+        sys::unlock(&self._file);
     }
+}
+
+/// Which locks a writer takes on the lock file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LockKind {
+    /// `flock`: every ranktune writer of a ranktune cache.
+    Flock,
+    /// `flock` and a whole-file record lock (see
+    /// `sys::try_record_lock_exclusive`): a file another program also
+    /// saves under its `fcntl.lockf` on the same lock file (TensorRT-LLM's
+    /// cache). Both are taken without blocking and together, or neither is
+    /// held while waiting.
+    FlockAndRecord,
 }
 
 /// How a lock attempt ended.
@@ -56,11 +73,34 @@ pub(crate) fn lock_path(cache: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-fn holder(lock: &Path) -> String {
+/// Who holds the lock, for the messages: a process holding the other
+/// program's record lock (`lockf`) is named by the kernel; otherwise the
+/// note the last ranktune holder left in the lock file.
+fn holder(lock: &Path, file: &File, kind: LockKind) -> String {
+    if kind == LockKind::FlockAndRecord {
+        if let Some(pid) = sys::record_holder(file) {
+            return format!("pid {pid}, through a lockf record lock (as TensorRT-LLM takes it)");
+        }
+    }
     match std::fs::read_to_string(lock) {
         Ok(s) if !s.trim().is_empty() => s.trim().to_string(),
         _ => "an unknown process".to_string(),
     }
+}
+
+/// One attempt at the locks `kind` names: the record lock only once the
+/// `flock` is held, and the `flock` let go again when the record lock is
+/// busy, so nothing is held while waiting.
+fn try_both(file: &File, kind: LockKind) -> std::io::Result<TryLock> {
+    let first = sys::try_lock_exclusive(file)?;
+    if kind == LockKind::Flock || !matches!(first, TryLock::Acquired) {
+        return Ok(first);
+    }
+    let second = sys::try_record_lock_exclusive(file);
+    if !matches!(second, Ok(TryLock::Acquired)) {
+        sys::unlock(file);
+    }
+    second
 }
 
 /// Takes the lock on `lock`, polling with backoff until `timeout`. Between
@@ -70,6 +110,7 @@ pub(crate) fn acquire(
     lock: &Path,
     cache: &Path,
     modes: SideModes,
+    kind: LockKind,
     timeout: Duration,
     mut done: impl FnMut() -> bool,
 ) -> Result<Acquired, CacheError> {
@@ -96,7 +137,7 @@ pub(crate) fn acquire(
     let mut pause = Duration::from_millis(1);
     let mut announced = false;
     loop {
-        match sys::try_lock_exclusive(&file) {
+        match try_both(&file, kind) {
             Ok(TryLock::Acquired) => {
                 // A note for waiters; failing to write it changes nothing.
                 let note =
@@ -105,7 +146,7 @@ pub(crate) fn acquire(
                     .set_len(0)
                     .and_then(|()| file.seek(SeekFrom::Start(0)))
                     .and_then(|_| file.write_all(note.as_bytes()));
-                return Ok(Acquired::Locked(LockGuard { _fork: fork, _file: file }));
+                return Ok(Acquired::Locked(LockGuard { _fork: fork, _file: file, kind }));
             }
             Ok(TryLock::Unsupported(e)) => return Ok(Acquired::Unsupported(e)),
             Ok(TryLock::Busy) => {}
@@ -121,7 +162,7 @@ pub(crate) fn acquire(
             return Err(CacheError::LockTimeout {
                 path: lock.into(),
                 waited_secs: waited.as_secs_f64(),
-                holder: holder(lock),
+                holder: holder(lock, &file, kind),
             });
         }
         if !announced && waited >= QUIET_WAIT.min(timeout / 2) {
@@ -129,7 +170,7 @@ pub(crate) fn acquire(
             tracing::warn!(
                 "waiting for lock on {} (held by {}); giving up after {:.1}s (RANKTUNE_LOCK_TIMEOUT)",
                 lock.display(),
-                holder(lock),
+                holder(lock, &file, kind),
                 timeout.as_secs_f64()
             );
         }

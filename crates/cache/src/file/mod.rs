@@ -65,6 +65,7 @@
 //! returned before the load began is missed.
 
 mod fold;
+mod foreign;
 mod lock;
 mod read;
 mod save;
@@ -73,6 +74,7 @@ mod sys;
 mod trust;
 mod write;
 
+pub use foreign::{ForeignFile, ForeignFormat, ForeignLoaded, ForeignLock};
 pub use read::read_cache_bytes;
 
 use crate::codec::{self, EntryText, ParseError, Parsed, Stored};
@@ -154,6 +156,11 @@ pub struct FileStore {
     /// The path was reached through a symlink: a file there that does not
     /// parse is not known to be a ranktune cache, so it is never set aside.
     via_link: bool,
+    /// The locks a writer takes (a foreign format's file adds its program's
+    /// record lock: see [`foreign`]).
+    lock_kind: lock::LockKind,
+    /// The spool directory is `<path>.<spool_suffix>`.
+    spool_suffix: &'static str,
 }
 
 /// What to do with a main file that does not parse.
@@ -202,6 +209,8 @@ impl FileStore {
             lock_timeout: DEFAULT_LOCK_TIMEOUT,
             locking: true,
             via_link: false,
+            lock_kind: lock::LockKind::Flock,
+            spool_suffix: "spool",
         }
     }
 
@@ -293,7 +302,7 @@ impl FileStore {
 
     /// The spool directory, `<path>.spool`.
     pub fn spool_path(&self) -> PathBuf {
-        spool::spool_dir(&self.path)
+        spool::spool_dir(&self.path, self.spool_suffix)
     }
 
     /// Whether saves wait in the spool, not folded into the cache file yet
@@ -321,14 +330,7 @@ impl FileStore {
                 Err(ParseError::Unparseable(reason)) => reason,
             };
             if self.via_link && aside != Aside::Never {
-                return Err(CacheError::Corrupt {
-                    path: self.path.clone(),
-                    reason: format!(
-                        "{reason}; it was reached through a symbolic link, so it may not be a \
-                         ranktune cache and is left alone: fix or remove it, or point the link \
-                         elsewhere"
-                    ),
-                });
+                return Err(self.linked_not_set_aside(&reason));
             }
             let _guard = match aside {
                 Aside::Never => {
@@ -336,18 +338,10 @@ impl FileStore {
                 }
                 Aside::HaveLock => None,
                 Aside::TakeLock if !self.locking => None,
-                Aside::TakeLock => {
-                    match lock::acquire(
-                        &self.lock_path(),
-                        &self.path,
-                        trust::SideModes::of(&self.path),
-                        self.lock_timeout,
-                        || false,
-                    )? {
-                        Acquired::Locked(g) => Some(g),
-                        _ => None,
-                    }
-                }
+                Aside::TakeLock => match self.acquire_lock(|| false)? {
+                    Acquired::Locked(g) => Some(g),
+                    _ => None,
+                },
             };
             // Set it aside only if it is still the file we read: a writer
             // may have replaced it with a good one meanwhile.
@@ -357,23 +351,45 @@ impl FileStore {
             if !same {
                 continue;
             }
-            let aside_path = self.aside_path();
-            if let Err(e) = sys::rename_noreplace(&self.path, &aside_path) {
-                return Err(self.cannot_set_aside(e, &reason));
-            }
-            let dir = atomic_file::parent_dir(&self.path);
-            atomic_file::sync_dir(&dir).map_err(io("fsyncing directory", &dir))?;
-            let msg = format!(
-                "{} does not parse ({reason}); moved it to {} and continuing with an empty cache",
-                self.path.display(),
-                aside_path.display()
-            );
-            return Ok(MainFile { doc: Parsed::default(), moved_aside: Some((aside_path, msg)) });
+            let moved = self.set_main_aside(&reason)?;
+            return Ok(MainFile { doc: Parsed::default(), moved_aside: Some(moved) });
         }
         Err(CacheError::Invalid(format!(
             "{} kept changing while it was read; is something else rewriting it?",
             self.path.display()
         )))
+    }
+
+    /// The error for a main file that does not parse (`reason`) reached
+    /// through a symbolic link: it may not be a cache at all, so it is
+    /// never set aside.
+    fn linked_not_set_aside(&self, reason: &str) -> CacheError {
+        CacheError::Corrupt {
+            path: self.path.clone(),
+            reason: format!(
+                "{reason}; it was reached through a symbolic link, so it may not be a ranktune \
+                 cache and is left alone: fix or remove it, or point the link elsewhere"
+            ),
+        }
+    }
+
+    /// Moves the main file, which does not parse (`reason`), to
+    /// `C.corrupt-<UTC stamp>`, never over anything; the caller holds the
+    /// lock (or cannot lock). Returns where it went and the warning that
+    /// says so.
+    fn set_main_aside(&self, reason: &str) -> Result<(PathBuf, String), CacheError> {
+        let aside_path = self.aside_path();
+        if let Err(e) = sys::rename_noreplace(&self.path, &aside_path) {
+            return Err(self.cannot_set_aside(e, reason));
+        }
+        let dir = atomic_file::parent_dir(&self.path);
+        atomic_file::sync_dir(&dir).map_err(io("fsyncing directory", &dir))?;
+        let msg = format!(
+            "{} does not parse ({reason}); moved it to {} and continuing with an empty cache",
+            self.path.display(),
+            aside_path.display()
+        );
+        Ok((aside_path, msg))
     }
 
     /// `C.corrupt-<stamp>[-n]`, built from the path's bytes (a directory
@@ -440,7 +456,15 @@ impl FileStore {
         let mut spools = Vec::new();
         let mut warnings = Vec::new();
         let mut bad_entries = 0;
-        for path in spool::list(&self.spool_path())? {
+        // A spool directory another user controls is not read: its saves
+        // are not ours (a save there is refused, so nothing of ours waits).
+        let listed =
+            spool::list_trusted(&self.spool_path(), &self.path, trust::SideModes::of(&self.path))
+                .unwrap_or_else(|e| {
+                    warnings.push(format!("{e}; loading without it"));
+                    Vec::new()
+                });
+        for path in listed {
             match self.read_spool::<Entry>(&path, false)? {
                 SpoolRead::Read(mut p) => {
                     p.data.sections.retain(|s, _| select(*s));
@@ -537,7 +561,7 @@ impl FileStore {
         let main_entries = doc.stored_len();
         let mut changed = strict && bad_entries > 0;
         let mut folded = Vec::new();
-        for path in spool::list(&spool_dir)? {
+        for path in spool::list_trusted(&spool_dir, &self.path, modes)? {
             // Without the lock, another process's spool is never moved.
             match self.read_spool::<EntryText>(&path, locked)? {
                 SpoolRead::Read(p) => {
@@ -599,6 +623,7 @@ impl FileStore {
             &self.lock_path(),
             &self.path,
             trust::SideModes::of(&self.path),
+            self.lock_kind,
             self.lock_timeout,
             done,
         )

@@ -67,10 +67,32 @@ fn folded_elsewhere(spool_file: &Path) -> bool {
     )
 }
 
+/// What the save flow needs of a spooled file: its settings (path, lock,
+/// spool directory) and its fold. A ranktune cache ([`FileStore`]) and a
+/// foreign format's file (`foreign::ForeignFile`) both save through this
+/// one flow; only the fold differs.
+pub(super) trait Spooled {
+    /// The file's settings.
+    fn store(&self) -> &FileStore;
+    /// Folds every waiting spool into the file, deleting (when `locked`)
+    /// the folded ones; returns the entries after and the warnings.
+    fn fold_waiting(&self, locked: bool) -> Result<(usize, Vec<String>), CacheError>;
+}
+
+impl Spooled for FileStore {
+    fn store(&self) -> &FileStore {
+        self
+    }
+
+    fn fold_waiting(&self, locked: bool) -> Result<(usize, Vec<String>), CacheError> {
+        let (total, _, warnings) = self.fold(locked, false, None)?;
+        Ok((total, warnings))
+    }
+}
+
 impl FileStore {
     /// [`Store::save`](crate::Store::save) of a store whose path is
-    /// resolved: saves again (at most [`SAVE_ATTEMPTS`] times) when the
-    /// spool file vanished before it was folded.
+    /// resolved.
     pub(super) fn save_resolved(&self, update: &CacheData) -> Result<SaveReport, CacheError> {
         let (update, warnings) = store::prepare(update);
         let written = update.len();
@@ -79,63 +101,92 @@ impl FileStore {
         }
         check_parent_dir(&self.path)?;
         self.refuse_foreign_file()?;
-        let mut vanished = Vec::new();
-        for _ in 0..SAVE_ATTEMPTS {
-            match self.save_once(&update, warnings.clone())? {
-                Saved::Done(mut report) => {
-                    report.warnings.extend(vanished.iter().map(|p: &PathBuf| {
-                        format!(
-                            "spool file {} disappeared before it was folded (something other \
-                             than ranktune removed it); saved again",
-                            p.display()
-                        )
-                    }));
-                    return Ok(report);
-                }
-                Saved::Vanished(p) => vanished.push(p),
-            }
-        }
-        Err(CacheError::Invalid(format!(
-            "this save's spool file disappeared before it was folded into {}, {SAVE_ATTEMPTS} \
-             times ({}); something other than ranktune removes files in {} — nothing was saved. \
-             Stop whatever cleans that directory (a tmp cleaner, another user's script), or use \
-             another cache path",
-            self.path.display(),
-            vanished.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
-            self.spool_path().display()
-        )))
+        save_spooled(self, written, warnings, &|| codec::cache_to_bytes(&update))
     }
+}
 
-    /// One attempt of a save: writes the spool file, then waits until it is
-    /// folded (by this process or a lock holder). [`Saved::Vanished`] when
-    /// it disappeared without being folded.
-    fn save_once(
-        &self,
-        update: &CacheData,
-        mut warnings: Vec<String>,
-    ) -> Result<Saved, CacheError> {
-        let written = update.len();
-        let (spool_file, _waiter) = spool::write_spool(
-            &self.spool_path(),
-            &self.path,
-            trust::SideModes::of(&self.path),
-            || codec::cache_to_bytes(update),
-        )?;
-        let Some(lock) = self.lock_for_save(&spool_file, &mut warnings)? else {
-            return self.settled(&spool_file, report(written, written, warnings));
-        };
-        if lock.held() {
-            if folded_elsewhere(&spool_file) {
-                return self.settled(&spool_file, report(written, written, warnings));
+/// A save of `written` entries, whose spool file holds `bytes()`: saves
+/// again (at most [`SAVE_ATTEMPTS`] times) when the spool file vanished
+/// before it was folded.
+pub(super) fn save_spooled(
+    s: &impl Spooled,
+    written: usize,
+    warnings: Vec<String>,
+    bytes: &dyn Fn() -> Vec<u8>,
+) -> Result<SaveReport, CacheError> {
+    let mut vanished = Vec::new();
+    for _ in 0..SAVE_ATTEMPTS {
+        match save_once(s, written, bytes, warnings.clone())? {
+            Saved::Done(mut report) => {
+                report.warnings.extend(vanished.iter().map(|p: &PathBuf| {
+                    format!(
+                        "spool file {} disappeared before it was folded (something other \
+                         than ranktune removed it); saved again",
+                        p.display()
+                    )
+                }));
+                return Ok(report);
             }
-            self.gather();
-        } else if matches!(spool::state(&spool_file), Ok(SpoolState::Vanished)) {
-            return Ok(Saved::Vanished(spool_file));
+            Saved::Vanished(p) => vanished.push(p),
         }
-        let total = self.fold_own(&spool_file, &lock, &mut warnings)?;
-        self.after_own_fold(spool_file, report(written, total, warnings))
     }
+    let store = s.store();
+    Err(CacheError::Invalid(format!(
+        "this save's spool file disappeared before it was folded into {}, {SAVE_ATTEMPTS} \
+         times ({}); something other than ranktune removes files in {} — nothing was saved. \
+         Stop whatever cleans that directory (a tmp cleaner, another user's script), or use \
+         another cache path",
+        store.path.display(),
+        vanished.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "),
+        store.spool_path().display()
+    )))
+}
 
+/// One attempt of a save: writes the spool file, then waits until it is
+/// folded (by this process or a lock holder). [`Saved::Vanished`] when it
+/// disappeared without being folded.
+fn save_once(
+    s: &impl Spooled,
+    written: usize,
+    bytes: &dyn Fn() -> Vec<u8>,
+    mut warnings: Vec<String>,
+) -> Result<Saved, CacheError> {
+    let store = s.store();
+    let (spool_file, _waiter) = spool::write_spool(
+        &store.spool_path(),
+        &store.path,
+        trust::SideModes::of(&store.path),
+        bytes,
+    )?;
+    let Some(lock) = store.lock_for_save(&spool_file, &mut warnings)? else {
+        return store.settled(&spool_file, report(written, written, warnings));
+    };
+    if lock.held() {
+        if folded_elsewhere(&spool_file) {
+            return store.settled(&spool_file, report(written, written, warnings));
+        }
+        store.gather();
+    } else if matches!(spool::state(&spool_file), Ok(SpoolState::Vanished)) {
+        return Ok(Saved::Vanished(spool_file));
+    }
+    // Folds every waiting spool, this save's among them. On an error, this
+    // save's spool file is withdrawn so that the error means "not saved"
+    // and nothing lingers (e.g. next to a file of a newer version).
+    let total = match s.fold_waiting(lock.held()) {
+        Ok((total, fold_warnings)) => {
+            warnings.extend(fold_warnings);
+            total
+        }
+        Err(e) => {
+            let _ = std::fs::remove_file(&spool_file);
+            spool::remove_if_empty(&store.spool_path());
+            return Err(e);
+        }
+    };
+    store.after_own_fold(spool_file, report(written, total, warnings))
+}
+
+impl FileStore {
     /// Waits for the lock, watching `spool_file`. `None` when a lock holder
     /// folded it meanwhile (nothing left to do but `settled`). Without
     /// locks, refuses the save past [`MAX_UNLOCKED_SPOOLS`]; on an error,
@@ -204,29 +255,6 @@ impl FileStore {
         let t = std::time::Instant::now();
         spool::settle(&self.spool_path(), GATHER_QUIET, GATHER_CAP);
         tracing::debug!("gathered saves for {:?}", t.elapsed());
-    }
-
-    /// Folds every waiting spool, this save's among them; returns the
-    /// entries after. On an error, withdraws this save's spool file so that
-    /// the error means "not saved" and nothing lingers (e.g. next to a file
-    /// of a newer version).
-    fn fold_own(
-        &self,
-        spool_file: &Path,
-        lock: &SaveLock,
-        warnings: &mut Vec<String>,
-    ) -> Result<usize, CacheError> {
-        match self.fold(lock.held(), false, None) {
-            Ok((total, _, fold_warnings)) => {
-                warnings.extend(fold_warnings);
-                Ok(total)
-            }
-            Err(e) => {
-                let _ = std::fs::remove_file(spool_file);
-                spool::remove_if_empty(&self.spool_path());
-                Err(e)
-            }
-        }
     }
 
     /// What this save's own fold did with its spool file: set aside (an

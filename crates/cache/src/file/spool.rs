@@ -27,10 +27,13 @@ use std::time::{Duration, SystemTime};
 static SEQ: AtomicU64 = AtomicU64::new(0);
 static LAST_NANOS: Mutex<u128> = Mutex::new(0);
 
-/// The spool directory that belongs to `cache`: `<cache>.spool`.
-pub(crate) fn spool_dir(cache: &Path) -> PathBuf {
+/// The spool directory that belongs to `cache`: `<cache>.<suffix>`
+/// (`spool` for a ranktune cache; a foreign format's file has its own, see
+/// `foreign`).
+pub(crate) fn spool_dir(cache: &Path, suffix: &str) -> PathBuf {
     let mut s = cache.as_os_str().to_owned();
-    s.push(".spool");
+    s.push(".");
+    s.push(suffix);
     PathBuf::from(s)
 }
 
@@ -318,6 +321,24 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<PathBuf>, CacheError> {
         .collect();
     names.sort();
     Ok(names.into_iter().map(|n| dir.join(n)).collect())
+}
+
+/// [`list`], once the spool directory (when there is one) passed the
+/// side-file rules (`trust::check_side`: not a link, the caller's or the
+/// cache directory owner's, writable by nobody the cache does not let
+/// write): another user's spool directory could hand a fold or a load
+/// entries of their choosing, in an order of their choosing.
+pub(crate) fn list_trusted(
+    dir: &Path,
+    cache: &Path,
+    modes: SideModes,
+) -> Result<Vec<PathBuf>, CacheError> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) => trust::check_side(dir, &meta, "spool directory", cache, modes)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io("checking spool directory", dir)(e)),
+    }
+    list(dir)
 }
 
 /// Whether `name` in the spool directory is named like a spool file (not

@@ -1,4 +1,4 @@
-//! The few OS calls std does not offer: `flock`, and the open flags for
+//! The few OS calls std does not offer: `flock`, `fcntl` record locks, and the open flags for
 //! files that must never follow a symlink or block. (Temp files and
 //! directory fsync are [`ranktune_core::atomic_file`]'s.)
 //!
@@ -75,6 +75,80 @@ pub(crate) fn try_lock_shared(file: &File) -> io::Result<bool> {
 pub(crate) fn unlock(file: &File) {
     // SAFETY: flock on a file descriptor we own; no memory is passed.
     let _ = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+}
+
+/// Tries to take an exclusive record lock (`fcntl`) on the whole of
+/// `file` without blocking: the lock TensorRT-LLM's own saver takes with
+/// Python's `fcntl.lockf`, so a rank of ours and an unpatched rank exclude
+/// each other. On Linux it is an open-file-description lock
+/// (`F_OFD_SETLK`), which conflicts with `lockf` locks but, unlike them,
+/// belongs to the open file, not the process: another thread of this
+/// process (with its own open of the lock file) waits for it, and closing
+/// some other descriptor of the same file does not release it. Elsewhere
+/// it is a classic POSIX lock (`F_SETLK`), per process.
+pub(crate) fn try_record_lock_exclusive(file: &File) -> io::Result<TryLock> {
+    record_lock(file, libc::F_WRLCK as libc::c_short)
+}
+
+/// Releases the record lock of [`try_record_lock_exclusive`], whoever else
+/// shares the open file description (see [`unlock`]). Errors are ignored:
+/// closing the descriptor next releases it where nothing else shares it.
+pub(crate) fn record_unlock(file: &File) {
+    let _ = record_lock(file, libc::F_UNLCK as libc::c_short);
+}
+
+/// The process that holds a classic POSIX record lock (`lockf`) on
+/// `file`, where one does: `F_OFD_GETLK` names it (an open-file-description
+/// lock has no owner process and gives `None`).
+pub(crate) fn record_holder(file: &File) -> Option<u32> {
+    #[cfg(target_os = "linux")]
+    let cmd = libc::F_OFD_GETLK;
+    #[cfg(not(target_os = "linux"))]
+    let cmd = libc::F_GETLK;
+    // SAFETY: as in `record_lock`.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = libc::F_WRLCK as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: fcntl on a descriptor we own with a pointer to a live flock.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), cmd, &mut fl as *mut libc::flock) };
+    if rc == -1 || fl.l_type == libc::F_UNLCK as libc::c_short {
+        return None;
+    }
+    u32::try_from(fl.l_pid).ok().filter(|&pid| pid > 0)
+}
+
+fn record_lock(file: &File, kind: libc::c_short) -> io::Result<TryLock> {
+    #[cfg(target_os = "linux")]
+    let cmd = libc::F_OFD_SETLK;
+    #[cfg(not(target_os = "linux"))]
+    let cmd = libc::F_SETLK;
+    // SAFETY: an all-zero flock is a valid value (start 0, len 0: the whole
+    // file; pid 0, as F_OFD_SETLK requires).
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    loop {
+        // SAFETY: fcntl on a descriptor we own with a pointer to a live,
+        // initialised flock.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), cmd, &mut fl as *mut libc::flock) };
+        if rc != -1 {
+            return Ok(TryLock::Acquired);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(code)
+                if code == libc::EWOULDBLOCK || code == libc::EAGAIN || code == libc::EACCES =>
+            {
+                return Ok(TryLock::Busy)
+            }
+            Some(libc::ENOLCK)
+            | Some(libc::EOPNOTSUPP)
+            | Some(libc::ENOSYS)
+            | Some(libc::EINVAL) => return Ok(TryLock::Unsupported(err)),
+            _ => return Err(err),
+        }
+    }
 }
 
 /// Whether a failed `flock` means "busy" or "cannot lock here".

@@ -14,6 +14,9 @@
 //!   [`format_key`];
 //! - `native`: the file as TensorRT-LLM's own code writes it, read and
 //!   spliced in place for the drop-in: [`read_native`], [`splice_native`];
+//! - `drop_in`: that file as the cache store's spool folds it
+//!   ([`NativeFormat`], a `ranktune_cache::ForeignFormat`), so the drop-in
+//!   saves through the store's locks, trust checks and spool: [`spool_bytes`];
 //! - `convert`: whole documents in both directions: [`import`],
 //!   [`import_bytes`], [`export`];
 //! - here: [`Trtllm`], the format in the registry.
@@ -21,6 +24,7 @@
 //! This module does no file I/O and never touches a store.
 
 mod convert;
+mod drop_in;
 mod key;
 mod native;
 mod pyliteral;
@@ -31,6 +35,7 @@ pub use convert::{
     IMPORTED_CHECKSUM, LIB_VERSION_PREFIX,
 };
 pub(crate) use convert::{ms_to_us, us_to_ms};
+pub use drop_in::{spool_bytes, NativeFormat};
 pub use key::{format_key, parse_key, KeyError};
 pub use native::{
     py_json_float, py_json_str, py_json_value, read_native, splice_native, NativeEntry,
