@@ -43,6 +43,14 @@ class Cache:
     @property
     def location(self) -> str:
         """The path, or the URL with any password redacted."""
+    @staticmethod
+    def from_env() -> Optional["Cache"]:
+        """The cache ``RANKTUNE_CACHE`` (else ``TLLM_AUTOTUNER_CACHE_PATH``)
+        names, or None: the rule ``ranktune tune`` follows."""
+    @property
+    def meeting_place(self) -> str:
+        """Where the ranks meet for a collective strategy: the cache's
+        directory (absolute), or its Redis server (password redacted)."""
     def entries(self, rank: Optional[int] = None) -> List[Entry]:
         """Entries with the fields of ``ranktune cache show --json``."""
     def save(self, entries: Iterable[Dict[str, Any]]) -> SaveReport:
@@ -150,6 +158,11 @@ def reason_last_line(text: str) -> str:
     """The last non-empty line of ``text``, at most 300 characters."""
 def reason_memory_line(text: str) -> Optional[str]:
     """The line of a worker's standard error that says an allocation failed."""
+def reason_classify(
+    status: Optional[int], max_rss: int, killed_for: Optional[Tuple[str, str]], memory_limit: Optional[int], stderr: str
+) -> Tuple[str, str]:
+    """Why a worker is lost, ``(kind, reason)``: the tuner's rule
+    (``isolation::reasons::classify``)."""
 
 PROTOCOL_VERSION: int
 PROTOCOL_MAX_LINE: int
@@ -206,6 +219,12 @@ def tune_save(
     """Saves entries and blocklist records (``tune_block``'s arguments) in one locked save; entries written."""
 def tune_retry_failed() -> bool:
     """``$RANKTUNE_RETRY_FAILED`` as a bool (ValueError when it is not yes/no)."""
+
+def collective_choice() -> str:
+    """What ``RANKTUNE_COLLECTIVE`` asks for: auto, file, single, mpi or
+    redis (a bad value raises ValueError)."""
+def job_id() -> Optional[str]:
+    """This run's id from the launcher's environment, or None."""
 
 class Coordinator:
     """The ranks of one job tuning together through `directory` (or MPI)."""

@@ -350,7 +350,9 @@ def _coordinator_for(group: Any = None) -> Any:
                     f"this process (global rank {d.get_rank()}) is not in the group given as "
                     "group=; tune with a group this rank belongs to"
                 )
-            job = f"{os.environ.get('TORCHELASTIC_RUN_ID') or 'torch'}-pg{name}"
+            # The run's id by the Rust rule (torchrun's TORCHELASTIC_RUN_ID
+            # with MASTER_ADDR/MASTER_PORT, RANKTUNE_JOB_ID, ...).
+            job = f"{_ranktune.job_id() or 'torch'}-pg{name}"
             c = _ranktune.Coordinator.over_store(
                 _C10dStore(store, "ranktune/"),
                 rank,

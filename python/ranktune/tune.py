@@ -42,7 +42,6 @@ import functools
 import hashlib
 import inspect
 import keyword
-import os
 import sys
 import threading
 import warnings
@@ -803,7 +802,8 @@ def _process_group_in_use(group: Any) -> bool:
     dist = sys.modules.get("torch.distributed")
     if dist is None or not dist.is_available() or not dist.is_initialized():
         return False
-    return os.environ.get("RANKTUNE_COLLECTIVE", "").strip().lower() in ("", "auto")
+    # The Rust rule reads RANKTUNE_COLLECTIVE (a bad value is a ValueError).
+    return _ranktune.collective_choice() == "auto"
 
 
 def _coordinator(cache: Any, group: Any = None) -> Any:
@@ -818,13 +818,9 @@ def _coordinator(cache: Any, group: Any = None) -> Any:
         c = _rt_torch._coordinator_for(group)
         if c is not None:
             return c
-    # The location as text (a path made absolute, or the redacted URL) keys
-    # the one coordinator per place.
-    loc = cache.location
-    if loc.startswith(("redis://", "rediss://")):
-        key = loc
-    else:
-        key = os.path.dirname(os.path.abspath(os.fspath(cache.path)))
+    # One coordinator per meeting place (the Rust rule: the cache file's
+    # directory, or its Redis server).
+    key = cache.meeting_place
     with _lock:
         c = _coordinators.get(key)
         if c is None:
@@ -847,8 +843,8 @@ def _resolve_cache(cache: Any) -> Any:
     from ranktune import Cache
 
     if cache is None:
-        path = os.environ.get("RANKTUNE_CACHE") or os.environ.get("TLLM_AUTOTUNER_CACHE_PATH")
-        return Cache(path) if path else None
+        # RANKTUNE_CACHE, else TLLM_AUTOTUNER_CACHE_PATH: the Rust rule.
+        return Cache.from_env()
     if isinstance(cache, Cache):
         return cache
     return Cache(cache)

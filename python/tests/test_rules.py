@@ -1,6 +1,8 @@
 """What ranktune.autotune asks the Rust crates: bucketing, strategy names
 and their default, the checksum and fingerprint (crates/py/src/rules.rs)."""
 
+import re
+
 import pytest
 
 import ranktune
@@ -41,3 +43,53 @@ def test_checksum_and_fingerprint_are_the_rust_ones(tmp_path):
     (e,) = ranktune.Cache(p).entries()
     assert e["fingerprint"] == _ranktune.PYTHON_FINGERPRINT == "python"
     assert e["checksum"] == g.tuner._checksum
+
+
+def test_a_lost_worker_is_judged_by_the_rust_rule_on_the_shared_cases():
+    """The cases crates/tune/tests/tune/lost_worker_rule.rs runs in Rust:
+    Python's supervisor asks the same rule (isolation::reasons::classify)."""
+    import json
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "..", "..", "crates", "testkit", "data", "rules", "lost_worker.json")
+    with open(path) as f:
+        cases = json.load(f)["cases"]
+    assert len(cases) >= 9
+    for c in cases:
+        killed_for = tuple(c["killed_for"]) if c["killed_for"] is not None else None
+        got = _ranktune.reason_classify(c["status"], c["max_rss"], killed_for, c["memory_limit"], c["stderr"])
+        assert got == (c["kind"], c["reason"]), c
+
+
+def test_what_the_environment_says_is_the_rust_rule_on_the_shared_cases(monkeypatch):
+    """The cases crates/cli/tests/cli/environment_rules.rs runs in Rust: the
+    cache (Cache.from_env), the collective (collective_choice) and the
+    run's id (job_id), each asked of the one Rust rule."""
+    import json
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "..", "..", "crates", "testkit", "data", "rules", "environment.json")
+    with open(path) as f:
+        doc = json.load(f)
+    assert len(doc["cases"]) >= 14
+    for c in doc["cases"]:
+        for name in doc["vars"]:
+            monkeypatch.delenv(name, raising=False)
+        for name, value in c["env"].items():
+            monkeypatch.setenv(name, value)
+        want = c["cache"]
+        if isinstance(want, dict):
+            with pytest.raises(ValueError, match=re.escape(want["error"])):
+                ranktune.Cache.from_env()
+        else:
+            got = ranktune.Cache.from_env()
+            assert (got.location if got is not None else None) == want, c
+        want = c["collective"]
+        if isinstance(want, dict):
+            with pytest.raises(ValueError, match=re.escape(want["error"])):
+                _ranktune.collective_choice()
+        else:
+            assert _ranktune.collective_choice() == want, c
+        assert _ranktune.job_id() == c["job_id"], c

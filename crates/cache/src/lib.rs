@@ -103,7 +103,8 @@ pub use limit::{
 };
 pub use listing::{block_listing, entry_listing};
 pub use location::{
-    redact_text, CacheLocation, RedisUrl, DEFAULT_REDIS_PREFIX, REDIS_PASSWORD_ENV,
+    redact_text, CacheLocation, RedisUrl, CACHE_ENV, DEFAULT_REDIS_PREFIX, REDIS_PASSWORD_ENV,
+    TRTLLM_CACHE_ENV,
 };
 pub use memory::MemoryStore;
 pub use merge::{merge, new_wins, place_in_rank, Conflict, Merged, PlaceError, WonBy};

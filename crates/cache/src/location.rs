@@ -24,6 +24,12 @@ pub const DEFAULT_REDIS_PREFIX: &str = ranktune_redis::DEFAULT_PREFIX;
 /// (so that it never appears on a command line or in a process listing).
 pub const REDIS_PASSWORD_ENV: &str = ranktune_redis::PASSWORD_ENV;
 
+/// The variable that names the cache (a path or a Redis URL).
+pub const CACHE_ENV: &str = "RANKTUNE_CACHE";
+
+/// TensorRT-LLM's name for it, accepted as an alias.
+pub const TRTLLM_CACHE_ENV: &str = "TLLM_AUTOTUNER_CACHE_PATH";
+
 /// A cache location: a file, or a Redis server.
 ///
 /// `Display` writes it for people with any password replaced by `***`, so
@@ -117,6 +123,46 @@ impl CacheLocation {
     /// Whether this is a Redis location.
     pub fn is_redis(&self) -> bool {
         matches!(self, CacheLocation::Redis(_))
+    }
+
+    /// The cache the environment names: `RANKTUNE_CACHE`, else
+    /// TensorRT-LLM's `TLLM_AUTOTUNER_CACHE_PATH` (blank values count as
+    /// unset); `None` when neither is set. One rule for `ranktune tune` and
+    /// Python's `autotune(cache=None)`.
+    ///
+    /// ```
+    /// # use ranktune_cache::CacheLocation;
+    /// let env = |name: &str| (name == "TLLM_AUTOTUNER_CACHE_PATH").then(|| "t.json".into());
+    /// let loc = CacheLocation::from_env_with(env).unwrap().unwrap();
+    /// assert_eq!(loc.as_path(), Some(std::path::Path::new("t.json")));
+    /// ```
+    pub fn from_env_with(
+        env: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Option<CacheLocation>, CacheError> {
+        [CACHE_ENV, TRTLLM_CACHE_ENV]
+            .into_iter()
+            .find_map(|name| env(name).filter(|v| !v.is_empty()))
+            .map(|text| CacheLocation::parse_os(&text))
+            .transpose()
+    }
+
+    /// [`CacheLocation::from_env_with`] on the process environment.
+    pub fn from_env() -> Result<Option<CacheLocation>, CacheError> {
+        CacheLocation::from_env_with(|name| std::env::var_os(name))
+    }
+
+    /// Where the ranks of a job using this cache meet for a collective
+    /// strategy, as text that names it: the cache file's directory (made
+    /// absolute), or the Redis server's URL (password redacted). Two caches
+    /// with the same meeting place share one sequence of collective calls.
+    pub fn meeting_place(&self) -> String {
+        match self {
+            CacheLocation::File(p) => {
+                let abs = std::path::absolute(p).unwrap_or_else(|_| p.clone());
+                abs.parent().map_or_else(|| abs.clone(), Path::to_path_buf).display().to_string()
+            }
+            CacheLocation::Redis(u) => u.to_string(),
+        }
     }
 
     /// The location as it can be given back on a command line (passwords

@@ -208,7 +208,28 @@ pub enum Choice {
     },
 }
 
+/// The variable that names the collective implementation ([`Choice`]).
+pub const COLLECTIVE_ENV: &str = "RANKTUNE_COLLECTIVE";
+
 impl Choice {
+    /// The choice `RANKTUNE_COLLECTIVE` makes in the environment `env`
+    /// (unset: `auto`); a value that names none is an error.
+    pub fn from_env_with(env: impl Fn(&str) -> Option<String>) -> Result<Choice, CollectiveError> {
+        Choice::parse(&env(COLLECTIVE_ENV).unwrap_or_default())
+    }
+
+    /// The implementation's name, as `RANKTUNE_COLLECTIVE` spells it
+    /// (`redis` for a server's URL).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Choice::Auto => "auto",
+            Choice::File => "file",
+            Choice::Single => "single",
+            Choice::Mpi => "mpi",
+            Choice::Redis { .. } => "redis",
+        }
+    }
+
     /// Parses a `RANKTUNE_COLLECTIVE` value (case-insensitive; blank means `auto`).
     pub fn parse(value: &str) -> Result<Choice, CollectiveError> {
         if is_redis_url(value) {
@@ -311,7 +332,7 @@ fn pick(
     cache_url: Option<&RedisUrl>,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Box<dyn Collective>, CollectiveError> {
-    let requested = env("RANKTUNE_COLLECTIVE").unwrap_or_default();
+    let requested = env(COLLECTIVE_ENV).unwrap_or_default();
     let choice = Choice::parse(&requested)?;
     let world = rank.world_size;
     let choice = match (choice, cache_url) {

@@ -35,6 +35,14 @@ pub struct Cache {
 }
 
 impl Cache {
+    fn at(location: CacheLocation) -> Cache {
+        let path = match location.as_path() {
+            Some(p) => p.to_path_buf(),
+            None => PathBuf::from(location.to_string()),
+        };
+        Cache { path, location }
+    }
+
     /// Where the cache lives (a file, or a Redis server), for the strategy
     /// coordinator's choice of meeting place.
     pub(crate) fn location_ref(&self) -> &CacheLocation {
@@ -177,11 +185,24 @@ impl Cache {
         }
         let parsed = CacheLocation::parse_os(location.as_os_str())
             .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        let path = match &parsed {
-            CacheLocation::File(p) => p.clone(),
-            CacheLocation::Redis(u) => PathBuf::from(u.to_string()),
-        };
-        Ok(Cache { path, location: parsed })
+        Ok(Cache::at(parsed))
+    }
+
+    /// The cache the environment names (`RANKTUNE_CACHE`, else
+    /// `TLLM_AUTOTUNER_CACHE_PATH`), or `None`: the rule `ranktune tune`
+    /// follows (`CacheLocation::from_env`).
+    #[staticmethod]
+    fn from_env() -> PyResult<Option<Cache>> {
+        let found = CacheLocation::from_env().map_err(|e| PyValueError::new_err(e.to_string()))?;
+        Ok(found.map(Cache::at))
+    }
+
+    /// Where the ranks meet for a collective strategy with this cache: its
+    /// directory (absolute), or its Redis server (password redacted); two
+    /// caches with one meeting place share one coordinator.
+    #[getter]
+    fn meeting_place(&self) -> String {
+        self.location.meeting_place()
     }
 
     /// The cache file's path (for a Redis cache, its URL with any password

@@ -37,6 +37,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reason_mib, m)?)?;
     m.add_function(wrap_pyfunction!(reason_last_line, m)?)?;
     m.add_function(wrap_pyfunction!(reason_memory_line, m)?)?;
+    m.add_function(wrap_pyfunction!(reason_classify, m)?)?;
     m.add("ISOLATE_ENV", settings::ISOLATE_ENV)?;
     m.add("TIMEOUT_ENV", settings::TIMEOUT_ENV)?;
     m.add("MEMORY_ENV", settings::MEMORY_ENV)?;
@@ -330,4 +331,38 @@ fn reason_last_line(text: &str) -> &str {
 #[pyfunction]
 fn reason_memory_line(text: &str) -> Option<&str> {
     reasons::memory_line(text)
+}
+
+/// `reason_classify(status, max_rss, killed_for, memory_limit, stderr)`:
+/// why a worker is lost, `(kind, reason)`, by the tuner's own rule
+/// (`ranktune_tune::isolation::reasons::classify`). `status`: its `wait`
+/// status, `None` when it could not be reaped; `killed_for`: `(kind,
+/// reason)` when the supervisor killed it, else `None`.
+#[pyfunction]
+#[pyo3(signature = (status, max_rss, killed_for, memory_limit, stderr))]
+fn reason_classify(
+    status: Option<i32>,
+    max_rss: u64,
+    killed_for: Option<(String, String)>,
+    memory_limit: Option<u64>,
+    stderr: &str,
+) -> PyResult<(&'static str, String)> {
+    let killed_for = match killed_for {
+        None => None,
+        Some((kind, why)) => {
+            let kind = ranktune_tune::FailureKind::ALL
+                .into_iter()
+                .find(|k| k.as_str() == kind)
+                .ok_or_else(|| PyValueError::new_err(format!("{kind:?} is not a failure kind")))?;
+            Some((kind, why))
+        }
+    };
+    let (kind, why) = reasons::classify(&reasons::Ending {
+        exit: status.map(reasons::Exit::from_wait_status),
+        max_rss,
+        killed_for,
+        memory_limit,
+        stderr,
+    });
+    Ok((kind.as_str(), why))
 }

@@ -24,7 +24,29 @@ use std::time::Duration;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyCoordinator>()?;
+    m.add_function(wrap_pyfunction!(collective_choice, m)?)?;
+    m.add_function(wrap_pyfunction!(job_id, m)?)?;
     Ok(())
+}
+
+/// `collective_choice()`: what `RANKTUNE_COLLECTIVE` asks for (`auto`,
+/// `file`, `single`, `mpi` or `redis`), by the rule `ranktune tune`
+/// follows (`Choice::from_env_with`); a value that names none is a
+/// `ValueError` saying what it takes.
+#[pyfunction]
+fn collective_choice() -> PyResult<&'static str> {
+    ranktune_collective::Choice::from_env_with(|name| std::env::var(name).ok())
+        .map(|c| c.name())
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
+}
+
+/// `job_id()`: this run's id from the launcher's environment
+/// (`ranktune_core::job::JobId::detect`: `RANKTUNE_JOB_ID`, torchrun's
+/// `TORCHELASTIC_RUN_ID` with `MASTER_ADDR`/`MASTER_PORT`, MPI and Slurm
+/// ids, …), or `None` when no launcher says.
+#[pyfunction]
+fn job_id() -> Option<String> {
+    ranktune_core::job::JobId::detect().map(|j| j.value)
 }
 
 /// The ranks of one job tuning together: `Coordinator(directory,

@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import ranktune
 from ranktune import _ranktune
 from ranktune._isolate import serve as _serve
-from ranktune._isolate.reasons import Lost, last_line, memory_line, mib, signal_name
+from ranktune._isolate.reasons import Lost
 
 __all__ = ["Worker", "fork_worker", "spawn_worker", "end_later", "reap_ended"]
 
@@ -148,7 +148,8 @@ class Worker:
             time.sleep(0.002)
 
     def _kill_for(self, kind: str, why: str) -> Lost:
-        """Kills and reaps the worker; the failure is ``kind`` with ``why``."""
+        """Kills and reaps the worker; the failure is ``kind`` with ``why``,
+        as the tuner's rule judges it (``_judge``)."""
         r = None
         if not self.reaped:  # a reaped pid may be another process's by now
             try:
@@ -160,32 +161,25 @@ class Worker:
             except Lost:
                 r = None
         self.reaped = True
-        self._drain_stderr()
-        if kind == "timeout" or r is None:
-            return Lost(kind, why)
-        if not (os.WIFSIGNALED(r[0]) and os.WTERMSIG(r[0]) == signal.SIGKILL):
-            # A protocol violation: its own death (if it died first) says more.
-            return self._lost_by(r, killed=True)
-        return Lost(kind, self._with_stderr(why))
+        return self._judge(r, (kind, why))
 
-    def _lost_by(self, r: Tuple[int, int], killed: bool) -> Lost:
-        status, max_rss = r
-        self._drain_stderr()
-        err = self.errtail.decode("utf-8", "replace")
-        limit = mib(self.memory) if self.memory is not None else "none"
-        line = memory_line(err)
-        if line is not None:
-            return Lost("memory", f"ran out of memory: limit {limit} ({line})")
-        if os.WIFSIGNALED(status):
-            sig = os.WTERMSIG(status)
-            if sig == signal.SIGKILL and not killed and self.memory is not None and max_rss >= self.memory // 10 * 9:
-                return Lost("memory", f"ran out of memory: limit {limit} (killed by SIGKILL at {mib(max_rss)} resident)")
-            return Lost("crash", self._with_stderr(f"crashed: {signal_name(sig)} (signal {sig})"))
-        return Lost("crash", self._with_stderr(f"the worker exited with status {os.WEXITSTATUS(status)}"))
+    def _lost_by(self, r: Tuple[int, int], killed: bool = False) -> Lost:
+        """Why the reaped worker ended by itself."""
+        return self._judge(r, None)
 
-    def _with_stderr(self, why: str) -> str:
-        last = last_line(self.errtail.decode("utf-8", "replace"))
-        return f"{why}: {last}" if last else why
+    def _judge(self, r: Optional[Tuple[int, int]], killed_for: Optional[Tuple[str, str]]) -> Lost:
+        """The Rust rule (``isolation::reasons::classify``) on what was seen:
+        its wait status and peak memory, whether we killed it and why, its
+        memory limit and the tail of its standard error."""
+        self._drain_stderr()
+        kind, why = _ranktune.reason_classify(
+            r[0] if r is not None else None,
+            r[1] if r is not None else 0,
+            killed_for,
+            self.memory,
+            self.errtail.decode("utf-8", "replace"),
+        )
+        return Lost(kind, why)
 
     def close(self) -> None:
         """Ends the worker: closing its socket tells it to exit; one that

@@ -1,9 +1,10 @@
 """Why a worker was lost, in the Rust worker's words: ``crashed: SIGSEGV
 (signal 11)``, ``timed out after 1.0 s (limit 1.0 s)``, ``ran out of
 memory: limit 128 MiB (MemoryError)``, ``the worker exited with status 3``.
-The signal names, sizes and the cause's line of standard error come from
+The verdict (``handle._judge``: ``_ranktune.reason_classify``), the sizes
+and the cause's line of standard error come from
 ``crates/tune/src/isolation/reasons.rs`` through the bindings, so both
-sides word a reason (and a blocklist record) alike.
+sides judge and word a failure (and a blocklist record) alike.
 
 Owns the words and the :class:`Lost` exception; never touches a process.
 """
@@ -14,15 +15,10 @@ from typing import Optional
 
 from ranktune import _ranktune
 
-__all__ = ["HARD", "Lost", "signal_name", "mib", "memory_line", "last_line"]
+__all__ = ["HARD", "Lost", "mib", "memory_line", "last_line"]
 
 # The failure kinds that cost the worker (and go on the blocklist).
 HARD = ("crash", "timeout", "memory")
-
-
-def signal_name(sig: int) -> str:
-    """``SIGSEGV``, or ``signal N``."""
-    return _ranktune.reason_signal_name(sig)
 
 
 def mib(n: int) -> str:

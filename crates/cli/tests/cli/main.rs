@@ -14,6 +14,7 @@ mod cache_without_locks;
 mod check_measured_elsewhere;
 mod doc_examples;
 mod e2e_trace;
+mod environment_rules;
 mod failed_save;
 mod help_and_thresholds;
 mod hostile_text;

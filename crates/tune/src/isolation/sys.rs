@@ -189,14 +189,7 @@ pub(super) fn poll_readable<const N: usize>(
     Ok(pfds.map(|p| p.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0))
 }
 
-/// How a reaped child ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Exit {
-    /// It exited with this status.
-    Code(i32),
-    /// A signal killed it.
-    Signal(i32),
-}
+pub(super) use super::reasons::Exit;
 
 /// A reaped child: how it ended and its peak resident memory.
 #[derive(Clone, Copy, Debug)]

@@ -7,8 +7,8 @@
 //! does), and never starts a worker itself (`fork` and `spawn` do).
 
 use super::protocol::{self, FromWorker, ToWorker, MAX_LINE};
-use super::reasons::{last_line, memory_line, mib, signal_name};
-use super::sys::{self, Exit, Reaped};
+use super::reasons;
+use super::sys::{self, Reaped};
 use crate::failure::FailureKind;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -121,7 +121,7 @@ impl Worker {
             } else if !ready[1] {
                 // Nothing to read: is it still there?
                 match sys::reap(self.pid, false) {
-                    Ok(Some(r)) => return Err(self.lost_by(r, false)),
+                    Ok(Some(r)) => return Err(self.lost_by(r)),
                     Ok(None) => {}
                     Err(e) => return Err(self.kill_for(FailureKind::Error, format!("wait4: {e}"))),
                 }
@@ -182,7 +182,7 @@ impl Worker {
         let deadline = Instant::now() + EXIT_GRACE;
         loop {
             match sys::reap(self.pid, false) {
-                Ok(Some(r)) => return self.lost_by(r, false),
+                Ok(Some(r)) => return self.lost_by(r),
                 Ok(None) if Instant::now() < deadline => {
                     std::thread::sleep(Duration::from_millis(2));
                 }
@@ -196,64 +196,34 @@ impl Worker {
         }
     }
 
-    /// Kills and reaps the worker; the failure is `kind` with `why`.
+    /// Kills and reaps the worker; the failure is `kind` with `why`, as
+    /// [`reasons::classify`] judges it.
     fn kill_for(&mut self, kind: FailureKind, why: String) -> Lost {
         sys::kill(self.pid);
-        let reaped = sys::reap(self.pid, true);
+        let reaped = sys::reap(self.pid, true).ok().flatten();
         self.reaped = true;
         self.drain_stderr();
-        match (kind, reaped) {
-            (FailureKind::Timeout, _) | (_, Err(_) | Ok(None)) => Lost { kind, message: why },
-            // A protocol violation: its own death (if it died first) says more.
-            (_, Ok(Some(r))) if r.exit != Exit::Signal(libc::SIGKILL) => self.lost_by(r, true),
-            _ => Lost { kind, message: self.with_stderr(why) },
-        }
+        self.judge(reaped, Some((kind, why)))
     }
 
-    /// Why a reaped worker ended (`killed`: by us).
-    fn lost_by(&mut self, r: Reaped, killed: bool) -> Lost {
+    /// Why a reaped worker ended by itself.
+    fn lost_by(&mut self, r: Reaped) -> Lost {
         self.reaped = true;
         self.drain_stderr();
-        let err = String::from_utf8_lossy(&self.errtail).into_owned();
-        let limit = self.memory.map(mib).unwrap_or_else(|| "none".to_string());
-        if let Some(line) = memory_line(&err) {
-            return Lost {
-                kind: FailureKind::Memory,
-                message: format!("ran out of memory: limit {limit} ({line})"),
-            };
-        }
-        match r.exit {
-            Exit::Signal(sig)
-                if sig == libc::SIGKILL
-                    && !killed
-                    && self.memory.is_some_and(|m| r.max_rss >= m / 10 * 9) =>
-            {
-                Lost {
-                    kind: FailureKind::Memory,
-                    message: format!(
-                        "ran out of memory: limit {limit} (killed by SIGKILL at {} resident)",
-                        mib(r.max_rss)
-                    ),
-                }
-            }
-            Exit::Signal(sig) => Lost {
-                kind: FailureKind::Crash,
-                message: self.with_stderr(format!("crashed: {} (signal {sig})", signal_name(sig))),
-            },
-            Exit::Code(code) => Lost {
-                kind: FailureKind::Crash,
-                message: self.with_stderr(format!("the worker exited with status {code}")),
-            },
-        }
+        self.judge(Some(r), None)
     }
 
-    /// `why`, with the last line of the worker's standard error when it has one.
-    fn with_stderr(&self, why: String) -> String {
+    /// [`reasons::classify`] of what this supervisor saw.
+    fn judge(&self, r: Option<Reaped>, killed_for: Option<(FailureKind, String)>) -> Lost {
         let err = String::from_utf8_lossy(&self.errtail);
-        match last_line(&err) {
-            "" => why,
-            last => format!("{why}: {last}"),
-        }
+        let (kind, message) = reasons::classify(&reasons::Ending {
+            exit: r.map(|r| r.exit),
+            max_rss: r.map_or(0, |r| r.max_rss),
+            killed_for,
+            memory_limit: self.memory,
+            stderr: &err,
+        });
+        Lost { kind, message }
     }
 }
 

@@ -3,6 +3,7 @@
 //! counting global allocator) and `tune_key_process` (which re-runs its own
 //! binary in a second process) stay binaries of their own.
 
+mod lost_worker_rule;
 mod strategy_processes;
 mod strategy_tuner;
 mod tune_blocklist;

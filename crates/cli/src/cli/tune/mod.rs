@@ -312,13 +312,13 @@ fn signal_exit(sig: i32) -> ExitCode {
 /// `./ranktune-cache.json`: a file path or a Redis URL
 /// (`ranktune_cache::CacheLocation`).
 fn cache_location(flag: Option<&OsStr>) -> anyhow::Result<CacheLocation> {
-    let env = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
-    let text = flag
-        .map(OsStr::to_os_string)
-        .or_else(|| env("RANKTUNE_CACHE"))
-        .or_else(|| env("TLLM_AUTOTUNER_CACHE_PATH"))
-        .unwrap_or_else(|| OsString::from(DEFAULT_CACHE));
-    Ok(CacheLocation::parse_os(&text)?)
+    if let Some(flag) = flag {
+        return Ok(CacheLocation::parse_os(flag)?);
+    }
+    match CacheLocation::from_env()? {
+        Some(location) => Ok(location),
+        None => Ok(CacheLocation::parse_os(&OsString::from(DEFAULT_CACHE))?),
+    }
 }
 
 /// How the report names the cache: the path, or the URL with its password
