@@ -164,6 +164,22 @@ def reason_classify(
     """Why a worker is lost, ``(kind, reason)``: the tuner's rule
     (``isolation::reasons::classify``)."""
 
+class WorkerHandle:
+    """A started worker, supervised by the Rust tuner's handle (takes over
+    the pid and both descriptors)."""
+
+    def __init__(self, pid: int, sock_fd: int, err_fd: int, memory: Optional[int] = None) -> None: ...
+    @property
+    def pid(self) -> int: ...
+    def request(
+        self, message: Optional[Dict[str, Any]], limit: float
+    ) -> Tuple[Optional[Dict[str, Any]], Optional[Tuple[str, str]]]:
+        """``(answer, None)``, or ``(None, (kind, reason))`` once it is lost."""
+    def kill(self) -> None: ...
+    def close(self) -> None: ...
+    def tell_to_end(self) -> None: ...
+    def try_reap(self) -> bool: ...
+
 PROTOCOL_VERSION: int
 PROTOCOL_MAX_LINE: int
 def protocol_read(line: bytes, side: str) -> Dict[str, Any]:

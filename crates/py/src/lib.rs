@@ -24,6 +24,7 @@ mod torch;
 mod trace;
 mod trtllm;
 mod tune;
+mod worker;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -59,6 +60,7 @@ fn _ranktune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     isolate::register(m)?;
     autosave::register(m)?;
     torch::register(m)?;
+    worker::register(m)?;
     #[cfg(feature = "cli")]
     cli::register(m)?;
     Ok(())

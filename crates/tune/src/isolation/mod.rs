@@ -5,7 +5,9 @@
 //!
 //! - [`Isolation`], [`Limits`], [`WorkerCommand`]: the settings (this file);
 //! - [`protocol`]: the messages between the tuner and a worker;
-//! - [`reasons`]: how a lost worker's failure is worded;
+//! - [`reasons`]: why a lost worker was lost, judged and worded;
+//! - [`adopted`]: a worker another program started (the Python package's),
+//!   supervised by the same `worker` handle;
 //! - [`settings`]: the settings read from text (flags, variables, Python's
 //!   arguments), one wording for the command and Python;
 //! - `pool`: the workers of one bucket (start, reuse, limits, counts);
@@ -23,6 +25,7 @@
 //! deaths. It never decides, never touches the cache, and never runs on the
 //! hot path (only while a bucket is tuned).
 
+pub mod adopted;
 mod fork;
 pub(crate) mod pool;
 pub mod protocol;

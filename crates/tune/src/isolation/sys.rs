@@ -10,7 +10,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn check(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -149,6 +149,36 @@ pub(super) fn write_all(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
             return Err(e);
         }
         buf = &buf[n as usize..];
+    }
+    Ok(())
+}
+
+/// Writes all of `buf` to the non-blocking `fd`, waiting while its buffer
+/// is full, until `deadline`: `TimedOut` past it (a peer that stopped
+/// reading), another error when the peer is gone. The parent's side only.
+pub(super) fn write_all_until(fd: RawFd, mut buf: &[u8], deadline: Instant) -> io::Result<()> {
+    while !buf.is_empty() {
+        // SAFETY: `buf` is a valid readable slice of `buf.len()` bytes.
+        let n = unsafe { libc::send(fd, buf.as_ptr().cast(), buf.len(), libc::MSG_NOSIGNAL) };
+        if n >= 0 {
+            buf = &buf[n as usize..];
+            continue;
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => {}
+            io::ErrorKind::WouldBlock => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(io::Error::from(io::ErrorKind::TimedOut));
+                }
+                let mut pfd = libc::pollfd { fd, events: libc::POLLOUT, revents: 0 };
+                let ms = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(libc::c_int::MAX);
+                // SAFETY: one valid pollfd.
+                unsafe { libc::poll(&mut pfd, 1, ms) };
+            }
+            _ => return Err(e),
+        }
     }
     Ok(())
 }

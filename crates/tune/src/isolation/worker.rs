@@ -76,9 +76,20 @@ impl Worker {
     ) -> Result<FromWorker, Lost> {
         let t0 = Instant::now();
         if let Some(msg) = msg {
-            if sys::write_all(self.sock.as_raw_fd(), &protocol::encode(msg)).is_err() {
+            // A worker that stops reading (a full socket buffer) is timed
+            // out by the same limit as its answer.
+            match sys::write_all_until(self.sock.as_raw_fd(), &protocol::encode(msg), t0 + limit) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                    let why = format!(
+                        "timed out after {:.1} s (limit {:.1} s) sending it a request",
+                        t0.elapsed().as_secs_f64(),
+                        limit.as_secs_f64()
+                    );
+                    return Err(self.kill_for(FailureKind::Timeout, why));
+                }
                 // It closed its end: it died (or is dying).
-                return Err(self.died());
+                Err(_) => return Err(self.died()),
             }
         }
         loop {
@@ -127,6 +138,36 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// Kills and reaps the worker now (an interrupted measure, a worker
+    /// that answered out of turn).
+    pub(crate) fn kill(&mut self) {
+        if !self.reaped {
+            sys::kill(self.pid);
+            let _ = sys::reap(self.pid, true);
+            self.reaped = true;
+        }
+    }
+
+    /// Tells the worker to exit (the end of its input) without waiting.
+    pub(crate) fn tell_to_end(&self) {
+        // SAFETY: shutdown on our own descriptor.
+        unsafe { libc::shutdown(self.sock.as_raw_fd(), libc::SHUT_WR) };
+    }
+
+    /// Reaps the worker if it has ended; true once it is reaped (or its
+    /// status cannot be had: nothing is left to wait for).
+    pub(crate) fn try_reap(&mut self) -> bool {
+        if !self.reaped && !matches!(sys::reap(self.pid, false), Ok(None)) {
+            self.reaped = true;
+        }
+        self.reaped
+    }
+
+    /// Its process id.
+    pub(crate) fn pid(&self) -> libc::pid_t {
+        self.pid
     }
 
     /// A complete line from `inbuf`, if there is one.
