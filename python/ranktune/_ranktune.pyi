@@ -1,7 +1,7 @@
 """Type stubs of the compiled extension (use the ``ranktune`` package)."""
 
 import os
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ranktune.records import (
     Entry,
@@ -179,6 +179,34 @@ class WorkerHandle:
     def close(self) -> None: ...
     def tell_to_end(self) -> None: ...
     def try_reap(self) -> bool: ...
+
+class WorkerPool:
+    """An op's workers under the Rust tuner's pool policy."""
+
+    def __init__(self, limits: IsolationLimits) -> None: ...
+    def new_bucket(self) -> None: ...
+    def run(
+        self,
+        position: int,
+        reps: int,
+        fallback: bool,
+        init: Optional[Dict[str, Any]],
+        start: Callable[[], Tuple[WorkerHandle, Optional[Dict[str, Any]]]],
+    ) -> Union[float, Tuple[str, str]]:
+        """The runs' time (µs), or ``(kind, reason)`` when it failed."""
+    def end(self, wait: bool = True) -> None: ...
+    def kill(self) -> None: ...
+    @property
+    def has_worker(self) -> bool: ...
+    @property
+    def worker_pid(self) -> Optional[int]: ...
+    @property
+    def starts(self) -> int: ...
+    @property
+    def start_seconds(self) -> float: ...
+
+def reap_ended(wait: bool = False) -> None:
+    """Reaps the workers told to exit that have (``wait``: all of them)."""
 
 PROTOCOL_VERSION: int
 PROTOCOL_MAX_LINE: int

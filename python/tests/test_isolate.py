@@ -442,7 +442,7 @@ def test_a_dropped_ops_kept_worker_is_reaped_when_tuning_ends():
     with ranktune.tuning():
         with pytest.raises(ranktune.Error, match="every candidate of dropped failed"):
             f(1)
-        pid = f.tuner._pool.worker.pid
+        pid = f.tuner._pool.worker_pid
         del f
         gc.collect()
     with pytest.raises(ChildProcessError):

@@ -116,6 +116,13 @@ pub(crate) struct IsolationLimits {
     limits: Limits,
 }
 
+impl IsolationLimits {
+    /// The limits themselves.
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.limits
+    }
+}
+
 #[pymethods]
 impl IsolationLimits {
     #[new]

@@ -1,24 +1,37 @@
-//! `WorkerHandle`: the tuning process's side of a measuring worker that
-//! Python started (a fork running the user's callables, or a spawned
-//! `python -m ranktune._worker`), supervised by the Rust tuner's own
-//! handle (`ranktune_tune::isolation::adopted`): requests and their
-//! deadlines, the answer's line, the end of its standard error, reaping,
-//! and why it was lost.
+//! `WorkerHandle` and `WorkerPool`: the tuning process's side of the
+//! measuring workers Python starts (a fork running the user's callables,
+//! or a spawned `python -m ranktune._worker`), supervised by the Rust
+//! tuner's own handle and pool (`ranktune_tune::isolation::adopted`):
+//! requests and their deadlines, the answer's line, the end of its
+//! standard error, reaping and why a worker was lost; one worker at a time,
+//! the time limit's reference, a start that failed failing the bucket.
 //!
 //! Owns only the conversion of messages and the release of the GIL while
-//! it waits; it never starts a process and never decides anything.
+//! it waits; it never starts a process (Python's start callable does) and
+//! never decides anything. No Rust lock is held while Python code runs:
+//! a pool is taken out of its slot for the length of a call.
 
 use crate::convert;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use ranktune_tune::isolation::adopted::AdoptedWorker;
+use ranktune_tune::isolation::adopted::{self, AdoptedPool, AdoptedWorker};
 use ranktune_tune::isolation::protocol::ToWorker;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::Mutex;
 use std::time::Duration;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<WorkerHandle>()
+    m.add_class::<WorkerHandle>()?;
+    m.add_class::<WorkerPool>()?;
+    m.add_function(wrap_pyfunction!(reap_ended, m)?)?;
+    Ok(())
+}
+
+/// A protocol message of the tuner's side from a Python dict.
+fn to_worker(m: &Bound<'_, PyAny>) -> PyResult<ToWorker> {
+    let value = convert::from_py(m, "message").map_err(|e| PyTypeError::new_err(format!("{e}")))?;
+    serde_json::from_value(value)
+        .map_err(|e| PyValueError::new_err(format!("not a protocol message of the tuner: {e}")))
 }
 
 /// A started worker: `WorkerHandle(pid, sock_fd, err_fd, memory)` takes
@@ -31,6 +44,11 @@ pub(crate) struct WorkerHandle {
 }
 
 impl WorkerHandle {
+    /// The worker, taken out (for a pool); `None` once closed.
+    fn take(&self) -> Option<AdoptedWorker> {
+        self.worker.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut AdoptedWorker) -> T) -> Option<T> {
         let mut slot = self.worker.lock().unwrap_or_else(|p| p.into_inner());
         slot.as_mut().map(f)
@@ -73,16 +91,7 @@ impl WorkerHandle {
         message: Option<&Bound<'_, PyAny>>,
         limit: f64,
     ) -> PyResult<(PyObject, Option<(&'static str, String)>)> {
-        let msg: Option<ToWorker> = match message {
-            None => None,
-            Some(m) => {
-                let value = convert::from_py(m, "message")
-                    .map_err(|e| PyTypeError::new_err(format!("request: {e}")))?;
-                Some(serde_json::from_value(value).map_err(|e| {
-                    PyValueError::new_err(format!("not a protocol message of the tuner: {e}"))
-                })?)
-            }
-        };
+        let msg = message.map(to_worker).transpose()?;
         let limit = Duration::try_from_secs_f64(limit.max(0.0)).unwrap_or(Duration::MAX);
         let answer = py.allow_threads(|| {
             let mut slot = self.worker.lock().unwrap_or_else(|p| p.into_inner());
@@ -138,4 +147,154 @@ impl WorkerHandle {
         }
         reaped
     }
+}
+
+/// An op's workers under the tuner's pool policy:
+/// `WorkerPool(limits)` (an `IsolationLimits`).
+#[pyclass(module = "ranktune._ranktune", frozen)]
+pub(crate) struct WorkerPool {
+    /// Taken out while a call runs (see the module docs).
+    slot: Mutex<Option<AdoptedPool>>,
+    /// (starts, seconds), as of the last call.
+    starts: Mutex<(u32, f64)>,
+}
+
+impl WorkerPool {
+    /// Runs `f` on the pool, taken out of its slot (no lock held while it
+    /// runs, so `f` may call Python).
+    fn with_pool<T>(&self, f: impl FnOnce(&mut AdoptedPool) -> T) -> PyResult<T> {
+        let taken = self.slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let Some(mut pool) = taken else {
+            return Err(PyValueError::new_err(
+                "this WorkerPool is in use by another thread; use one pool per thread at a time",
+            ));
+        };
+        let out = f(&mut pool);
+        *self.starts.lock().unwrap_or_else(|p| p.into_inner()) = pool.starts();
+        *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(pool);
+        Ok(out)
+    }
+}
+
+#[pymethods]
+impl WorkerPool {
+    #[new]
+    fn new(limits: PyRef<'_, crate::isolate::IsolationLimits>) -> Self {
+        WorkerPool {
+            slot: Mutex::new(Some(AdoptedPool::new(limits.limits().clone()))),
+            starts: Mutex::new((0, 0.0)),
+        }
+    }
+
+    /// A new bucket: its own time reference, and a kept worker takes the
+    /// bucket's `init` before it runs anything.
+    fn new_bucket(&self) -> PyResult<()> {
+        self.with_pool(AdoptedPool::new_bucket)
+    }
+
+    /// Runs candidate `position` `reps` times (`fallback`: it is the op's
+    /// fallback): the worker's time of the runs (µs, a float), or `(kind,
+    /// reason)` when it failed. Starts a worker first when none runs:
+    /// `start()` returns `(WorkerHandle, hello)`, `hello` the message it must
+    /// answer `ready` to (None: its first answer, unasked); a kept worker
+    /// is sent `init` (a protocol message, or None) first.
+    #[pyo3(signature = (position, reps, fallback, init, start))]
+    fn run(
+        &self,
+        py: Python<'_>,
+        position: usize,
+        reps: u32,
+        fallback: bool,
+        init: Option<&Bound<'_, PyAny>>,
+        start: PyObject,
+    ) -> PyResult<PyObject> {
+        let init = init.map(to_worker).transpose()?;
+        // Python's error from `start`, kept to raise after the run.
+        let mut raised: Option<PyErr> = None;
+        let got = self.with_pool(|pool| {
+            py.allow_threads(|| {
+                pool.run(position, reps, fallback, init.as_ref(), || {
+                    Python::with_gil(|py| -> std::io::Result<(AdoptedWorker, Option<ToWorker>)> {
+                        let started = (|| -> PyResult<_> {
+                            let (handle, hello): (
+                                PyRef<'_, WorkerHandle>,
+                                Option<Bound<'_, PyAny>>,
+                            ) = start.bind(py).call0()?.extract()?;
+                            let hello = hello.as_ref().map(to_worker).transpose()?;
+                            let worker = handle.take().ok_or_else(|| {
+                                PyValueError::new_err("start() returned a closed WorkerHandle")
+                            })?;
+                            Ok((worker, hello))
+                        })();
+                        started.map_err(|e| {
+                            let text = e.to_string();
+                            raised = Some(e);
+                            std::io::Error::other(text)
+                        })
+                    })
+                })
+            })
+        })?;
+        if let Some(e) = raised.filter(|e| !e.is_instance_of::<pyo3::exceptions::PyOSError>(py)) {
+            // Not an OSError (a bug, an interrupt): the caller's to see.
+            return Err(e);
+        }
+        match got {
+            Ok(us) => Ok(us.into_pyobject(py)?.into_any().unbind()),
+            Err(f) => Ok((f.kind.as_str(), f.message).into_pyobject(py)?.into_any().unbind()),
+        }
+    }
+
+    /// Ends the worker: `wait`, until it exited; else it is told to exit
+    /// and reaped later (`reap_ended`).
+    #[pyo3(signature = (wait=true))]
+    fn end(&self, py: Python<'_>, wait: bool) -> PyResult<()> {
+        py.allow_threads(|| self.with_pool(|p| p.end(wait)))
+    }
+
+    /// Kills the worker at once (an interrupted measure).
+    fn kill(&self, py: Python<'_>) -> PyResult<()> {
+        py.allow_threads(|| self.with_pool(AdoptedPool::kill))
+    }
+
+    /// Whether a worker runs (false while a call runs).
+    #[getter]
+    fn has_worker(&self) -> bool {
+        self.slot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .is_some_and(AdoptedPool::has_worker)
+    }
+
+    /// The running worker's process id (None while none runs, or while a
+    /// call runs).
+    #[getter]
+    fn worker_pid(&self) -> Option<i32> {
+        self.slot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .and_then(AdoptedPool::worker_pid)
+    }
+
+    /// Workers started.
+    #[getter]
+    fn starts(&self) -> u32 {
+        self.starts.lock().unwrap_or_else(|p| p.into_inner()).0
+    }
+
+    /// Seconds those starts took, until each worker was ready.
+    #[getter]
+    fn start_seconds(&self) -> f64 {
+        self.starts.lock().unwrap_or_else(|p| p.into_inner()).1
+    }
+}
+
+/// Reaps the workers told to exit that have; `wait`: all of them, killing
+/// one that does not exit within the grace period.
+#[pyfunction]
+#[pyo3(signature = (wait=false))]
+fn reap_ended(py: Python<'_>, wait: bool) {
+    py.allow_threads(|| adopted::reap_ended(wait));
 }

@@ -52,12 +52,11 @@ The package, one job a module:
 - ``settings``: the mode and the limits from the arguments and the
   environment;
 - ``reasons``: why a worker was lost, in the Rust worker's words;
-- ``handle``: the tuning process's side of one worker (start, requests,
-  deadlines, SIGKILL, reaping);
+- ``handle``: starting a worker (fork or spawn) and handing it to the Rust
+  tuner's supervisor (requests, deadlines, SIGKILL, reaping, reasons);
 - ``serve``: the worker's side (its set-up, its loop, its timing), for a
   forked worker and for ``ranktune._worker``;
-- ``measure``: an op's pool and one bucket's measure (the Rust pool's
-  policy).
+- ``measure``: an op's pool and one bucket's measure (the Rust pool).
 
 It never decides, never touches the cache, and runs only while a bucket is
 measured.
@@ -65,9 +64,9 @@ measured.
 
 from __future__ import annotations
 
-from ranktune._isolate.handle import Worker, fork_worker, reap_ended, spawn_worker
+from ranktune._isolate.handle import fork_worker, reap_ended, spawn_worker
 from ranktune._isolate.measure import Measure, Pool
-from ranktune._isolate.reasons import HARD, Lost
+from ranktune._isolate.reasons import HARD
 from ranktune._isolate.serve import (
     failure_reply,
     limit_address_space,
@@ -80,7 +79,7 @@ from ranktune._isolate.serve import (
 from ranktune._isolate.settings import ISOLATE_ENV, Settings, settings
 
 __all__ = [
-    "ISOLATE_ENV", "Settings", "settings", "Measure", "Pool", "Lost", "HARD", "Worker", "fork_worker",
+    "ISOLATE_ENV", "Settings", "settings", "Measure", "Pool", "HARD", "fork_worker",
     "spawn_worker", "reap_ended", "failure_reply", "limit_address_space", "prepare_worker",
     "serve", "stdin_from_devnull", "timed_runs", "vm_size",
 ]  # fmt: skip

@@ -14,49 +14,16 @@ from __future__ import annotations
 import os
 import socket
 import sys
-import threading
 import traceback
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import ranktune
 from ranktune import _ranktune
 from ranktune._isolate import serve as _serve
-from ranktune._isolate.reasons import Lost
 
-__all__ = ["Worker", "fork_worker", "spawn_worker", "end_later", "reap_ended"]
+__all__ = ["fork_worker", "spawn_worker", "reap_ended"]
 
-# -- the parent's side of one worker -------------------------------------------------
-class Worker:
-    """One live worker process, supervised by the Rust tuner's own handle
-    (``_ranktune.WorkerHandle``: ``isolation::adopted``): a request and its
-    deadline (the send included), the answer's line, the end of its
-    standard error, reaping it (``wait4``, its peak memory) and why it was
-    lost (``isolation::reasons::classify``)."""
-
-    def __init__(self, pid: int, sock: socket.socket, err_fd: int, memory: Optional[int]) -> None:
-        self.pid = pid
-        # The handle owns both descriptors from here on.
-        self._h = _ranktune.WorkerHandle(pid, sock.detach(), err_fd, memory)
-
-    def request(self, msg: Optional[Dict[str, Any]], limit: float) -> Dict[str, Any]:
-        """Sends ``msg`` (when given) and waits up to ``limit`` seconds for
-        the next answer (a dict). Raises ``Lost`` when the worker is gone."""
-        ans, lost = self._h.request(msg, limit)
-        if lost is not None:
-            raise Lost(*lost)
-        return ans  # type: ignore[no-any-return]
-
-    def close(self) -> None:
-        """Ends the worker: the end of its input; one that does not exit
-        within a grace period is killed. Always reaped."""
-        self._h.close()
-
-    def kill(self) -> None:
-        """Kills and reaps the worker now."""
-        self._h.kill()
-
-
-def fork_worker(runner: Callable[[int, int], float], memory: Optional[int]) -> Worker:
+def fork_worker(runner: Callable[[int, int], float], memory: Optional[int]) -> Any:
     """Forks a worker that answers ``{"run": j, "reps": n}`` with
     ``runner(j, n)`` (µs of the ``n`` runs); what it raises fails the
     candidate (``failure_reply``). It never returns into the caller's code:
@@ -103,8 +70,7 @@ def fork_worker(runner: Callable[[int, int], float], memory: Optional[int]) -> W
             os._exit(code)
     child_sock.close()
     os.close(err_w)
-    os.set_blocking(err_r, False)
-    return Worker(pid, parent_sock, err_r, memory)
+    return _adopt(pid, parent_sock, err_r, memory)
 
 
 def _channel() -> Tuple[socket.socket, socket.socket, int, int]:
@@ -140,7 +106,7 @@ def _site_dirs() -> "set[str]":
     return {os.path.abspath(d) for d in dirs}
 
 
-def spawn_worker(memory: Optional[int]) -> Worker:
+def spawn_worker(memory: Optional[int]) -> Any:
     """Starts ``python -m ranktune._worker`` (this interpreter) with the
     protocol on its standard input and output (one socket) and its
     standard error on a pipe; it sets its signals first, and its memory
@@ -172,34 +138,22 @@ def spawn_worker(memory: Optional[int]) -> Worker:
         raise
     finally:
         _close_all(child_sock, err_w)
-    os.set_blocking(err_r, False)
-    return Worker(pid, parent_sock, err_r, memory)
+    return _adopt(pid, parent_sock, err_r, memory)
 
 
-# Workers told to exit (their socket shut) and not reaped yet.
-_ENDING: List[Worker] = []
-# Re-entrant: a dropped pool's finalizer (``measure``) may run inside
-# ``reap_ended`` on the same thread (a garbage collection there).
-_ENDING_LOCK = threading.RLock()
-
-
-def end_later(w: Worker) -> None:
-    """Tells ``w`` to exit (end of its input) without waiting for it."""
-    w._h.tell_to_end()
-    with _ENDING_LOCK:
-        _ENDING.append(w)
-    reap_ended()
+def _adopt(pid: int, sock: socket.socket, err_fd: int, memory: Optional[int]) -> Any:
+    """The started worker, handed to the Rust tuner's supervisor
+    (``_ranktune.WorkerHandle``), which owns both descriptors from here on
+    and reaps it (a handle that cannot be made kills and reaps it here)."""
+    try:
+        return _ranktune.WorkerHandle(pid, sock.detach(), err_fd, memory)
+    except BaseException:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise
 
 
 def reap_ended(wait: bool = False) -> None:
     """Reaps the workers told to exit that have; ``wait``: all of them,
     killing one that does not exit within the grace period."""
-    with _ENDING_LOCK:
-        ending = list(_ENDING)
-    for w in ending:
-        if wait:
-            w.close()
-        elif not w._h.try_reap():
-            continue
-        with _ENDING_LOCK:
-            _ENDING.remove(w)
+    _ranktune.reap_ended(wait)

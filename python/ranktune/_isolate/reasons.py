@@ -6,7 +6,7 @@ and the cause's line of standard error come from
 ``crates/tune/src/isolation/reasons.rs`` through the bindings, so both
 sides judge and word a failure (and a blocklist record) alike.
 
-Owns the words and the :class:`Lost` exception; never touches a process.
+Owns the words; never touches a process.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Optional
 
 from ranktune import _ranktune
 
-__all__ = ["HARD", "Lost", "mib", "memory_line", "last_line"]
+__all__ = ["HARD", "mib", "memory_line", "last_line"]
 
 # The failure kinds that cost the worker (and go on the blocklist).
 HARD = ("crash", "timeout", "memory")
@@ -38,14 +38,3 @@ def memory_line(text: str) -> Optional[str]:
     is not the cause), else the last line naming another language's
     allocation error (their reports end with it)."""
     return _ranktune.reason_memory_line(text)
-
-
-class Lost(Exception):
-    """The worker is gone (reaped), and why: ``kind`` is ``crash``,
-    ``timeout``, ``memory`` (or ``error`` when it broke the protocol)."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-

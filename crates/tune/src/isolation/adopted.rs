@@ -9,17 +9,22 @@
 //! Owns the adopted worker's handle; never starts a process and never
 //! decides what is measured.
 
+use super::pool::Pool;
 use super::protocol::{FromWorker, ToWorker};
 use super::sys;
 use super::worker::Worker;
+use super::Limits;
 use crate::failure::FailureKind;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::Mutex;
 use std::time::Duration;
 
-/// A worker that is gone (reaped), and why.
+/// A worker that is gone (reaped), or a candidate that failed in one, and
+/// why.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WorkerLost {
-    /// `crash`, `timeout`, `memory`, or `error` when it broke the protocol.
+    /// `crash`, `timeout`, `memory` (hard: they cost the worker), or
+    /// `error`/`panic` (the candidate's own failure, or a broken protocol).
     pub kind: FailureKind,
     /// The reason, as [`reasons::classify`](super::reasons::classify) words it.
     pub message: String,
@@ -76,6 +81,127 @@ impl AdoptedWorker {
     /// Reaps it if it has ended; true once it is reaped.
     pub fn try_reap(&mut self) -> bool {
         self.worker.try_reap()
+    }
+}
+
+/// The workers of one op, started by someone else: the tuner's own pool
+/// policy (one worker at a time, reused while it stays healthy, a new one
+/// after a loss; the time limit's reference, the fallback's slowest
+/// request per run; a start that failed fails the bucket's later
+/// candidates with its reason) around workers the caller starts. A worker
+/// may be kept for the op's next bucket, which then sends it its `init`
+/// first ([`AdoptedPool::new_bucket`]).
+pub struct AdoptedPool {
+    pool: Pool,
+    /// The kept worker has not taken this bucket's `init` yet.
+    needs_init: bool,
+}
+
+impl AdoptedPool {
+    /// A pool under `limits`, with no worker yet.
+    pub fn new(limits: Limits) -> AdoptedPool {
+        AdoptedPool { pool: Pool::with_limits(limits), needs_init: false }
+    }
+
+    /// A new bucket: its own time reference, no failed start yet, and a
+    /// kept worker takes the bucket's `init` before it runs anything.
+    pub fn new_bucket(&mut self) {
+        self.pool.new_bucket();
+        self.needs_init = self.pool.has_worker();
+    }
+
+    /// Runs candidate `position` `reps` times (`fallback`: it is the op's
+    /// fallback) and returns the worker's time of the runs, µs. A worker is
+    /// started first when none runs: `start` makes one, with the message it
+    /// must answer `ready` to (`None`: its first answer, unasked); a kept
+    /// one is sent `init` first (when given).
+    pub fn run(
+        &mut self,
+        position: usize,
+        reps: u32,
+        fallback: bool,
+        init: Option<&ToWorker>,
+        start: impl FnOnce() -> std::io::Result<(AdoptedWorker, Option<ToWorker>)>,
+    ) -> Result<f64, WorkerLost> {
+        let failed = |f: super::pool::Failed| WorkerLost { kind: f.kind, message: f.message };
+        if self.needs_init {
+            self.needs_init = false;
+            if let Some(init) = init {
+                self.pool.reinit(init).map_err(failed)?;
+            }
+        }
+        if !self.pool.has_worker() {
+            self.pool.start_with(|| start().map(|(w, hello)| (w.worker, hello))).map_err(failed)?;
+        }
+        self.pool.run(position, reps, fallback).map_err(failed)
+    }
+
+    /// Workers started, and the seconds they took until ready.
+    pub fn starts(&self) -> (u32, f64) {
+        (self.pool.starts, self.pool.start_seconds)
+    }
+
+    /// Whether a worker runs.
+    pub fn has_worker(&self) -> bool {
+        self.pool.has_worker()
+    }
+
+    /// The running worker's process id.
+    pub fn worker_pid(&self) -> Option<i32> {
+        self.pool.worker_pid()
+    }
+
+    /// Ends the worker: `wait`, until it exited (SIGKILL after a grace
+    /// period); else it is told to exit and reaped later ([`reap_ended`]),
+    /// so the caller need not wait for a forked copy of a big process to be
+    /// torn down.
+    pub fn end(&mut self, wait: bool) {
+        if let Some(w) = self.pool.take_worker() {
+            if wait {
+                drop(w);
+            } else {
+                end_later(w);
+            }
+        }
+    }
+
+    /// Kills the worker at once (an interrupted measure).
+    pub fn kill(&mut self) {
+        if let Some(mut w) = self.pool.take_worker() {
+            w.kill();
+        }
+    }
+}
+
+impl Drop for AdoptedPool {
+    /// A dropped pool's worker is told to exit and reaped later: a drop
+    /// (a garbage collection, in Python) never waits for it.
+    fn drop(&mut self) {
+        self.end(false);
+    }
+}
+
+/// Workers told to exit and not reaped yet.
+static ENDING: Mutex<Vec<Worker>> = Mutex::new(Vec::new());
+
+fn end_later(w: Worker) {
+    w.tell_to_end();
+    ENDING.lock().unwrap_or_else(|p| p.into_inner()).push(w);
+    reap_ended(false);
+}
+
+/// Reaps the workers told to exit that have; `wait`: all of them, killing
+/// one that does not exit within the grace period.
+pub fn reap_ended(wait: bool) {
+    let mut ending = std::mem::take(&mut *ENDING.lock().unwrap_or_else(|p| p.into_inner()));
+    if !wait {
+        ending.retain_mut(|w| !w.try_reap());
+    }
+    // What is left: waited for by its drop (wait), or kept for later.
+    if wait {
+        drop(ending);
+    } else {
+        ENDING.lock().unwrap_or_else(|p| p.into_inner()).append(&mut ending);
     }
 }
 

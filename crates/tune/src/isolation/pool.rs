@@ -68,6 +68,39 @@ impl Pool {
         self.worker.is_some()
     }
 
+    /// A pool whose workers someone else starts ([`Pool::start_with`]):
+    /// the Python package's (see `adopted`).
+    pub(crate) fn with_limits(limits: Limits) -> Pool {
+        Pool {
+            mode: Isolation::Off,
+            limits,
+            worker: None,
+            broken: None,
+            starts: 0,
+            start_seconds: 0.0,
+            ref_fallback: None,
+            ref_any: None,
+        }
+    }
+
+    /// A new bucket for a pool kept across buckets: no start has failed
+    /// for it yet, and its time reference is its own.
+    pub(crate) fn new_bucket(&mut self) {
+        self.broken = None;
+        self.ref_fallback = None;
+        self.ref_any = None;
+    }
+
+    /// The running worker's process id.
+    pub(crate) fn worker_pid(&self) -> Option<i32> {
+        self.worker.as_ref().map(Worker::pid)
+    }
+
+    /// Takes the worker out (to end it, or to keep it for later).
+    pub(crate) fn take_worker(&mut self) -> Option<Worker> {
+        self.worker.take()
+    }
+
     /// Starts a worker and waits until it is ready: forked with `serve`, or
     /// spawned and sent `init()`. The error fails the candidate that needed it.
     pub(crate) fn start(
@@ -75,45 +108,80 @@ impl Pool {
         serve: &mut Serve<'_>,
         init: &dyn Fn() -> Init,
     ) -> Result<(), Failed> {
+        let mode = self.mode.clone();
+        self.start_with(|| match &mode {
+            Isolation::Fork(limits) => fork::start(limits, serve).map(|w| (w, None)),
+            Isolation::Spawn(cmd) => spawn::start(cmd).map(|w| {
+                let mut init = init();
+                init.spec = cmd.spec.clone();
+                (w, Some(ToWorker::Init { init }))
+            }),
+            Isolation::Off => Err(std::io::Error::other("isolation is off")),
+        })
+    }
+
+    /// Starts a worker with `start` (the worker, and the message it must
+    /// answer `ready` to; `None`: its first answer, unasked) and waits until
+    /// it is ready. A start that fails breaks the pool for the bucket: its
+    /// later candidates fail with the same reason without trying again.
+    pub(crate) fn start_with(
+        &mut self,
+        start: impl FnOnce() -> std::io::Result<(Worker, Option<ToWorker>)>,
+    ) -> Result<(), Failed> {
         if let Some(why) = &self.broken {
             return Err(Failed { kind: FailureKind::Error, message: why.clone() });
         }
         let t0 = Instant::now();
-        let started = match &self.mode {
-            Isolation::Fork(limits) => fork::start(limits, serve),
-            Isolation::Spawn(cmd) => spawn::start(cmd),
-            Isolation::Off => Err(std::io::Error::other("isolation is off")),
-        };
-        let outcome = match started {
+        let outcome = match start() {
             Err(e) => Err(e.to_string()),
-            Ok(mut worker) => {
+            Ok((worker, hello)) => {
                 self.starts += 1;
-                let hello = match &self.mode {
-                    Isolation::Spawn(cmd) => {
-                        let mut init = init();
-                        init.spec = cmd.spec.clone();
-                        Some(ToWorker::Init { init })
-                    }
-                    _ => None,
-                };
-                match worker.request(hello.as_ref(), self.limits.start_timeout) {
-                    Ok(FromWorker::Ready { .. }) => {
-                        self.worker = Some(worker);
-                        Ok(())
-                    }
-                    Ok(FromWorker::Error { error, .. }) => Err(error),
-                    Ok(other) => Err(format!("it answered {other:?} instead of ready")),
-                    Err(lost) => Err(lost.message),
-                }
+                self.greet(worker, hello.as_ref())
             }
         };
         self.start_seconds += t0.elapsed().as_secs_f64();
-        outcome.map_err(|e| {
-            let why = format!("the isolated worker could not start: {e}");
-            tracing::warn!("{why}; this bucket's remaining candidates fail with it");
-            self.broken = Some(why.clone());
-            Failed { kind: FailureKind::Error, message: why }
-        })
+        outcome.map_err(|e| self.break_with(&e))
+    }
+
+    /// Sends a kept worker the next bucket's `init`. `Ok(false)`: it was
+    /// lost meanwhile (start a fresh one); an answer other than `ready`
+    /// breaks the pool for the bucket.
+    pub(crate) fn reinit(&mut self, init: &ToWorker) -> Result<bool, Failed> {
+        let Some(mut worker) = self.worker.take() else { return Ok(false) };
+        match worker.request(Some(init), self.limits.start_timeout) {
+            Err(_) => Ok(false),
+            Ok(FromWorker::Ready { .. }) => {
+                self.worker = Some(worker);
+                Ok(true)
+            }
+            Ok(answer) => {
+                worker.kill();
+                Err(self.break_with(&refusal(answer)))
+            }
+        }
+    }
+
+    /// Keeps `worker` once it answered `ready` to `hello`; else why not.
+    fn greet(&mut self, mut worker: Worker, hello: Option<&ToWorker>) -> Result<(), String> {
+        match worker.request(hello, self.limits.start_timeout) {
+            Ok(FromWorker::Ready { .. }) => {
+                self.worker = Some(worker);
+                Ok(())
+            }
+            Ok(answer) => {
+                worker.kill();
+                Err(refusal(answer))
+            }
+            Err(lost) => Err(lost.message),
+        }
+    }
+
+    /// Breaks the pool for the bucket: `e` is why no worker could start.
+    fn break_with(&mut self, e: &str) -> Failed {
+        let why = format!("the isolated worker could not start: {e}");
+        tracing::warn!("{why}; this bucket's remaining candidates fail with it");
+        self.broken = Some(why.clone());
+        Failed { kind: FailureKind::Error, message: why }
     }
 
     /// Runs candidate `position` `reps` times in the worker (started by
@@ -171,5 +239,13 @@ impl Pool {
                 Err(Failed { kind: lost.kind, message: lost.message })
             }
         }
+    }
+}
+
+/// Why a starting worker's answer was not `ready`.
+fn refusal(answer: FromWorker) -> String {
+    match answer {
+        FromWorker::Error { error, .. } => error,
+        other => format!("it answered {other:?} instead of ready"),
     }
 }
