@@ -207,6 +207,10 @@ class WorkerPool:
 
 def reap_ended(wait: bool = False) -> None:
     """Reaps the workers told to exit that have (``wait``: all of them)."""
+def worker_prepare(parent: int) -> bool:
+    """Sets this process up as a measuring worker; False when its parent is gone."""
+def worker_limit_memory(extra: Optional[int]) -> Optional[int]:
+    """Limits this worker's address space to its size plus ``extra`` bytes (None: no limit)."""
 
 PROTOCOL_VERSION: int
 PROTOCOL_MAX_LINE: int

@@ -23,7 +23,7 @@ output (one Unix socket; the tuning process started it with ``posix_spawn``):
 - End of input: it exits 0.
 
 Before anything else it sets itself up as the Rust worker is set up
-between fork and exec (``_isolate.prepare_worker``): SIGINT/SIGTERM
+between fork and exec (``_isolate.prepare_worker``, the Rust rule of ``isolation::setup``): SIGINT/SIGTERM
 ignored, the crash signals' default actions, killed when the tuning
 process dies. Its memory limit (``RLIMIT_AS``) is ``BYTES`` over its own
 size once each ``init`` is set up -- imports made, arguments rebuilt --
@@ -42,7 +42,6 @@ candidates, its timer and its enums.
 from __future__ import annotations
 
 import os
-import resource
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -175,7 +174,7 @@ def main(argv: List[str]) -> int:
             if memory is not None:
                 # Set up without the last bucket's limit: imports and
                 # arguments are ours, not a candidate's.
-                _isolate.limit_address_space(resource.RLIM_INFINITY)
+                _isolate.limit_memory(None)
             # The last bucket's set-up (its arguments: maybe large
             # tensors) is freed before the next one is built.
             setup = None
@@ -186,7 +185,7 @@ def main(argv: List[str]) -> int:
                 return {"error": f"{type(e).__name__}: {e}", "kind": "error"}
             if memory is not None:
                 # A candidate may grow the worker by `memory` over its size now.
-                _isolate.limit_address_space(_isolate.vm_size() + memory)
+                _isolate.limit_memory(memory)
             return {"ready": {"pid": pid}}
         if setup is None:
             return {"error": "a spawned worker needs an init message first", "kind": "error"}

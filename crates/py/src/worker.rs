@@ -24,6 +24,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<WorkerHandle>()?;
     m.add_class::<WorkerPool>()?;
     m.add_function(wrap_pyfunction!(reap_ended, m)?)?;
+    m.add_function(wrap_pyfunction!(worker_prepare, m)?)?;
+    m.add_function(wrap_pyfunction!(worker_limit_memory, m)?)?;
     Ok(())
 }
 
@@ -297,4 +299,22 @@ impl WorkerPool {
 #[pyo3(signature = (wait=false))]
 fn reap_ended(py: Python<'_>, wait: bool) {
     py.allow_threads(|| adopted::reap_ended(wait));
+}
+
+/// `worker_prepare(parent)`: sets this process up as a measuring worker,
+/// as the tuner's own workers are (`isolation::setup::prepare`: SIGINT and
+/// SIGTERM ignored, the crash signals' defaults, SIGKILL when the parent
+/// dies); False when its parent is no longer `parent`.
+#[pyfunction]
+fn worker_prepare(parent: i32) -> bool {
+    ranktune_tune::isolation::setup::prepare(parent)
+}
+
+/// `worker_limit_memory(extra)`: limits this worker's address space to its
+/// own size now plus `extra` bytes (None: lifts the limit); the limit set.
+/// `OSError` when it cannot.
+#[pyfunction]
+fn worker_limit_memory(extra: Option<u64>) -> PyResult<Option<u64>> {
+    ranktune_tune::isolation::setup::limit_memory(extra)
+        .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
 }

@@ -69,17 +69,16 @@ from ranktune._isolate.measure import Measure, Pool
 from ranktune._isolate.reasons import HARD
 from ranktune._isolate.serve import (
     failure_reply,
-    limit_address_space,
+    limit_memory,
     prepare_worker,
     serve,
     stdin_from_devnull,
     timed_runs,
-    vm_size,
 )
 from ranktune._isolate.settings import ISOLATE_ENV, Settings, settings
 
 __all__ = [
     "ISOLATE_ENV", "Settings", "settings", "Measure", "Pool", "HARD", "fork_worker",
-    "spawn_worker", "reap_ended", "failure_reply", "limit_address_space", "prepare_worker",
-    "serve", "stdin_from_devnull", "timed_runs", "vm_size",
+    "spawn_worker", "reap_ended", "failure_reply", "limit_memory", "prepare_worker",
+    "serve", "stdin_from_devnull", "timed_runs",
 ]  # fmt: skip

@@ -30,9 +30,7 @@ def fork_worker(runner: Callable[[int, int], float], memory: Optional[int]) -> A
     it leaves by ``os._exit``."""
     parent_sock, child_sock, err_r, err_w = _channel()
     try:
-        address_limit = _serve.vm_size() + memory if memory is not None else None
         parent = os.getpid()
-        _serve.libc()
         _serve.flush_std()
         pid = os.fork()
     except BaseException:
@@ -49,7 +47,7 @@ def fork_worker(runner: Callable[[int, int], float], memory: Optional[int]) -> A
             os.dup2(err_w, 1)
             os.dup2(err_w, 2)
             _serve.stdin_from_devnull()
-            _serve.prepare_worker(parent, address_limit)
+            _serve.prepare_worker(parent, memory)
 
             def handle(req: Dict[str, Any]) -> Dict[str, Any]:
                 if "init" in req:

@@ -9,74 +9,38 @@ Owns only what runs inside a worker process; never starts one.
 
 from __future__ import annotations
 
-import ctypes
 import faulthandler
 import os
-import resource
-import signal
 import socket
 import sys
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Optional
 
 from ranktune import _ranktune
 from ranktune._isolate.reasons import last_line, memory_line, mib
 
 __all__ = [
-    "prepare_worker", "stdin_from_devnull", "limit_address_space", "failure_reply", "TimerError", "timed_runs", "serve",
-    "vm_size", "libc", "flush_std", "SERVE_FAILED", "NO_LIMIT",
+    "prepare_worker", "stdin_from_devnull", "limit_memory", "failure_reply", "TimerError", "timed_runs", "serve",
+    "flush_std", "SERVE_FAILED", "NO_LIMIT",
 ]  # fmt: skip
 
 # Exit status of a worker whose own loop failed (not a candidate).
 SERVE_FAILED = 70
 NO_LIMIT = 71
 
-def vm_size() -> int:
-    """This process's address-space size (bytes), 0 when unknown."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
-_LIBC: List[Any] = []
-
-
-def libc() -> Any:
-    """The C library (for ``prctl``) on Linux, loaded once (before a fork,
-    so a forked worker does not load it again); None elsewhere."""
-    if not _LIBC:
-        lib = None
-        if sys.platform.startswith("linux"):
-            try:
-                lib = ctypes.CDLL(None, use_errno=True)
-                lib.prctl  # noqa: B018 -- present?
-            except (OSError, AttributeError):
-                lib = None
-        _LIBC.append(lib)
-    return _LIBC[0]
-
-
-def prepare_worker(parent: int, address_limit: Optional[int]) -> None:
-    """Sets a worker up as the Rust worker is (``sys.rs``,
-    ``worker_signals``): SIGINT and SIGTERM ignored (the tuner decides when
-    its worker ends), the crash signals' default actions back (and no
-    ``faulthandler`` dump: the reason is the signal), killed by SIGKILL when
-    the tuning process dies, and its address space limited. Exits at once
-    when the tuning process is already gone."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)
-    for sig in (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGABRT, signal.SIGPIPE):
-        signal.signal(sig, signal.SIG_DFL)
+def prepare_worker(parent: int, memory: Optional[int]) -> None:
+    """Sets a worker up as the Rust tuner's workers are set up
+    (``_ranktune.worker_prepare``: ``isolation::setup``): SIGINT and
+    SIGTERM ignored (the tuner decides when its worker ends), the crash
+    signals' default actions back (and no ``faulthandler`` dump: the reason
+    is the signal), killed by SIGKILL when the tuning process dies; and its
+    address space limited to ``memory`` bytes over its own size, read here
+    in the worker. Exits at once when the tuning process is already gone."""
     faulthandler.disable()
-    lib = libc()
-    if lib is not None:
-        lib.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:
+    if not _ranktune.worker_prepare(parent):
         os._exit(0)
-    if address_limit is not None:
-        limit_address_space(address_limit)
+    if memory is not None:
+        limit_memory(memory)
 
 
 def stdin_from_devnull() -> None:
@@ -92,16 +56,13 @@ def stdin_from_devnull() -> None:
             os.close(null)
 
 
-def limit_address_space(limit: int) -> None:
-    """Sets this process's address-space limit (``RLIMIT_AS``, the soft
-    one: a spawned worker sets it again for each bucket); exits when it
-    cannot."""
+def limit_memory(memory: Optional[int]) -> None:
+    """Limits this worker's address space to ``memory`` bytes over its own
+    size now (None: lifts the limit; the soft limit, so a spawned worker
+    sets it again for each bucket); exits when it cannot."""
     try:
-        _, hard = resource.getrlimit(resource.RLIMIT_AS)
-        if hard != resource.RLIM_INFINITY:
-            limit = min(limit, hard)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-    except (ValueError, OSError) as e:
+        _ranktune.worker_limit_memory(memory)
+    except OSError as e:
         os.write(2, f"cannot set the memory limit: {e}\n".encode())
         os._exit(NO_LIMIT)
 

@@ -7,7 +7,8 @@
 //! - [`protocol`]: the messages between the tuner and a worker;
 //! - [`reasons`]: why a lost worker was lost, judged and worded;
 //! - [`adopted`]: a worker another program started (the Python package's),
-//!   supervised by the same `worker` handle;
+//!   supervised by the same `worker` handle and `pool`; [`setup`]: such a
+//!   worker's own set-up (signals, parent death, memory limit);
 //! - [`settings`]: the settings read from text (flags, variables, Python's
 //!   arguments), one wording for the command and Python;
 //! - `pool`: the workers of one bucket (start, reuse, limits, counts);
@@ -31,6 +32,7 @@ pub(crate) mod pool;
 pub mod protocol;
 pub mod reasons;
 pub mod settings;
+pub mod setup;
 mod spawn;
 mod sys;
 mod worker;

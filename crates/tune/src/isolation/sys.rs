@@ -98,6 +98,21 @@ pub(super) fn limit_address_space(bytes: u64) -> io::Result<()> {
     check(unsafe { libc::setrlimit(libc::RLIMIT_AS, &lim) }).map(|_| ())
 }
 
+/// Sets this process's soft address-space limit (`RLIMIT_AS`) to `bytes`
+/// (`None`: no limit), capped by the hard limit, which stays: a worker
+/// that sets up another bucket can lift the soft limit and set it again.
+pub(super) fn limit_address_space_soft(bytes: Option<u64>) -> io::Result<()> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit fills a valid rlimit struct.
+    check(unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut lim) })?;
+    lim.rlim_cur = match bytes {
+        Some(b) => (b as libc::rlim_t).min(lim.rlim_max),
+        None => lim.rlim_max,
+    };
+    // SAFETY: setrlimit reads a valid rlimit struct.
+    check(unsafe { libc::setrlimit(libc::RLIMIT_AS, &lim) }).map(|_| ())
+}
+
 /// Prepares a worker's signals. *Child-safe.*
 ///
 /// SIGINT and SIGTERM are ignored (the tuner decides when its worker ends:
