@@ -91,8 +91,15 @@ fn each_crash_is_one_failed_candidate_with_its_reason_and_the_tune_saves() {
     );
     let row = &report["ranks"][0]["rows"][0];
     assert_eq!((row["source"].as_str(), row["candidates"].as_u64()), (Some("tuned"), Some(7)));
-    // On rank 0 the rank-1 segfault is the fastest tactic of all.
-    assert_eq!(row["tactic"], serde_json::json!({"segfault_on_rank": 1}));
+    // On rank 0 the rank-1 segfault runs, and is the fastest tactic of all;
+    // a machine loaded enough to make its time a near-tie with a steady
+    // one keeps the steady one (the tie band prefers the canonical first),
+    // so the winner is one of those that ran, whatever the load.
+    let winner = &row["tactic"];
+    assert!(
+        *winner == serde_json::json!({"segfault_on_rank": 1}) || winner.get("passes").is_some(),
+        "{report:#}"
+    );
     // A worker for the bucket, and a fresh one after each of the four crashes.
     assert_eq!(report["worker_starts"], 5, "{report:#}");
     // Saved, with every candidate's result and reason.
@@ -103,6 +110,9 @@ fn each_crash_is_one_failed_candidate_with_its_reason_and_the_tune_saves() {
         entries[0].2.candidates.iter().filter_map(|c| c.error.as_deref()).collect();
     assert_eq!(errors.len(), 4, "{errors:?}");
     assert!(errors.contains(&"crashed: SIGSEGV (signal 11)"), "{errors:?}");
+    let on_rank_1 = serde_json::json!({"segfault_on_rank": 1});
+    let ran_here = entries[0].2.candidates.iter().find(|c| c.tactic == on_rank_1);
+    assert!(ran_here.is_some_and(|c| c.error.is_none()), "{:?}", entries[0].2.candidates);
     // The table says the same, one line per failed candidate.
     let out = ranktune(
         dir.path(),
