@@ -192,8 +192,8 @@ class WorkerPool:
         fallback: bool,
         init: Optional[Dict[str, Any]],
         start: Callable[[], Tuple[WorkerHandle, Optional[Dict[str, Any]]]],
-    ) -> Union[float, Tuple[str, str]]:
-        """The runs' time (µs), or ``(kind, reason)`` when it failed."""
+    ) -> Union[float, Tuple[str, str, bool]]:
+        """The runs' time (µs), or ``(kind, reason, hard)`` when it failed."""
     def end(self, wait: bool = True) -> None: ...
     def kill(self) -> None: ...
     @property

@@ -196,7 +196,9 @@ impl WorkerPool {
 
     /// Runs candidate `position` `reps` times (`fallback`: it is the op's
     /// fallback): the worker's time of the runs (µs, a float), or `(kind,
-    /// reason)` when it failed. Starts a worker first when none runs:
+    /// reason, hard)` when it failed (`hard`: it cost the worker — a crash,
+    /// a time-out, an exhausted memory — and goes on the blocklist, by the
+    /// tuner's rule, `FailureKind::is_hard`). Starts a worker first when none runs:
     /// `start()` returns `(WorkerHandle, hello)`, `hello` the message it must
     /// answer `ready` to (None: its first answer, unasked); a kept worker
     /// is sent `init` (a protocol message, or None) first.
@@ -243,7 +245,10 @@ impl WorkerPool {
         }
         match got {
             Ok(us) => Ok(us.into_pyobject(py)?.into_any().unbind()),
-            Err(f) => Ok((f.kind.as_str(), f.message).into_pyobject(py)?.into_any().unbind()),
+            Err(f) => {
+                let hard = f.kind.is_hard();
+                Ok((f.kind.as_str(), f.message, hard).into_pyobject(py)?.into_any().unbind())
+            }
         }
     }
 

@@ -66,7 +66,6 @@ from __future__ import annotations
 
 from ranktune._isolate.handle import fork_worker, reap_ended, spawn_worker
 from ranktune._isolate.measure import Measure, Pool
-from ranktune._isolate.reasons import HARD
 from ranktune._isolate.serve import (
     failure_reply,
     limit_memory,
@@ -78,7 +77,7 @@ from ranktune._isolate.serve import (
 from ranktune._isolate.settings import ISOLATE_ENV, Settings, settings
 
 __all__ = [
-    "ISOLATE_ENV", "Settings", "settings", "Measure", "Pool", "HARD", "fork_worker",
+    "ISOLATE_ENV", "Settings", "settings", "Measure", "Pool", "fork_worker",
     "spawn_worker", "reap_ended", "failure_reply", "limit_memory", "prepare_worker",
     "serve", "stdin_from_devnull", "timed_runs",
 ]  # fmt: skip

@@ -16,7 +16,6 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ranktune import _ranktune
 from ranktune._isolate.handle import fork_worker, spawn_worker
-from ranktune._isolate.reasons import HARD
 from ranktune._isolate.settings import Settings
 
 __all__ = ["Pool", "Measure"]
@@ -89,8 +88,8 @@ class Measure:
         got = self.pool.rs.run(j, max(1, int(reps)), self.run[j] == 0, self.init, self._start)
         if isinstance(got, float):
             return got
-        kind, message = got
-        if kind in HARD:
+        kind, message, hard = got
+        if hard:  # the Rust rule: it cost the worker (crash, time-out, memory)
             self.hard.append((j, kind, message))
         return message
 

@@ -15,10 +15,7 @@ from typing import Optional
 
 from ranktune import _ranktune
 
-__all__ = ["HARD", "mib", "memory_line", "last_line"]
-
-# The failure kinds that cost the worker (and go on the blocklist).
-HARD = ("crash", "timeout", "memory")
+__all__ = ["mib", "memory_line", "last_line"]
 
 
 def mib(n: int) -> str:
