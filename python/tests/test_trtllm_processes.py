@@ -60,3 +60,18 @@ def test_16_patched_and_16_unpatched_ranks_save_at_once_and_lose_nothing(tmp_pat
             assert bits(o.cache) == bits(entries(r)), f"rank {r}, patched loader: {patched}"
             assert all(type(v[1]) is tuple for k, v in o.cache.items() if k[0] == "trtllm::moe")
             assert o.independent_op == {"trtllm::allreduce"}
+
+
+def test_nothing_of_the_spool_or_a_temp_file_stays_beside_the_file(tmp_path):
+    """Issue 37: the drop-in's saves go through the cache's own spool, whose
+    files and directory go once folded -- after 16 ranks saving at once,
+    only the file and its lock file are left (as for a ranktune cache)."""
+    p = tmp_path / "autotuner.json"
+    procs = [run_py(CODE, p, r, "patched", HERE) for r in range(16)]
+    wait_ok(procs, timeout=300)
+    assert sorted(os.listdir(tmp_path)) == ["autotuner.json", "autotuner.json.lock"]
+    cls = ranktune.trtllm.install(type("Patched", (trtllm_standin.AutoTunerProfilingCache,), {}))
+    for r in range(16):
+        o = cls()
+        o.load_cache(str(p), r)
+        assert bits(o.cache) == bits(entries(r)), f"rank {r}"
