@@ -158,6 +158,21 @@ def _communicate(p, timeout):
     return None, se
 
 
+def _save_once(path, env, timeout=10):
+    """One patched save of KEY into `path` by another process, as this
+    user: (its outcome, seconds it took, its stderr); (None, ...) when it
+    ran past `timeout` seconds (then it is killed)."""
+    spec = {"path": path, "rank": 0, "cache": [[repr(KEY), list(VALUE)]]}
+    t0 = time.monotonic()
+    p = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(SAVE), json.dumps(spec)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    so, se = _communicate(p, timeout)
+    elapsed = time.monotonic() - t0
+    return (None if so is None else _outcome(so, se, p.returncode)), elapsed, se
+
+
 class Scene:
     """A fresh root (0755, root's) holding `shared` (root's, 01777, like
     /tmp), a `lib` dir with the stand-in, the victim's HOME (0700) and the
@@ -509,17 +524,9 @@ def test_attack_5_a_child_forked_inside_locked_does_not_keep_the_lock(tmp_path):
             err.seek(0)
             assert r.returncode == 0, err.read()
         child = int(pid_file.read_text().split()[0])
-        spec = {"path": path, "rank": 0, "cache": [[repr(KEY), list(VALUE)]]}
-        t0 = time.monotonic()
-        p = subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(SAVE), json.dumps(spec)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        )
-        so, se = _communicate(p, 10)
-        elapsed = time.monotonic() - t0
-        if so is None:
+        res, elapsed, se = _save_once(path, env)
+        if res is None:
             pytest.fail(f"save_cache waited over 10 s for a lock kept by a child forked inside locked(); stderr: {se[-500:]}")
-        res = _outcome(so, se, p.returncode)
         assert res["ok"], res
         assert elapsed < 8, f"save_cache took {elapsed:.1f} s (a forked child kept the lock)"
     finally:
@@ -642,17 +649,9 @@ def test_attack_7_save_gives_up_after_ranktune_lock_timeout(tmp_path):
     )
     try:
         assert holder.stdout.readline().strip() == "held", holder.stderr.read()
-        spec = {"path": path, "rank": 0, "cache": [[repr(KEY), list(VALUE)]]}
-        t0 = time.monotonic()
-        p = subprocess.Popen(
-            [sys.executable, "-c", textwrap.dedent(SAVE), json.dumps(spec)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-        )
-        so, se = _communicate(p, 10)
-        elapsed = time.monotonic() - t0
-        if so is None:
+        res, elapsed, se = _save_once(path, env)
+        if res is None:
             pytest.fail(f"save_cache with RANKTUNE_LOCK_TIMEOUT=2 did not return within 10 s; stderr: {se[-500:]}")
-        res = _outcome(so, se, p.returncode)
     finally:
         holder.kill()
         holder.communicate()

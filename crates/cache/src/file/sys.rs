@@ -32,17 +32,24 @@ pub(crate) fn try_lock_exclusive(file: &File) -> io::Result<TryLock> {
             return Ok(TryLock::Acquired);
         }
         let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(code) if code == libc::EWOULDBLOCK || code == libc::EAGAIN => {
-                return Ok(TryLock::Busy)
-            }
-            Some(libc::ENOLCK)
-            | Some(libc::EOPNOTSUPP)
-            | Some(libc::ENOSYS)
-            | Some(libc::EINVAL) => return Ok(TryLock::Unsupported(err)),
-            _ => return Err(err),
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return busy_or_unsupported(err);
         }
+    }
+}
+
+/// What a failed non-blocking lock attempt (`flock` or `fcntl`) means:
+/// another holder (`Busy`), a filesystem that cannot lock (`Unsupported`),
+/// or an error.
+fn busy_or_unsupported(err: io::Error) -> io::Result<TryLock> {
+    match err.raw_os_error() {
+        Some(code) if code == libc::EWOULDBLOCK || code == libc::EAGAIN || code == libc::EACCES => {
+            Ok(TryLock::Busy)
+        }
+        Some(libc::ENOLCK | libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL) => {
+            Ok(TryLock::Unsupported(err))
+        }
+        _ => Err(err),
     }
 }
 
@@ -135,18 +142,8 @@ fn record_lock(file: &File, kind: libc::c_short) -> io::Result<TryLock> {
             return Ok(TryLock::Acquired);
         }
         let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(code)
-                if code == libc::EWOULDBLOCK || code == libc::EAGAIN || code == libc::EACCES =>
-            {
-                return Ok(TryLock::Busy)
-            }
-            Some(libc::ENOLCK)
-            | Some(libc::EOPNOTSUPP)
-            | Some(libc::ENOSYS)
-            | Some(libc::EINVAL) => return Ok(TryLock::Unsupported(err)),
-            _ => return Err(err),
+        if err.raw_os_error() != Some(libc::EINTR) {
+            return busy_or_unsupported(err);
         }
     }
 }

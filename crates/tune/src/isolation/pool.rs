@@ -45,17 +45,9 @@ pub(crate) struct Pool {
 impl Pool {
     /// The pool for `mode`; `None` when isolation is off.
     pub(crate) fn new(mode: &Isolation) -> Option<Pool> {
-        let limits = mode.limits()?.clone();
-        Some(Pool {
-            mode: mode.clone(),
-            limits,
-            worker: None,
-            broken: None,
-            starts: 0,
-            start_seconds: 0.0,
-            ref_fallback: None,
-            ref_any: None,
-        })
+        let mut pool = Pool::with_limits(mode.limits()?.clone());
+        pool.mode = mode.clone();
+        Some(pool)
     }
 
     /// Whether workers are forked (they inherit the inputs: build them first).
