@@ -223,7 +223,15 @@ impl<F: ForeignFormat> ForeignView<'_, F> {
     fn read_spools(&self, set_aside: bool) -> Result<Waiting, CacheError> {
         let modes = trust::SideModes::of(&self.store.path);
         let (mut spools, mut paths, mut warnings) = (Vec::new(), Vec::new(), Vec::new());
-        for path in spool::list_trusted(&self.store.spool_path(), &self.store.path, modes)? {
+        let (dir, cache) = (self.store.spool_path(), &self.store.path);
+        // A fold (the lock held) uses the spool as the saves do; a load
+        // only reads it, and changes nothing.
+        let listed = if set_aside {
+            spool::list_trusted(&dir, cache, modes)?
+        } else {
+            spool::list_to_read(&dir, cache, modes)?
+        };
+        for path in listed {
             let bytes = match read::read_spool_file(&path)? {
                 read::InSpool::File(bytes) => bytes,
                 read::InSpool::Gone => continue,

@@ -456,10 +456,10 @@ impl FileStore {
         let mut spools = Vec::new();
         let mut warnings = Vec::new();
         let mut bad_entries = 0;
-        // A spool directory another user controls is not read: its saves
-        // are not ours (a save there is refused, so nothing of ours waits).
+        // A spool directory someone else planted is not read: its saves are
+        // not the cache's (a save there is refused, so nothing of ours waits).
         let listed =
-            spool::list_trusted(&self.spool_path(), &self.path, trust::SideModes::of(&self.path))
+            spool::list_to_read(&self.spool_path(), &self.path, trust::SideModes::of(&self.path))
                 .unwrap_or_else(|e| {
                     warnings.push(format!("{e}; loading without it"));
                     Vec::new()

@@ -341,6 +341,21 @@ pub(crate) fn list_trusted(
     list(dir)
 }
 
+/// [`list`] for a load, which changes nothing: the spool directory (when
+/// there is one) must pass `trust::check_spool_to_read`.
+pub(crate) fn list_to_read(
+    dir: &Path,
+    cache: &Path,
+    modes: SideModes,
+) -> Result<Vec<PathBuf>, CacheError> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) => trust::check_spool_to_read(dir, &meta, cache, modes)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io("checking spool directory", dir)(e)),
+    }
+    list(dir)
+}
+
 /// Whether `name` in the spool directory is named like a spool file (not
 /// hidden, `.json`). What is there under such a name is checked when it is
 /// read: only regular files are spool files.

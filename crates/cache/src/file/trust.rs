@@ -234,6 +234,42 @@ pub(crate) fn check_side(
     Ok(())
 }
 
+/// Checks an existing spool directory before a load reads it, changing
+/// nothing (a load, `cache show` among them, writes nothing): not a
+/// symlink, owned by the caller, the owner of the cache's directory or the
+/// owner of the cache file itself (its saves are as trustworthy as its
+/// cache, for a reader who is someone else), and writable by nobody the
+/// cache's mode does not allow. `Err` says why it is not read.
+pub(crate) fn check_spool_to_read(
+    path: &Path,
+    meta: &Metadata,
+    cache: &Path,
+    modes: SideModes,
+) -> Result<(), CacheError> {
+    let owner = meta.uid();
+    let cache_owner = std::fs::metadata(cache).map(|m| m.uid()).ok();
+    let dir_owner = std::fs::metadata(atomic_file::parent_dir(cache)).map(|m| m.uid()).ok();
+    let trusted = owner == sys::euid() || Some(owner) == dir_owner || Some(owner) == cache_owner;
+    let why = if meta.file_type().is_symlink() {
+        "it is a symbolic link".to_string()
+    } else if !trusted {
+        format!(
+            "it is owned by {}, who owns neither the cache nor its directory",
+            sys::user_label(owner)
+        )
+    } else if modes.too_writable(meta.mode() & 0o7777) {
+        format!("other users can write it (mode {:o})", meta.mode() & 0o7777)
+    } else {
+        return Ok(());
+    };
+    Err(CacheError::Invalid(format!(
+        "spool directory {} is not read: {why}; ranktune did not make it so. Remove it (rm -r {}) \
+         if no save is running",
+        path.display(),
+        path.display()
+    )))
+}
+
 /// Says once per process, when the cache's directory is on a filesystem
 /// whose locks may be granted per node, that ranks on several nodes can
 /// lose each other's saves there and that `redis://` is the way out.

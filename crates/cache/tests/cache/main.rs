@@ -10,4 +10,5 @@ mod cache_format_props;
 mod cache_processes;
 mod cache_redis;
 mod cache_sections;
+mod cache_spool_trust;
 mod redis_bounds;
