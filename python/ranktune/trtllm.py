@@ -23,7 +23,7 @@ ranktune's (``flock`` on the same file), merges ``shared`` and
 tuple, so ``-1``, ``0`` and float dims stay as they are.
 
 It saves through ranktune's own cache store, not beside it (docs/python.md,
-"TensorRT-LLM's cache file"): every link on the path is judged as the
+"TensorRT-LLM"): every link on the path is judged as the
 kernel's ``protected_symlinks`` would, whatever the sysctl; the lock file and
 the spool must be the caller's; the lock waits at most
 ``RANKTUNE_LOCK_TIMEOUT`` (saying once that it waits, and for whom), belongs
