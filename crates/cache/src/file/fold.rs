@@ -149,7 +149,9 @@ impl FileStore {
         let mut spools = Vec::new();
         let mut folded: Vec<PathBuf> = Vec::new();
         let modes = super::trust::SideModes::of(&self.path);
-        for path in super::spool::list_trusted(&spool_dir, &self.path, modes)? {
+        for path in
+            super::spool::list_checked(&spool_dir, &self.path, modes, super::spool::SpoolUse::Fold)?
+        {
             // Without the lock, another process's spool is never moved.
             match self.read_spool::<EntryText>(&path, locked)? {
                 SpoolRead::Read(p) => {

@@ -226,11 +226,8 @@ impl<F: ForeignFormat> ForeignView<'_, F> {
         let (dir, cache) = (self.store.spool_path(), &self.store.path);
         // A fold (the lock held) uses the spool as the saves do; a load
         // only reads it, and changes nothing.
-        let listed = if set_aside {
-            spool::list_trusted(&dir, cache, modes)?
-        } else {
-            spool::list_to_read(&dir, cache, modes)?
-        };
+        let usage = if set_aside { spool::SpoolUse::Fold } else { spool::SpoolUse::Read };
+        let listed = spool::list_checked(&dir, cache, modes, usage)?;
         for path in listed {
             let bytes = match read::read_spool_file(&path)? {
                 read::InSpool::File(bytes) => bytes,

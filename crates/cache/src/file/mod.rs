@@ -458,12 +458,16 @@ impl FileStore {
         let mut bad_entries = 0;
         // A spool directory someone else planted is not read: its saves are
         // not the cache's (a save there is refused, so nothing of ours waits).
-        let listed =
-            spool::list_to_read(&self.spool_path(), &self.path, trust::SideModes::of(&self.path))
-                .unwrap_or_else(|e| {
-                    warnings.push(format!("{e}; loading without it"));
-                    Vec::new()
-                });
+        let listed = spool::list_checked(
+            &self.spool_path(),
+            &self.path,
+            trust::SideModes::of(&self.path),
+            spool::SpoolUse::Read,
+        )
+        .unwrap_or_else(|e| {
+            warnings.push(format!("{e}; loading without it"));
+            Vec::new()
+        });
         for path in listed {
             match self.read_spool::<Entry>(&path, false)? {
                 SpoolRead::Read(mut p) => {
@@ -561,7 +565,7 @@ impl FileStore {
         let main_entries = doc.stored_len();
         let mut changed = strict && bad_entries > 0;
         let mut folded = Vec::new();
-        for path in spool::list_trusted(&spool_dir, &self.path, modes)? {
+        for path in spool::list_checked(&spool_dir, &self.path, modes, spool::SpoolUse::Fold)? {
             // Without the lock, another process's spool is never moved.
             match self.read_spool::<EntryText>(&path, locked)? {
                 SpoolRead::Read(p) => {

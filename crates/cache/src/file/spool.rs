@@ -323,35 +323,36 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<PathBuf>, CacheError> {
     Ok(names.into_iter().map(|n| dir.join(n)).collect())
 }
 
-/// [`list`], once the spool directory (when there is one) passed the
-/// side-file rules (`trust::check_side`: not a link, the caller's or the
-/// cache directory owner's, writable by nobody the cache does not let
-/// write): another user's spool directory could hand a fold or a load
-/// entries of their choosing, in an order of their choosing.
-pub(crate) fn list_trusted(
-    dir: &Path,
-    cache: &Path,
-    modes: SideModes,
-) -> Result<Vec<PathBuf>, CacheError> {
-    match std::fs::symlink_metadata(dir) {
-        Ok(meta) => trust::check_side(dir, &meta, "spool directory", cache, modes)?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io("checking spool directory", dir)(e)),
-    }
-    list(dir)
+/// What a caller does with the spool it lists, which decides the rule its
+/// directory must pass before anything in it is used: another user's spool
+/// directory could hand a fold or a load entries of their choosing, in an
+/// order of their choosing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SpoolUse {
+    /// Folds and removes its files, as the savers use it: the side-file
+    /// rules (`trust::check_side`).
+    Fold,
+    /// Only reads it (a load, which changes nothing on disk):
+    /// `trust::check_spool_to_read`.
+    Read,
 }
 
-/// [`list`] for a load, which changes nothing: the spool directory (when
-/// there is one) must pass `trust::check_spool_to_read`.
-pub(crate) fn list_to_read(
+/// [`list`], once the spool directory (when there is one) passed the rule
+/// of its use.
+pub(crate) fn list_checked(
     dir: &Path,
     cache: &Path,
     modes: SideModes,
+    usage: SpoolUse,
 ) -> Result<Vec<PathBuf>, CacheError> {
-    match std::fs::symlink_metadata(dir) {
-        Ok(meta) => trust::check_spool_to_read(dir, &meta, cache, modes)?,
+    let meta = match std::fs::symlink_metadata(dir) {
+        Ok(meta) => meta,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io("checking spool directory", dir)(e)),
+    };
+    match usage {
+        SpoolUse::Fold => trust::check_side(dir, &meta, "spool directory", cache, modes)?,
+        SpoolUse::Read => trust::check_spool_to_read(dir, &meta, cache, modes)?,
     }
     list(dir)
 }

@@ -13,7 +13,9 @@
 //!   for a new cache, the umask decides ([`SideModes`]).
 //! - An existing spool directory or lock file is used only if it is not a
 //!   symlink, is owned by the caller or by the owner of the cache's
-//!   directory, and nobody else can write it ([`check_side`]).
+//!   directory, and nobody else can write it ([`check_side`]); a load,
+//!   which changes nothing, reads a spool directory the cache file's owner
+//!   owns too, never narrowing its mode ([`check_spool_to_read`]).
 //! - Where `flock` may be node-local (NFS, Lustre, GPFS, CIFS, …), the
 //!   store says so once per process ([`warn_if_node_local_locks`]).
 //!
