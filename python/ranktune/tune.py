@@ -688,7 +688,7 @@ class Tuned:
                 _session.record_block(self, (self.op, name, _to_stored(tactic), list(b), kind, why, rank))
             elif self._cache is not None:
                 self._unkeyed(b)
-        if self._pool.has_worker:
+        if self._pool.worker_pid is not None:
             _open_pools.add(self)
         return list(got)
 

@@ -264,16 +264,6 @@ impl WorkerPool {
         py.allow_threads(|| self.with_pool(AdoptedPool::kill))
     }
 
-    /// Whether a worker runs (false while a call runs).
-    #[getter]
-    fn has_worker(&self) -> bool {
-        self.slot
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .is_some_and(AdoptedPool::has_worker)
-    }
-
     /// The running worker's process id (None while none runs, or while a
     /// call runs).
     #[getter]

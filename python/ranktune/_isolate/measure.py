@@ -40,11 +40,8 @@ class Pool:
         return self.rs.start_seconds  # type: ignore[no-any-return]
 
     @property
-    def has_worker(self) -> bool:
-        return self.rs.has_worker  # type: ignore[no-any-return]
-
-    @property
     def worker_pid(self) -> Optional[int]:
+        """The running worker's pid; None while none runs."""
         return self.rs.worker_pid  # type: ignore[no-any-return]
 
     def close(self, wait: bool = True) -> None:

@@ -141,11 +141,6 @@ impl AdoptedPool {
         (self.pool.starts, self.pool.start_seconds)
     }
 
-    /// Whether a worker runs.
-    pub fn has_worker(&self) -> bool {
-        self.pool.has_worker()
-    }
-
     /// The running worker's process id.
     pub fn worker_pid(&self) -> Option<i32> {
         self.pool.worker_pid()
