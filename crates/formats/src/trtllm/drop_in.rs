@@ -13,7 +13,7 @@
 //!
 //! Like the rest of `trtllm`, this module does no I/O.
 
-use super::native::{read_native, splice_native, NativeEntry, NativeUpdate};
+use super::native::{native_entries, splice_native, NativeEntry, NativeUpdate};
 use ranktune_cache::ForeignFormat;
 use serde_json::{json, Value};
 
@@ -107,9 +107,10 @@ impl ForeignFormat for NativeFormat {
     fn fold(&self, old: Option<&[u8]>, spools: &[Vec<u8>]) -> Result<(Vec<u8>, usize), String> {
         let old_text = text(old)?;
         if spools.is_empty() {
-            // A load with nothing waiting: the file as it is, once it reads.
-            let loaded = read_native(old_text, 0).map_err(|e| e.to_string())?;
-            return Ok((old.unwrap_or_default().to_vec(), loaded.shared.len() + loaded.rank.len()));
+            // A load with nothing waiting: the file as it is, once the whole
+            // of it scans (every rank's sections, not only the reader's).
+            let total = native_entries(old_text).map_err(|e| e.to_string())?;
+            return Ok((old.unwrap_or_default().to_vec(), total));
         }
         let mut update = NativeUpdate::default();
         for bytes in spools {
@@ -132,6 +133,7 @@ impl ForeignFormat for NativeFormat {
 
 #[cfg(test)]
 mod tests {
+    use super::super::native::read_native;
     use super::*;
 
     fn entry(key: &str, min_time: f64) -> NativeEntry {
@@ -172,6 +174,14 @@ mod tests {
         assert_eq!(total, 1);
         let loaded = read_native(std::str::from_utf8(&text).unwrap(), 0).unwrap();
         assert_eq!(loaded.rank[0].min_time, 1.0);
-        assert_eq!(NativeFormat.fold(Some(&text), &[]).unwrap().0, text);
+        assert_eq!(NativeFormat.fold(Some(&text), &[]).unwrap(), (text.clone(), 1));
+        // A load checks the whole file, every rank's sections: a document
+        // that is not a cache is refused (then set aside by the store).
+        let e = NativeFormat.fold(Some(b"[1, 2]"), &[]).unwrap_err();
+        assert!(e.contains("not a TensorRT-LLM cache"), "{e}");
+        let mut other = NativeUpdate::default();
+        other.sections.push(("rank_3".into(), vec![entry("j", 1.0), entry("i", 2.0)]));
+        let (both, _) = NativeFormat.fold(Some(&text), &[spool_bytes(&other)]).unwrap();
+        assert_eq!(NativeFormat.fold(Some(&both), &[]).unwrap().1, 3);
     }
 }

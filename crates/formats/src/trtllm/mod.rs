@@ -38,8 +38,8 @@ pub(crate) use convert::{ms_to_us, us_to_ms};
 pub use drop_in::{spool_bytes, NativeFormat};
 pub use key::{format_key, parse_key, KeyError};
 pub use native::{
-    py_json_float, py_json_str, py_json_value, read_native, splice_native, NativeEntry,
-    NativeError, NativeLoaded, NativeUpdate, Spliced, EXTRAS,
+    native_entries, py_json_float, py_json_str, py_json_value, read_native, splice_native,
+    NativeEntry, NativeError, NativeLoaded, NativeUpdate, Spliced, EXTRAS,
 };
 pub use pyliteral::{parse_literal, repr_float, repr_str, LiteralError, PyValue};
 pub use tactic::{json_to_py, py_to_json, TacticError};

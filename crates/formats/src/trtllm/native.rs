@@ -238,6 +238,21 @@ fn top(text: &str) -> Result<Vec<(String, &str, usize)>, NativeError> {
         .collect()
 }
 
+/// How many entries a document's `shared` and `rank_<N>` sections hold,
+/// once it scans as a TensorRT-LLM cache (empty text: none): the check a
+/// load makes of the whole file before it reads one rank's sections, at
+/// the cost of a scan (no entry is parsed).
+pub fn native_entries(text: &str) -> Result<usize, NativeError> {
+    if text.trim().is_empty() {
+        return Ok(0);
+    }
+    Ok(top(text)?
+        .iter()
+        .filter(|(name, _, _)| name == "shared" || name.starts_with("rank_"))
+        .map(|(_, _, count)| count)
+        .sum())
+}
+
 /// The members of one section's object: (key, raw entry text).
 fn section_members(raw: &str) -> Result<Vec<(String, &str)>, NativeError> {
     let mut s = Scan { text: raw, at: 0 };
