@@ -38,6 +38,7 @@
 //! | `lines` | reading a child's output pipe line by line on a thread ([`LineReader`]) |
 //! | `wait` | bounded waits for a child, kills and signals |
 //! | `files` | the names of the files a test left in a directory |
+//! | `rules` | the case files of the rules both languages run ([`rule_cases`]) |
 //! | `redis` | a real `redis-server` on a free loopback port for one test ([`redis::RedisServer`]) |
 //! | `synth` | synthetic multi-rank trace files for the trace analysis' tests and benchmarks ([`synth::write_job`]) |
 //! | `cache_fixtures` | (feature `cache`) the keys, entries and caches the cache tests build |
@@ -55,6 +56,7 @@ mod files;
 mod job;
 mod lines;
 pub mod redis;
+mod rules;
 pub mod synth;
 mod wait;
 
@@ -63,4 +65,5 @@ pub use cli::{Cli, Output, Running, DEFAULT_LIMIT};
 pub use files::{file_names, remove_spools};
 pub use job::{await_kill, write_result, JobSpec, RankJob, LAUNCHER_VARS};
 pub use lines::LineReader;
+pub use rules::rule_cases;
 pub use wait::{kill, signal, wait_within, within, KillOnDrop};

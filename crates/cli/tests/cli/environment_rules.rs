@@ -10,8 +10,7 @@ use serde_json::Value;
 
 #[test]
 fn every_shared_case_gets_its_answer() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testkit/data/rules/environment.json");
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let doc = ranktune_testkit::rule_cases("environment");
     let cases = doc["cases"].as_array().unwrap();
     assert!(cases.len() >= 14);
     for case in cases {

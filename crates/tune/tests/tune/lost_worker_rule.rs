@@ -5,12 +5,10 @@
 
 use ranktune_tune::isolation::reasons::{classify, Ending, Exit};
 use ranktune_tune::FailureKind;
-use serde_json::Value;
 
 #[test]
 fn every_shared_case_gets_its_verdict() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testkit/data/rules/lost_worker.json");
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let doc = ranktune_testkit::rule_cases("lost_worker");
     let cases = doc["cases"].as_array().unwrap();
     assert!(cases.len() >= 9);
     let kind = |name: &str| FailureKind::ALL.into_iter().find(|k| k.as_str() == name).unwrap();
