@@ -102,7 +102,6 @@ DEFAULT_TIE_TOLERANCE: float
 def tune_measure(
     n: int, run: Any, timed: bool = False, warmup: Optional[int] = None, samples: Optional[int] = None
 ) -> List[Measured]: ...
-def tune_decide(stats: List[Measured], tolerance: float = ...) -> Optional[int]: ...
 
 # Isolated measuring (crates/py/src/isolate.rs).
 def tune_measure_timed(
@@ -126,20 +125,83 @@ class IsolationLimits:
 # Durable progress of tuning(save_every=...) (crates/py/src/autosave.rs).
 SAVE_EVERY_ENV: str
 
-class Autosave:
-    """The Rust tuner's save policy and its state: ``save_every`` is
-    ``"auto"``, ``"end"`` or seconds (None: ``$RANKTUNE_SAVE_EVERY``)."""
-    def __init__(self, save_every: Union[None, str, int, float] = None) -> None: ...
+class TuningSession:
+    """What ``with ranktune.tuning() as session:`` gives: the save policy
+    and what was saved so far (crates/py/src/session.rs)."""
     @property
-    def policy(self) -> str: ...
+    def policy(self) -> str:
+        """``"auto"``, ``"end"`` or ``"every"``."""
     @property
-    def interval(self) -> float: ...
-    def due(self) -> bool:
-        """Whether a save is due now."""
-    def wait(self) -> Optional[float]:
-        """Seconds until a save is due (0.0: now; None: not before the end)."""
-    def saved(self, cost: float, ok: bool) -> None:
-        """A save that cost ``cost`` seconds has just ended (``ok``: it worked)."""
+    def interval(self) -> float:
+        """The seconds between saves of ``"every"``; 0.0 for the others."""
+    @property
+    def saved(self) -> int:
+        """New choices saved so far."""
+    @property
+    def pending(self) -> int:
+        """Choices made and not saved yet."""
+    @property
+    def saves(self) -> int:
+        """Saves that wrote something."""
+    @property
+    def failed_saves(self) -> int:
+        """Saves that failed (each warned)."""
+    @property
+    def save_seconds(self) -> float:
+        """What the saves cost, in seconds."""
+    def save(self) -> int:
+        """Saves the pending choices now; how many (a failed save raises)."""
+
+def session_begin(save_every: Union[None, str, int, float] = None) -> TuningSession:
+    """A new session with the policy of ``save_every`` (None: ``$RANKTUNE_SAVE_EVERY``)."""
+def session_end(session: TuningSession) -> None:
+    """Ends ``session``: saves what is pending (a failed save raises)."""
+def session_sigterm_save() -> None:
+    """Saves everything pending at once (the SIGTERM handler's save)."""
+
+# One op's decisions by the Rust tuner's rules (crates/py/src/tuned.rs).
+class TunedOp:
+    def __init__(
+        self,
+        op: str,
+        candidates: List[Tuple[str, int, Any]],
+        cache: Optional[Cache],
+        strategy: Optional[str],
+        tolerance: float,
+        retry_failed: Optional[bool],
+        validate: bool,
+        legacy_checksum: str,
+    ) -> None: ...
+    @property
+    def strategy(self) -> str: ...
+    @property
+    def collective(self) -> bool: ...
+    @property
+    def checksum(self) -> str: ...
+    @property
+    def tolerance(self) -> float: ...
+    @property
+    def measured(self) -> int: ...
+    @property
+    def fallbacks(self) -> List[str]: ...
+    @property
+    def skipped(self) -> List[Tuple[str, Any, str]]: ...
+    @property
+    def failures(self) -> List[Tuple[Tuple[int, ...], str, Any, str, str]]: ...
+    def choices(self) -> Dict[Tuple[int, ...], int]:
+        """{bucket: position} of the choices made or loaded so far."""
+    def position(self, bucket: Tuple[int, ...]) -> Optional[int]:
+        """The position of ``bucket``'s choice, if any."""
+    def dispatch(self, bucket: Tuple[int, ...], tuning: bool, level: int) -> Tuple[str, int]:
+        """(action, position) of a miss: hit, agreed, check, tune, together or fallback."""
+    def checked(self, bucket: Tuple[int, ...], why: Optional[str], level: int) -> None:
+        """The outcome of the first use's check (``why``: why it failed)."""
+    def measure(self, bucket: Tuple[int, ...], positions: List[int], run: Any, level: int) -> List[Measured]:
+        """The stats of ``positions``; ``run(ps) -> (stats, hard)`` measures them."""
+    def tune(self, bucket: Tuple[int, ...], run: Any, level: int) -> int:
+        """Measures every candidate, decides and records; the winner's position."""
+    def resolved(self, bucket: Tuple[int, ...], res: Resolution, level: int) -> int:
+        """Records what the ranks resolved; the choice's position."""
 
 ISOLATE_ENV: str
 TIMEOUT_ENV: str
@@ -231,19 +293,6 @@ def tune_strategy(name: Optional[str] = None) -> Tuple[str, bool]:
     """(canonical name, collective) of a strategy; None: $RANKTUNE_STRATEGY, else the default."""
 def tune_checksum(op: str, candidates: List[Tuple[str, List[Any]]]) -> str:
     """The candidate-set checksum of (runner, [tactic, ...]) pairs."""
-def tune_load(
-    cache: Cache, op: str, rank: int, checksums: List[str], candidates: List[Tuple[str, Any]]
-) -> Dict[Tuple[int, ...], int]:
-    """{bucket: candidate position} of the stored entries a load keeps."""
-
-class TuneBlocklist:
-    """The blocklist records of one op as the cache holds them (this
-    environment's; every environment's when ``collective``)."""
-    def __init__(self, cache: Cache, op: str, collective: bool) -> None: ...
-    def blocked(self, bucket: List[int], candidates: List[Tuple[str, Any]]) -> Dict[int, str]:
-        """{position: "kind: message"} of the candidates blocked at ``bucket``."""
-    def __len__(self) -> int: ...
-
 def tune_block(
     cache: Cache,
     op: str,
@@ -255,14 +304,6 @@ def tune_block(
     rank: Optional[int],
 ) -> None:
     """Puts a candidate on the blocklist at ``bucket`` for this environment."""
-def tune_unblock(cache: Cache, op: str, runner: str, tactic: Any, bucket: List[int]) -> int:
-    """Clears the records that block a candidate at ``bucket``; how many."""
-def tune_save(
-    cache: Cache,
-    entries: Iterable[Dict[str, Any]],
-    blocks: List[Tuple[str, str, Any, List[int], str, str, Optional[int]]],
-) -> int:
-    """Saves entries and blocklist records (``tune_block``'s arguments) in one locked save; entries written."""
 def tune_retry_failed() -> bool:
     """``$RANKTUNE_RETRY_FAILED`` as a bool (ValueError when it is not yes/no)."""
 

@@ -2,14 +2,14 @@
 several implementations of one function, per shape bucket, and keep the
 choice in ranktune's shared cache.
 
-Measuring (warm-ups, calibrated repetitions, adaptive sampling, failures
-isolated), deciding (median + near-tie rule), bucketing, the strategy
-names, the candidate-set checksum and fingerprint, and which stored entries
-a load keeps are the Rust crates' (asked through ``_ranktune``); this module
-owns dispatch and what is measured when. Saving -- the pending choices,
-the save policy (the Rust tuner's), deferred saves, the SIGTERM save -- is
-``ranktune._session``'s, as the Rust tuner's ``autosave``/``session``
-split it.
+What decides is the Rust tuner's, asked through ``_ranktune``: measuring
+(warm-ups, calibrated repetitions, adaptive sampling), bucketing, the miss
+dispatch, which stored entries a load keeps, the blocklist, the decision
+(median + near-tie rule), the entry recorded (``TunedOp``), and the saves
+(``TuningSession``: the pending choices, the save policy, deferred saves,
+the SIGTERM save). This module keeps what must be Python: the hit (a dict
+look-up that never reaches Rust), calling the user's functions, and the
+worker's fork or spawn.
 
 Outside ``tuning()`` a call whose bucket has a stored choice runs that
 choice (one dict look-up after ``key``); a miss runs the first candidate
@@ -42,14 +42,14 @@ import functools
 import hashlib
 import inspect
 import keyword
+import signal
 import sys
 import threading
-import warnings
 import weakref
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from ranktune import _isolate, _ranktune, _rebuild, _session
-from ranktune._session import TuningSession
+from ranktune import _isolate, _ranktune, _rebuild, _signals
+from ranktune._ranktune import TuningSession
 
 __all__ = ["autotune", "tuning", "is_tuning", "Tuned", "TuningSession"]
 
@@ -233,9 +233,8 @@ def _check_init_size(init: Dict[str, Any], call: Dict[str, Any]) -> None:
 
 
 def _sizes(b: Tuple[int, ...]) -> bool:
-    """Whether bucket ``b`` is sizes (no negative dim): what the blocklist
-    and the worker protocol key (a bucket rule may keep negative dims;
-    their choices are cached, their blocklist records cannot be)."""
+    """Whether bucket ``b`` is sizes (no negative dim): what the worker
+    protocol keys."""
     return all(x >= 0 for x in b)
 
 
@@ -243,6 +242,12 @@ def _dims(k: Any) -> Tuple[int, ...]:
     if isinstance(k, int):
         return (k,)
     return tuple(int(x) for x in k)
+
+
+# Stack levels of the warnings the Rust core gives, counted from the
+# method that asks it: the tuned function's caller.
+_AT_CALLER = 3  # _slow -> the entry -> the caller
+_AT_CALLER_MEASURING = 6  # run/_tune/_together -> _slow -> the entry -> the caller
 
 
 class Tuned:
@@ -273,10 +278,6 @@ class Tuned:
             raise ValueError("op must be a non-empty name, e.g. \"gemm\"")
         if not candidates:
             raise ValueError("candidates must name at least one callable")
-        # The Rust rule: None reads $RANKTUNE_STRATEGY, else the default.
-        strategy, collective = _ranktune.tune_strategy(strategy)
-        self.strategy = strategy
-        self._collective_strategy = collective
         self.op = op
         # (runner name, runner index, tactic, callable) in canonical order.
         self._cands: List[Tuple[str, int, Any, Callable[..., Any]]] = []
@@ -298,18 +299,6 @@ class Tuned:
                     f"candidate {name!r}: give a callable or (callable, [tactics]); the callable "
                     "is called with tactic=<value> for each tactic"
                 )
-        self._key = key
-        self._bucket = _bucketer(buckets)
-        self._cache = _resolve_cache(cache)
-        self._warmup = warmup
-        self._samples = samples
-        self._timer = timer
-        self._sync = sync
-        self._tolerance = tolerance
-        # None reads $RANKTUNE_RETRY_FAILED (a bad value raises ValueError).
-        self._retry_failed = (
-            _ranktune.tune_retry_failed() if retry_failed is None else bool(retry_failed)
-        )
         if not (validate is None or validate is True or validate is False or callable(validate)):
             raise ValueError(
                 "validate= takes None/False (no check), True (the cached choice must run "
@@ -317,6 +306,29 @@ class Tuned:
                 "or raises when the cached choice's result is wrong"
             )
         self._validate = validate or None
+        self._key = key
+        self._bucket = _bucketer(buckets)
+        self._cache = _resolve_cache(cache)
+        self._legacy_checksum = _legacy_checksum(self._cands)
+        # The op's decisions, by the Rust tuner's rules (None strategy and
+        # retry_failed read $RANKTUNE_STRATEGY and $RANKTUNE_RETRY_FAILED;
+        # a bad value raises ValueError naming it).
+        self._core = _ranktune.TunedOp(
+            op,
+            [(n, i, _to_stored(t)) for n, i, t, _ in self._cands],
+            self._cache,
+            strategy,
+            tolerance,
+            retry_failed,
+            self._validate is not None,
+            self._legacy_checksum,
+        )
+        self.strategy = self._core.strategy
+        self._checksum = self._core.checksum
+        self._warmup = warmup
+        self._samples = samples
+        self._timer = timer
+        self._sync = sync
         # Isolated measuring (None reads $RANKTUNE_ISOLATE and the limits'
         # variables; a bad value raises ValueError naming it).
         self._isolation = _isolate.settings(isolate, candidate_timeout, candidate_memory)
@@ -332,43 +344,31 @@ class Tuned:
             self._spawn_refs = self._spawn_references(raw)
         self._pool = _isolate.Pool(self._isolation) if self._isolation.on else None
         self._pool_lock = threading.Lock()
-        # Hard failures of isolated measuring: (bucket, runner, tactic, kind, reason).
-        self.failures: List[Tuple[Tuple[int, ...], str, Any, str, str]] = []
-        # The blocklist as loaded (a _ranktune.TuneBlocklist), or None.
-        self._blocklist: Any = None
-        # Buckets whose cached choice has not been used yet (to validate).
-        self._unchecked: set = set()
-        # Per runner, its tactics in stored form (a callable alone: [None]).
-        runners: Dict[str, List[Any]] = {}
-        for n, _, t, _ in self._cands:
-            runners.setdefault(n, []).append(_to_stored(t))
-        self._checksum = _ranktune.tune_checksum(op, list(runners.items()))
-        self._legacy_checksum = _legacy_checksum(self._cands)
         self._group = group
-        if collective and self._cache is None and not _process_group_in_use(group):
+        if self._core.collective and self._cache is None and not _process_group_in_use(group):
             raise ValueError(
-                f"strategy={strategy!r} needs a cache or a torch.distributed process group: the "
+                f"strategy={self.strategy!r} needs a cache or a torch.distributed process group: the "
                 "ranks connect through the cache's directory or server, or the group's store "
                 "(give cache=, set RANKTUNE_CACHE, or initialise torch.distributed)"
             )
-        self._choices: Dict[Tuple[int, ...], Callable[..., Any]] = {}
-        # Bucket -> candidate position of the choice (for hit agreement).
-        self._pos: Dict[Tuple[int, ...], int] = {}
-        # Buckets every rank has resolved together (collective strategies).
-        self._agreed: set = set()
-        # Raw key value -> chosen callable, for hits (never holds a miss).
+        # Raw key value -> chosen callable, for hits (never holds a miss);
+        # cleared when tuning starts.
         self._hot: Dict[Any, Callable[..., Any]] = {}
-        self._warned: set = set()
-        # Not saved yet (``_session``): choices by bucket, blocklist records.
-        self._new: Dict[Tuple[int, ...], Dict[str, Any]] = {}
-        self._blocks: List[_session.Block] = []
-        self._loaded = False
-        self.measured = 0  # buckets measured by this object (for tests and logs)
-        self.fallbacks: List[str] = []  # why collective buckets were tuned alone
-        # Known-bad candidates a measure did not run: (runner, tactic, reason).
-        self.skipped: List[Tuple[str, Any, str]] = []
-        if collective:
-            _collective.add(self)
+        _all.add(self)
+
+    # What the Rust core knows, for logs and tests.
+    measured = property(lambda self: self._core.measured, doc="Buckets measured by this op.")
+    fallbacks = property(lambda self: self._core.fallbacks, doc="Why collective buckets were tuned alone.")
+    skipped = property(lambda self: self._core.skipped, doc="Known-bad candidates not run: (runner, tactic, reason).")
+    failures = property(
+        lambda self: self._core.failures,
+        doc="Hard failures of isolated measuring: (bucket, runner, tactic, kind, reason).",
+    )
+
+    @property
+    def _choices(self) -> Dict[Tuple[int, ...], Callable[..., Any]]:
+        """The choices made or loaded so far: bucket -> callable."""
+        return {b: self._cands[p][3] for b, p in self._core.choices().items()}
 
     def _spawn_references(self, raw: List[Tuple[Callable[..., Any], int]]) -> List[Dict[str, Any]]:
         """What a spawned worker imports for each candidate (module and
@@ -417,90 +417,30 @@ class Tuned:
         tuned.__doc__ = f"The tuned op {self.op!r} (ranktune.autotune)."
         return tuned
 
+    # -- misses: the Rust core says what to do ------------------------------
     def _slow(self, k: Any, args: Any, kwargs: Any) -> Any:
         b = self._bucket(_dims(k))
-        if self._collective_strategy and is_tuning():
-            # Every rank resolves each bucket together once, hit or miss,
-            # so that no rank waits for one that found it in its cache.
-            # Nothing goes into the hot path while tuning.
-            if b not in self._agreed:
-                return self._together(b, args, kwargs)
-            return self._choices[b](*args, **kwargs)
-        if b in self._unchecked:
-            return self._first_use(b, args, kwargs)
-        fn = self._choices.get(b)
-        if fn is not None:
+        action, pos = self._core.dispatch(b, is_tuning(), _AT_CALLER)
+        if action == "check":
+            return self._first_use(b, pos, args, kwargs)
+        if action == "tune":
+            pos = self._core.tune(b, lambda run: self._run(b, run, args, kwargs), _AT_CALLER_MEASURING)
+        elif action == "together":
+            pos = self._together(b, args, kwargs)
+        elif action in ("hit", "fallback"):
             if len(self._hot) >= _HOT_MAX:
                 self._hot.clear()
             try:
-                self._hot[k] = fn
+                self._hot[k] = self._cands[pos][3]
             except TypeError:  # an unhashable key: works, just not memoized
                 pass
-            return fn(*args, **kwargs)
-        return self._miss(b, args, kwargs)
+        return self._cands[pos][3](*args, **kwargs)
 
-    # -- misses -----------------------------------------------------------
-    def _miss(self, b: Tuple[int, ...], args: Any, kwargs: Any) -> Any:
-        if not self._loaded:
-            self._load()
-            if b in self._unchecked:
-                return self._first_use(b, args, kwargs)
-            fn = self._choices.get(b)
-            if fn is not None:
-                return fn(*args, **kwargs)
-        if is_tuning():
-            return self._tune(b, args, kwargs)
-        if b not in self._warned:
-            self._warned.add(b)
-            warnings.warn(
-                f"ranktune: no tuned choice for {self.op} bucket {list(b)}; running the first "
-                f"candidate ({self._cands[0][0]}). Run once inside `with ranktune.tuning():` to tune it",
-                RuntimeWarning,
-                stacklevel=4,  # the caller of the tuned function
-            )
-        return self._cands[0][3](*args, **kwargs)
-
-    def _load(self) -> None:
-        self._loaded = True
-        if self._cache is None:
-            return
-        rank = _ranktune.rank_info()["rank"]
-        # Which entries are kept (the shared section first, then this
-        # rank's; fresh; this candidate set, by today's checksum or the one
-        # older packages wrote) is the Rust rule.
-        kept = _ranktune.tune_load(
-            self._cache,
-            self.op,
-            rank,
-            [self._checksum, self._legacy_checksum],
-            [(n, _to_stored(t)) for n, _, t, _ in self._cands],
-        )
-        self._blocklist = _ranktune.TuneBlocklist(self._cache, self.op, self._collective_strategy)
-        stored = self._stored_cands()
-        for b, pos in kept.items():
-            if b in self._choices:
-                continue
-            if _sizes(b) and self._blocklist.blocked(list(b), stored).get(pos) is not None:
-                # A known-bad tactic: tuned again (without it) by the next
-                # tuning run; until then, the fallback.
-                continue
-            self._choices[b] = self._cands[pos][3]
-            self._pos[b] = pos
-            if self._validate is not None:
-                self._unchecked.add(b)
-
-    def _stored_cands(self) -> List[Tuple[str, Any]]:
-        return [(n, _to_stored(t)) for n, _, t, _ in self._cands]
-
-    def _first_use(self, b: Tuple[int, ...], args: Any, kwargs: Any) -> Any:
+    def _first_use(self, b: Tuple[int, ...], pos: int, args: Any, kwargs: Any) -> Any:
         """The first use of bucket ``b``'s cached choice in this process: run
-        it and check it (``validate``). One that fails is replaced by the
-        fallback for this process, with one warning, and put on the
-        blocklist (kind ``validation``) so the next tuning run tunes the
-        bucket again without it."""
-        self._unchecked.discard(b)
-        pos = self._pos[b]
-        name, _, tactic, fn = self._cands[pos]
+        it and check it (``validate``); the core decides what a failure
+        means (the fallback here, a blocklist record, a warning)."""
+        fn = self._cands[pos][3]
         why = None
         out = None
         try:
@@ -514,33 +454,22 @@ class Tuned:
                     why = "validate(out, reference) returned False"
             except Exception as e:  # noqa: BLE001
                 why = f"validate(out, reference) raised {type(e).__name__}: {e}"
-        if why is None:
-            return out
-        warnings.warn(
-            f"ranktune: the cached choice {name} {_to_stored(tactic)!r} of {self.op} bucket "
-            f"{list(b)} failed its validation ({why}); using the first candidate in this "
-            "process and marking it bad in the cache (the next tuning run tunes this bucket "
-            "again without it)",
-            RuntimeWarning,
-            stacklevel=4,
-        )
-        self._choices[b] = self._cands[0][3]
-        self._pos[b] = 0
-        if self._cache is not None and _sizes(b):
-            rank = _ranktune.rank_info()["rank"]
-            try:
-                _ranktune.tune_block(
-                    self._cache, self.op, name, _to_stored(tactic), list(b), "validation", why, rank
-                )
-            except Exception as e:  # noqa: BLE001 -- the call goes on with the fallback
-                warnings.warn(
-                    f"ranktune: could not record the failed validation on the blocklist ({e}); "
-                    "the next tuning run may choose it again",
-                    RuntimeWarning,
-                    stacklevel=4,
-                )
-        return self._cands[0][3](*args, **kwargs)
+        self._core.checked(b, why, _AT_CALLER + 1)
+        return out if why is None else self._cands[0][3](*args, **kwargs)
 
+    def _together(self, b: Tuple[int, ...], args: Any, kwargs: Any) -> int:
+        """Resolves bucket ``b`` with the other ranks (``strategy``): they
+        agree whether it is a hit, split or repeat the measuring, and end
+        with one choice, stored once in the ``shared`` section."""
+        core = self._core
+        res = _coordinator(self._cache, self._group).resolve(
+            core.strategy, self.op, [list(b)], core.checksum, len(self._cands), core.position(b),
+            lambda ps: core.measure(b, ps, lambda run: self._run(b, run, args, kwargs), _AT_CALLER_MEASURING + 1),
+            core.tolerance,
+        )  # fmt: skip
+        return core.resolved(b, res, _AT_CALLER + 1)
+
+    # -- measuring ----------------------------------------------------------
     def _run_once(self, i: int, args: Any, kwargs: Any) -> Any:
         fn = self._cands[i][3]
         if self._timer is not None:
@@ -562,69 +491,31 @@ class Tuned:
     def _timed_by_callable(self, args: Any, kwargs: Any) -> bool:
         return self._timer is not None or (self._sync is None and _torch_on_gpu(args, kwargs))
 
-    def _measure(
-        self, b: Tuple[int, ...], positions: List[int], args: Any, kwargs: Any
-    ) -> List[Dict[str, Any]]:
-        """Measures the candidates at ``positions`` on this call's arguments;
-        a known-bad one (the blocklist, unless ``retry_failed``) is not run
-        and counts as failed with its recorded reason. One that was retried
-        and worked leaves the blocklist."""
-        blocked: Dict[int, str] = {}
-        if self._blocklist is not None and _sizes(b):
-            blocked = dict(self._blocklist.blocked(list(b), self._stored_cands()))
-        skip = {} if self._retry_failed else blocked
-        run = [p for p in positions if p not in skip]
-        # No deferred save runs while this bucket is measured.
-        with _session.measuring():
-            if self._pool is not None:
-                got = self._measure_isolated(b, run, args, kwargs)
-            else:
-                got = _ranktune.tune_measure(
-                    len(run),
-                    lambda j: self._run_once(run[j], args, kwargs),
-                    self._timed_by_callable(args, kwargs),
-                    self._warmup,
-                    self._samples,
-                )
-        by_pos = dict(zip(run, got))
-        if skip:
-            now = [(self._cands[p][0], _to_stored(self._cands[p][2]), skip[p]) for p in positions if p in skip]
-            if not self.skipped:
-                listed = "; ".join(f"{n} {t!r}: {why}" if t is not None else f"{n}: {why}" for n, t, why in now)
-                warnings.warn(
-                    f"ranktune: {self.op} bucket {list(b)}: not measuring known-bad candidates "
-                    f"(the cache's blocklist) -- {listed}; the same at later buckets "
-                    "(tuner.skipped lists them); retry_failed=True or RANKTUNE_RETRY_FAILED=1 "
-                    "measures them again",
-                    RuntimeWarning,
-                    stacklevel=6,  # the tuned function's caller (through _tune, _miss, _slow)
-                )
-            self.skipped.extend(now)
-        for p in positions:
-            if p in blocked and p not in skip and "error" not in by_pos[p] and self._cache is not None:
-                n, _, t, _ = self._cands[p]
-                try:
-                    _ranktune.tune_unblock(self._cache, self.op, n, _to_stored(t), list(b))
-                except Exception as e:  # noqa: BLE001 -- the record stays; said, and tuning goes on
-                    warnings.warn(
-                        f"ranktune: {n} {_to_stored(t)!r} worked when retried at {self.op} bucket "
-                        f"{list(b)}, but its blocklist record could not be cleared ({e})",
-                        RuntimeWarning,
-                        stacklevel=6,
-                    )
-        return [
-            by_pos[p] if p in by_pos else {"error": f"skipped: a known-bad tactic ({skip[p]})"}
-            for p in positions
-        ]
-
-    def _measure_isolated(
+    def _run(
         self, b: Tuple[int, ...], run: List[int], args: Any, kwargs: Any
-    ) -> List[Dict[str, Any]]:
+    ) -> Tuple[List[Dict[str, Any]], List[Tuple[int, str, str]]]:
+        """Measures the candidates at positions ``run`` on this call's
+        arguments, in this process or in a worker (``isolate=``): their
+        stats, and the hard failures ``(i, kind, reason)`` among them."""
+        if self._pool is not None:
+            return self._run_isolated(b, run, args, kwargs)
+        got = _ranktune.tune_measure(
+            len(run),
+            lambda j: self._run_once(run[j], args, kwargs),
+            self._timed_by_callable(args, kwargs),
+            self._warmup,
+            self._samples,
+        )
+        return list(got), []
+
+    def _run_isolated(
+        self, b: Tuple[int, ...], run: List[int], args: Any, kwargs: Any
+    ) -> Tuple[List[Dict[str, Any]], List[Tuple[int, str, str]]]:
         """Measures candidates ``run`` in a worker process (``isolate=``),
         with the in-process statistic. A crash, a time-out or an exhausted
-        memory fails that candidate with its reason (``failures``) and goes
-        on the cache's blocklist at this bucket, as the Rust tuner records
-        it; the rest are measured by a fresh worker."""
+        memory fails that candidate with its reason (a hard failure, which
+        the core puts on the blocklist); the rest are measured by a fresh
+        worker."""
         assert self._pool is not None
         init = None
         if self._isolation.mode == "spawn":
@@ -677,33 +568,9 @@ class Tuned:
                 m.abort()
                 raise
             m.finish(keep=True)
-        rank = _ranktune.rank_info()["rank"] if m.hard and self._cache is not None else None
-        for j, kind, why in m.hard:
-            name, _, tactic, _ = self._cands[run[j]]
-            self.failures.append((b, name, _to_stored(tactic), kind, why))
-            if self._cache is not None and _sizes(b):
-                # Saved with the bucket's choice, by the policy's next save
-                # (a store that is down is not waited for here, and the
-                # measured bucket is never lost to it).
-                _session.record_block(self, (self.op, name, _to_stored(tactic), list(b), kind, why, rank))
-            elif self._cache is not None:
-                self._unkeyed(b)
         if self._pool.worker_pid is not None:
             _open_pools.add(self)
-        return list(got)
-
-    def _unkeyed(self, b: Tuple[int, ...]) -> None:
-        """Warns (once per op) that bucket ``b`` has a negative dim, so
-        the blocklist, which keys sizes, can hold nothing about it."""
-        if "unkeyed" not in self._warned:
-            self._warned.add("unkeyed")
-            warnings.warn(
-                f"ranktune: {self.op} bucket {list(b)} has a negative dim: the candidates that "
-                "crashed, timed out or ran out of memory there are not put on the blocklist "
-                "(it keys buckets of sizes); they are in tuner.failures",
-                RuntimeWarning,
-                stacklevel=7,
-            )
+        return list(got), m.hard
 
     def _close_workers(self) -> None:
         """Ends a kept worker (the end of tuning)."""
@@ -711,83 +578,11 @@ class Tuned:
             with self._pool_lock:
                 self._pool.close()
 
-    def _tune(self, b: Tuple[int, ...], args: Any, kwargs: Any) -> Any:
-        if not self._loaded:
-            self._load()
-        stats = self._measure(b, list(range(len(self._cands))), args, kwargs)
-        self.measured += 1
-        win = _ranktune.tune_decide(stats, self._tolerance)
-        return self._chosen(b, win, stats, None, args, kwargs)
 
-    def _together(self, b: Tuple[int, ...], args: Any, kwargs: Any) -> Any:
-        """Resolves bucket ``b`` with the other ranks (``strategy``): they
-        agree whether it is a hit, split or repeat the measuring, and end
-        with one choice, stored once in the ``shared`` section."""
-        if not self._loaded:
-            self._load()
-        res = _coordinator(self._cache, self._group).resolve(
-            self.strategy,
-            self.op,
-            [list(b)],
-            self._checksum,
-            len(self._cands),
-            self._pos.get(b),
-            lambda positions: self._measure(b, list(positions), args, kwargs),
-            self._tolerance,
-        )
-        self._agreed.add(b)
-        if res["fallback"]:
-            self.fallbacks.append(res["fallback"])
-            warnings.warn(f"ranktune: {res['fallback']}", RuntimeWarning, stacklevel=4)
-        if res["kind"] == "hit":
-            return self._choices[b](*args, **kwargs)
-        if res["measured_here"]:
-            self.measured += 1
-        section = "shared" if res["kind"] == "shared" else None
-        return self._chosen(b, res["winner"], res["results"], section, args, kwargs)
-
-    def _chosen(
-        self,
-        b: Tuple[int, ...],
-        win: Optional[int],
-        stats: List[Dict[str, Any]],
-        section: Optional[str],
-        args: Any,
-        kwargs: Any,
-    ) -> Any:
-        """Records the winner of bucket ``b`` (to be saved) and runs it."""
-        if win is None:
-            errors = "; ".join(f"{c[0]}: {s.get('error')}" for c, s in zip(self._cands, stats))
-            raise _ranktune.Error(f"every candidate of {self.op} failed for bucket {list(b)}: {errors}")
-        name, idx, tactic, fn = self._cands[win]
-        self._choices[b] = fn
-        self._pos[b] = win
-        rank = _ranktune.rank_info()["rank"]
-        entry = {
-            **({"section": section} if section else {}),
-            "op": self.op,
-            "runner": name,
-            "fingerprint": _ranktune.PYTHON_FINGERPRINT,
-            "bucket": [list(b)],
-            "tactic": _to_stored(tactic),
-            "time_us": stats[win]["median_us"],
-            "runner_index": idx,
-            "checksum": self._checksum,
-            "rank": rank,
-            "candidates": [
-                {"runner": n, "runner_index": i, "tactic": _to_stored(t),
-                 **({"error": s["error"]} if "error" in s else {"stats": s})}
-                for (n, i, t, _), s in zip(self._cands, stats)
-            ],
-        }
-        _session.record(self, b, entry)
-        _session.decided()
-        return fn(*args, **kwargs)
-
-
-# Tuned objects with a collective strategy (their hot paths are cleared when
-# tuning starts, so every call goes through the agreement).
-_collective: "weakref.WeakSet[Tuned]" = weakref.WeakSet()
+# Every tuned op: their hot paths are cleared when tuning starts, so every
+# call goes through the core (a fallback is measured, a collective strategy's
+# hit agreed on).
+_all: "weakref.WeakSet[Tuned]" = weakref.WeakSet()
 
 # One coordinator per process and meeting place: the ranks' collective
 # calls are matched by their order, so every op shares one sequence.
@@ -977,30 +772,43 @@ def tuning(save_every: Any = None) -> Iterator[TuningSession]:
     the outermost one's policy."""
     global _tuning_depth
     main = threading.current_thread() is threading.main_thread()
-    # Parsed before anything changes (in a nested block too), so a bad
-    # value leaves no trace.
-    autosave = _ranktune.Autosave(save_every)
     with _lock:
+        # Parsed before anything changes (in a nested block too), so a bad
+        # value leaves no trace.
+        sess = _ranktune.session_begin(save_every) if _tuning_depth == 0 else _sessions[-1]
         _tuning_depth += 1
         outermost = _tuning_depth == 1
-        sess = _session.begin(autosave) if outermost else _session._session
-    assert sess is not None
+        if outermost:
+            _sessions.append(sess)
+            for t in list(_all):
+                t._hot.clear()
     prev = None
-    if outermost:
-        for t in list(_collective):
-            t._hot.clear()
     if outermost and main:
-        prev = _session.install_sigterm()
+        prev = signal.getsignal(signal.SIGTERM)
+
+        def on_term(signum: int, frame: Any) -> None:
+            try:
+                _ranktune.session_sigterm_save()
+            finally:
+                _signals.pass_on(prev, signum, frame)
+
+        signal.signal(signal.SIGTERM, on_term)
     try:
         yield sess
     finally:
         with _lock:
             _tuning_depth -= 1
             last = _tuning_depth == 0
+            if last:
+                _sessions.pop()
         if outermost and main:
-            _session.restore_sigterm(prev)
+            signal.signal(signal.SIGTERM, prev if prev is not None else signal.SIG_DFL)
         if last:
             try:
                 _close_workers()
             finally:
-                _session.end(sess)
+                _ranktune.session_end(sess)
+
+
+# The outermost tuning() block's session (nested blocks share it).
+_sessions: List[TuningSession] = []

@@ -67,7 +67,11 @@ fn store(location: &CacheLocation) -> PyResult<Box<dyn Store + Send + Sync>> {
 }
 
 /// One dict given to `save` as (section, key, entry).
-fn parse_entry(d: &Value, i: usize, current: &str) -> PyResult<(Section, EntryKey, Entry)> {
+pub(crate) fn parse_entry(
+    d: &Value,
+    i: usize,
+    current: &str,
+) -> PyResult<(Section, EntryKey, Entry)> {
     let bad = |why: String| PyValueError::new_err(format!("entries[{i}]: {why}"));
     let obj = d.as_object().ok_or_else(|| bad("expected a dict".into()))?;
     let s = |k: &str| obj.get(k).and_then(Value::as_str).map(str::to_string);

@@ -19,11 +19,13 @@ mod errors;
 mod isolate;
 mod logs;
 mod rules;
+mod session;
 mod strategy;
 mod torch;
 mod trace;
 mod trtllm;
 mod tune;
+mod tuned;
 mod worker;
 
 use pyo3::prelude::*;
@@ -59,6 +61,8 @@ fn _ranktune(m: &Bound<'_, PyModule>) -> PyResult<()> {
     blocklist::register(m)?;
     isolate::register(m)?;
     autosave::register(m)?;
+    session::register(m)?;
+    tuned::register(m)?;
     torch::register(m)?;
     worker::register(m)?;
     #[cfg(feature = "cli")]

@@ -3,19 +3,16 @@
 //! [`BucketMap`]s), the strategy names and their default
 //! ([`Strategy`]), the candidate-set checksum
 //! ([`ranktune_tune::candidate_checksum`]) with the fingerprint of a Python
-//! candidate ([`PYTHON_FINGERPRINT`]), and which stored entries a load keeps
-//! ([`tune_load`]: fresh by [`ranktune_cache::is_stale`], same checksum,
-//! fingerprint, runner and tactic).
+//! candidate ([`PYTHON_FINGERPRINT`]). An op's own decisions are
+//! `tuned.rs`'s.
 //!
 //! Owns only the bridging of those decisions: it must never measure, never
 //! write a cache, and never hold a Rust lock while Python code runs.
 
-use crate::cache::{warn_all, Cache};
-use crate::{convert, errors};
+use crate::convert;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyInt, PyList, PyString, PyTuple};
-use ranktune_cache::{is_stale, CacheError, Identity, Section};
+use pyo3::types::{PyInt, PyList, PyString, PyTuple};
 use ranktune_tune::strategy::{Strategy, STRATEGY_ENV};
 use ranktune_tune::{candidate_checksum, BucketMap, DynamicDim};
 use serde_json::Value;
@@ -30,7 +27,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Buckets>()?;
     m.add_function(wrap_pyfunction!(tune_strategy, m)?)?;
     m.add_function(wrap_pyfunction!(tune_checksum, m)?)?;
-    m.add_function(wrap_pyfunction!(tune_load, m)?)?;
     let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
     m.add("STRATEGIES", PyTuple::new(m.py(), names)?)?;
     m.add("DEFAULT_STRATEGY", Strategy::default().name())?;
@@ -109,6 +105,14 @@ fn tune_strategy<'py>(
     py: Python<'py>,
     name: Option<Bound<'py, PyAny>>,
 ) -> PyResult<(&'static str, bool)> {
+    strategy_of(py, name)
+}
+
+/// [`tune_strategy`]'s rule, for the bindings.
+pub(crate) fn strategy_of<'py>(
+    py: Python<'py>,
+    name: Option<Bound<'py, PyAny>>,
+) -> PyResult<(&'static str, bool)> {
     let given = match name {
         Some(n) => n,
         None => match std::env::var_os(STRATEGY_ENV).map(|v| v.to_string_lossy().into_owned()) {
@@ -163,74 +167,4 @@ fn tune_checksum(op: &str, candidates: &Bound<'_, PyAny>) -> PyResult<String> {
         op,
         rs.iter().map(|(n, ts)| (n.as_str(), PYTHON_FINGERPRINT, ts.as_slice())),
     ))
-}
-
-/// The stored choices of `op` that this rank may use: `{bucket: position}`
-/// with `bucket` the dims tuple and `position` the index into `candidates`
-/// (`[(runner, tactic), ...]`, one per (runner, tactic), tactics in their
-/// stored form). Kept: entries of the `shared` section first, then
-/// `rank_<rank>`'s (the first of a bucket wins), measured in this
-/// environment (not stale), under one of `checksums`, with the Python
-/// fingerprint, a runner and tactic among `candidates`, and one input's
-/// dims. The store is read without the GIL; its warnings become
-/// `RuntimeWarning`s.
-#[pyfunction]
-fn tune_load<'py>(
-    py: Python<'py>,
-    cache: PyRef<'_, Cache>,
-    op: &str,
-    rank: u32,
-    checksums: Vec<String>,
-    candidates: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let mut cands: Vec<(String, Value)> = Vec::new();
-    for item in candidates.try_iter()? {
-        let (name, tactic): (String, Bound<'_, PyAny>) = item?.extract()?;
-        cands.push((name, tactic_value(&tactic)?));
-    }
-    let store = cache.open_store()?;
-    let (warnings, kept) = py
-        .allow_threads(|| -> Result<_, CacheError> {
-            let loaded = store.inspect()?;
-            let current = Identity::current().digest();
-            let mut kept: Vec<(Vec<i128>, usize)> = Vec::new();
-            for section in [Section::Shared, Section::Rank(rank)] {
-                for (s, k, e) in loaded.data.iter() {
-                    if s != section
-                        || k.op != op
-                        || is_stale(e, &current)
-                        || !checksums.contains(&e.checksum)
-                        || k.fingerprint != PYTHON_FINGERPRINT
-                    {
-                        continue;
-                    }
-                    // Integer dims of one input (negative ones too: a
-                    // Python bucket rule may keep them).
-                    let [one] = k.bucket.as_slice() else { continue };
-                    let Some(dims) = one.iter().map(|d| d.as_i128()).collect::<Option<Vec<_>>>()
-                    else {
-                        continue;
-                    };
-                    let dims = &dims;
-                    let Some(pos) =
-                        cands.iter().position(|(r, t)| *r == k.runner && *t == e.tactic)
-                    else {
-                        continue;
-                    };
-                    if !kept.iter().any(|(b, _)| b == dims) {
-                        kept.push((dims.clone(), pos));
-                    }
-                }
-            }
-            Ok((loaded.warnings, kept))
-        })
-        .map_err(|e| {
-            errors::cache(&format!("cannot show {}; Cache.check() says more", cache.describe()), e)
-        })?;
-    warn_all(py, &warnings)?;
-    let d = PyDict::new(py);
-    for (dims, pos) in kept {
-        d.set_item(PyTuple::new(py, dims)?, pos)?;
-    }
-    Ok(d)
 }

@@ -1,8 +1,7 @@
 //! The Rust tuner's measuring and decision rule for `ranktune.autotune`:
 //! [`measure_all`] (warm-ups, calibrated repetitions, fixed or adaptive
-//! sampling, failures isolated) drives Python callables, and [`decide`]
-//! applies the median + near-tie rule. The dispatch, bucketing and saving
-//! live in `python/ranktune/tune.py`.
+//! sampling, failures isolated) drives Python callables. The decisions
+//! are `tuned.rs`'s; the saves `session.rs`'s.
 //!
 //! Owns only the bridging: it never decides anything itself and holds no
 //! Rust lock while Python code runs (the candidates run with the GIL held).
@@ -12,13 +11,12 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use ranktune_cache::Stats;
-use ranktune_tune::{decide, measure_all, CpuTimer, Sampling, Timer, DEFAULT_TIE_TOLERANCE};
+use ranktune_tune::{measure_all, CpuTimer, Sampling, Timer, DEFAULT_TIE_TOLERANCE};
 use std::cell::Cell;
 use std::rc::Rc;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tune_measure, m)?)?;
-    m.add_function(wrap_pyfunction!(tune_decide, m)?)?;
     m.add("DEFAULT_TIE_TOLERANCE", DEFAULT_TIE_TOLERANCE)?;
     Ok(())
 }
@@ -158,24 +156,4 @@ pub(crate) fn return_stats(
 
 pub(crate) fn type_name(py: Python<'_>, e: &PyErr) -> String {
     e.get_type(py).name().map(|n| n.to_string()).unwrap_or_else(|_| "Exception".into())
-}
-
-/// The winner's index among `stats` (dicts from `tune_measure`, in
-/// canonical order) by the median + near-tie rule, or None when none ran.
-#[pyfunction]
-#[pyo3(signature = (stats, tolerance=DEFAULT_TIE_TOLERANCE))]
-fn tune_decide(stats: Vec<Bound<'_, PyDict>>, tolerance: f64) -> PyResult<Option<usize>> {
-    let mut parsed: Vec<Option<Stats>> = Vec::with_capacity(stats.len());
-    for d in &stats {
-        if d.contains("error")? {
-            parsed.push(None);
-            continue;
-        }
-        let v = convert::from_py(d.as_any(), "stats")?;
-        parsed.push(Some(
-            serde_json::from_value(v).map_err(|e| PyValueError::new_err(format!("stats: {e}")))?,
-        ));
-    }
-    let refs: Vec<Option<&Stats>> = parsed.iter().map(Option::as_ref).collect();
-    Ok(decide(&refs, tolerance))
 }

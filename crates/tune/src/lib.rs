@@ -89,6 +89,6 @@ pub use op::{candidate_checksum, Op, OpError, Reference};
 pub use runner::{fingerprint_of, RunError, Runner, StableHasher, TuneInputs};
 pub use session::{Checkpoint, Session, SessionLoad};
 pub use tuner::{
-    retry_failed_from_env, OpStats, SkippedTactic, StaleReason, TuneRecord, Tuner, TunerOptions,
-    TunerStats, RETRY_FAILED_ENV,
+    miss_action, retry_failed_from_env, Found, MissAction, OpStats, SkippedTactic, StaleReason,
+    TuneRecord, Tuner, TunerOptions, TunerStats, RETRY_FAILED_ENV,
 };

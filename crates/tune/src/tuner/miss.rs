@@ -5,6 +5,11 @@
 //! then answers from the current snapshot, tunes the bucket in tuning mode,
 //! or falls back and warns once per (op, bucket). Owns that dispatch only;
 //! tuning itself is in [`tune`](super::tune).
+//!
+//! The dispatch rule itself is [`miss_action`]: what a miss does, from
+//! what the bucket holds and whether tuning is on. Python's
+//! `ranktune.autotune` asks the same function (through the bindings), so
+//! one rule answers both.
 
 use super::hot::{Slot, SlotKind};
 use super::Tuner;
@@ -12,6 +17,74 @@ use crate::choice::{Choice, Source};
 use crate::key::{BucketKey, MAX_DIMS, MAX_INPUTS};
 use crate::op::Op;
 use crate::runner::TuneInputs;
+
+/// What a bucket holds when the hit path could not answer it (the input
+/// of [`miss_action`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Found {
+    /// Nothing: never tuned, never asked before.
+    Nothing,
+    /// A choice. `confirm`: one the ranks of a collective strategy have
+    /// not agreed on yet in this tuning session.
+    Hit {
+        /// The ranks must agree on it before it is used in tuning mode.
+        confirm: bool,
+    },
+    /// A choice loaded from the cache for an op that validates, not used
+    /// yet in this process.
+    Unchecked,
+    /// No choice, already answered with the fallback (and warned about):
+    /// untuned, or a cached choice that failed its validation.
+    Fallback,
+    /// Tuned, and every candidate failed.
+    Failed,
+}
+
+/// What a miss does ([`miss_action`]'s answer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MissAction {
+    /// Run the choice (and publish it for the hit path).
+    Hit,
+    /// Check the cached choice first ([`Found::Unchecked`]), then ask again
+    /// with what the check left.
+    Validate,
+    /// Measure the bucket. `confirm_hit`: there is a choice, which the
+    /// ranks agree on (or tune again) together.
+    Tune {
+        /// The bucket has a choice the ranks must confirm.
+        confirm_hit: bool,
+    },
+    /// Run the fallback; `warn`: for the first time at this bucket, so say
+    /// that it is untuned.
+    Fallback {
+        /// Warn that the bucket has no tuned choice.
+        warn: bool,
+    },
+}
+
+/// The miss dispatch: a choice that needs checking is checked first; in
+/// tuning mode (`tune`) a bucket without a usable choice is measured, and
+/// one whose choice the ranks must confirm is resolved with them; outside
+/// it, a bucket without a choice runs the fallback, with a warning the
+/// first time. Every candidate having failed is final for the session.
+///
+/// ```
+/// use ranktune_tune::{miss_action, Found, MissAction};
+/// assert_eq!(miss_action(Found::Nothing, false), MissAction::Fallback { warn: true });
+/// assert_eq!(miss_action(Found::Nothing, true), MissAction::Tune { confirm_hit: false });
+/// assert_eq!(miss_action(Found::Hit { confirm: true }, true), MissAction::Tune { confirm_hit: true });
+/// ```
+pub fn miss_action(found: Found, tune: bool) -> MissAction {
+    match found {
+        Found::Unchecked => MissAction::Validate,
+        Found::Hit { confirm: true } if tune => MissAction::Tune { confirm_hit: true },
+        Found::Hit { .. } => MissAction::Hit,
+        Found::Failed => MissAction::Fallback { warn: false },
+        Found::Fallback if !tune => MissAction::Fallback { warn: false },
+        Found::Nothing if !tune => MissAction::Fallback { warn: true },
+        Found::Fallback | Found::Nothing => MissAction::Tune { confirm_hit: false },
+    }
+}
 
 impl Tuner {
     /// A call whose shapes do not fit the op's tuning config: the fallback,
@@ -55,13 +128,18 @@ impl Tuner {
             }
             other => other,
         };
+        let found = match existing {
+            None => Found::Nothing,
+            Some(s) => match s.kind {
+                SlotKind::Hit => Found::Hit { confirm: s.confirm },
+                SlotKind::Validate => Found::Unchecked,
+                SlotKind::Fallback => Found::Fallback,
+                SlotKind::Failed => Found::Failed,
+            },
+        };
         let stats = &mut inner.ops[op_slot as usize].stats;
-        match existing {
-            Some(s) if s.kind == SlotKind::Hit && tune && s.confirm => {
-                let hit = Some((s.runner, s.tactic));
-                return self.tune_bucket(&mut inner, op, key, h, op_slot, hit);
-            }
-            Some(s) if s.kind == SlotKind::Hit => {
+        match (miss_action(found, tune), existing) {
+            (MissAction::Hit, Some(s)) => {
                 stats.hits += 1;
                 return Choice {
                     runner_index: s.runner,
@@ -69,15 +147,23 @@ impl Tuner {
                     source: Source::Cache,
                 };
             }
-            Some(s) if s.kind == SlotKind::Failed || !tune => {
+            (MissAction::Tune { confirm_hit }, _) => {
+                if found == Found::Nothing {
+                    stats.misses += 1;
+                }
+                let hit = existing.filter(|_| confirm_hit).map(|s| (s.runner, s.tactic));
+                return self.tune_bucket(&mut inner, op, key, h, op_slot, hit);
+            }
+            (MissAction::Fallback { warn: false }, _) => {
                 stats.fallbacks += 1;
                 return Choice::FALLBACK;
             }
-            Some(_) => {}
-            None => stats.misses += 1,
-        }
-        if tune {
-            return self.tune_bucket(&mut inner, op, key, h, op_slot, None);
+            // A validated slot is re-read as a hit or the fallback above,
+            // and a hit always has its slot.
+            (MissAction::Fallback { warn: true }, _)
+            | (MissAction::Validate | MissAction::Hit, _) => {
+                stats.misses += 1;
+            }
         }
         inner.ops[op_slot as usize].stats.fallbacks += 1;
         tracing::warn!(

@@ -40,6 +40,7 @@ mod tune;
 mod validate;
 
 pub use blocked::{retry_failed_from_env, SkippedTactic, RETRY_FAILED_ENV};
+pub use miss::{miss_action, Found, MissAction};
 pub use record::TuneRecord;
 pub use stale::StaleReason;
 pub use stats::{OpStats, TunerStats};
