@@ -104,11 +104,6 @@ def tune_measure(
 ) -> List[Measured]: ...
 
 # Isolated measuring (crates/py/src/isolate.rs).
-def tune_measure_timed(
-    n: int, run: Any, warmup: Optional[int] = None, samples: Optional[int] = None
-) -> List[Measured]:
-    """The sampler over self-timed runs: ``run(i, reps)`` returns µs (a float) or a failure reason (a str)."""
-
 class IsolationLimits:
     """The limits of an isolated worker, as the Rust tuner sets them."""
     def __init__(self, local_ranks: int = 1, timeout: Optional[float] = None, memory_mib: Optional[int] = None) -> None: ...
@@ -208,8 +203,8 @@ TIMEOUT_ENV: str
 MEMORY_ENV: str
 def isolation_settings(
     isolate: Any = None, timeout: Any = None, memory: Any = None
-) -> Tuple[str, Optional[float], Optional[int]]:
-    """(mode, timeout_s, memory_mib) of isolate=/candidate_timeout=/candidate_memory= (None: their variables)."""
+) -> Tuple[str, Optional[IsolationLimits]]:
+    """(mode, limits) of isolate=/candidate_timeout=/candidate_memory= (None: their variables; limits None when off)."""
 def isolation_local_ranks() -> int:
     """Ranks on this machine, as the launcher says (else 1)."""
 def reason_signal_name(sig: int) -> str:
@@ -246,18 +241,17 @@ class WorkerPool:
     """An op's workers under the Rust tuner's pool policy."""
 
     def __init__(self, limits: IsolationLimits) -> None: ...
-    def new_bucket(self) -> None: ...
-    def run(
+    def measure(
         self,
-        position: int,
-        reps: int,
-        fallback: bool,
-        init: Optional[Dict[str, Any]],
+        positions: List[int],
         start: Callable[[], Tuple[WorkerHandle, Optional[Dict[str, Any]]]],
-    ) -> Union[float, Tuple[str, str, bool]]:
-        """The runs' time (µs), or ``(kind, reason, hard)`` when it failed."""
+        init: Optional[Dict[str, Any]],
+        fork: bool,
+        warmup: Optional[int] = None,
+        samples: Optional[int] = None,
+    ) -> Tuple[List[Measured], List[Tuple[int, str, str]]]:
+        """One bucket's stats at ``positions`` and its hard failures ``(i, kind, reason)``."""
     def end(self, wait: bool = True) -> None: ...
-    def kill(self) -> None: ...
     @property
     def worker_pid(self) -> Optional[int]: ...
     @property
@@ -271,6 +265,10 @@ def worker_prepare(parent: int) -> bool:
     """Sets this process up as a measuring worker; False when its parent is gone."""
 def worker_limit_memory(extra: Optional[int]) -> Optional[int]:
     """Limits this worker's address space to its size plus ``extra`` bytes (None: no limit)."""
+def worker_serve(fd: int, handle: Callable[[Dict[str, Any]], Dict[str, Any]], ready: bool = True) -> None:
+    """A worker's loop on socket ``fd``: answers each request with ``handle(request)`` until the end of input."""
+def reason_failure_reply(text: str, memory_error: bool, memory: Optional[int]) -> Dict[str, Any]:
+    """The protocol's answer for a candidate's exception (``text``: ``Type: message``)."""
 
 PROTOCOL_VERSION: int
 PROTOCOL_MAX_LINE: int

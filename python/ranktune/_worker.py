@@ -45,7 +45,7 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ranktune import _isolate, _rebuild
+from ranktune import _isolate, _ranktune, _rebuild
 from ranktune._ranktune import PROTOCOL_VERSION
 
 
@@ -191,9 +191,9 @@ def main(argv: List[str]) -> int:
             return {"error": "a spawned worker needs an init message first", "kind": "error"}
         return setup.run(req["run"], req["reps"])
 
-    code = _isolate.serve(proto, handle, ready=False)
+    _ranktune.worker_serve(proto, handle, ready=False)
     sys.stdout.flush()
-    return code
+    return 0
 
 
 if __name__ == "__main__":

@@ -331,7 +331,7 @@ class Tuned:
         self._sync = sync
         # Isolated measuring (None reads $RANKTUNE_ISOLATE and the limits'
         # variables; a bad value raises ValueError naming it).
-        self._isolation = _isolate.settings(isolate, candidate_timeout, candidate_memory)
+        self._isolation, self._limits = _ranktune.isolation_settings(isolate, candidate_timeout, candidate_memory)
         self._tactic_index = [ti for _, ti in raw]
         # What a spawned worker imports: checked here when isolate="spawn"
         # was asked for this op; with RANKTUNE_ISOLATE=spawn (a whole
@@ -340,9 +340,9 @@ class Tuned:
         self._raw = raw
         self._spawn_refs: Optional[List[Dict[str, Any]]] = None
         self._spawn_timing: Dict[str, Any] = {}
-        if self._isolation.mode == "spawn" and isolate is not None:
+        if self._isolation == "spawn" and isolate is not None:
             self._spawn_refs = self._spawn_references(raw)
-        self._pool = _isolate.Pool(self._isolation) if self._isolation.on else None
+        self._pool = _ranktune.WorkerPool(self._limits) if self._limits is not None else None
         self._pool_lock = threading.Lock()
         self._group = group
         if self._core.collective and self._cache is None and not _process_group_in_use(group):
@@ -518,14 +518,14 @@ class Tuned:
         worker."""
         assert self._pool is not None
         init = None
-        if self._isolation.mode == "spawn":
+        if self._isolation == "spawn":
             # Described here, so an argument a worker cannot rebuild is
             # the caller's ValueError, not every candidate's failure.
             if self._spawn_refs is None:
                 try:
                     self._spawn_refs = self._spawn_references(self._raw)
                 except ValueError as e:
-                    raise ValueError(f"{self.op}, measured under {_isolate.ISOLATE_ENV}=spawn: {e}") from None
+                    raise ValueError(f"{self.op}, measured under {_ranktune.ISOLATE_ENV}=spawn: {e}") from None
             call = _rebuild.describe_call(tuple(args), dict(kwargs))
             init = {
                 "protocol": _ranktune.PROTOCOL_VERSION,
@@ -560,23 +560,29 @@ class Tuned:
             i = run[j]
             return _isolate.timed_runs(lambda: self._run_once(i, args, kwargs), reps, timed)
 
+        memory = self._limits.memory
+
+        def start() -> Tuple[Any, Optional[Dict[str, Any]]]:
+            # A new worker for the Rust pool, and the message it must
+            # answer ready to (a forked one answers unasked).
+            if self._isolation == "fork":
+                return _isolate.fork_worker(runner, memory), None
+            return _isolate.spawn_worker(memory), hello
+
+        hello = {"init": init} if init is not None else None
         with self._pool_lock:
-            m = _isolate.Measure(self._pool, run, runner, init)
-            try:
-                got = _ranktune.tune_measure_timed(len(run), m.request, self._warmup, self._samples)
-            except BaseException:
-                m.abort()
-                raise
-            m.finish(keep=True)
+            got, hard = self._pool.measure(
+                run, start, hello, self._isolation == "fork", self._warmup, self._samples
+            )
         if self._pool.worker_pid is not None:
             _open_pools.add(self)
-        return list(got), m.hard
+        return list(got), hard
 
     def _close_workers(self) -> None:
         """Ends a kept worker (the end of tuning)."""
         if self._pool is not None:
             with self._pool_lock:
-                self._pool.close()
+                self._pool.end(True)
 
 
 # Every tuned op: their hot paths are cleared when tuning starts, so every
@@ -753,7 +759,7 @@ def _close_workers() -> None:
     for t in list(_open_pools):
         t._close_workers()
     _open_pools.clear()
-    _isolate.reap_ended(wait=True)
+    _ranktune.reap_ended(True)
 
 
 @contextlib.contextmanager

@@ -110,7 +110,7 @@ def test_a_signal_sent_to_itself_is_a_crash_and_true_means_fork(tmp_path):
                           key=lambda n: n, cache=ranktune.Cache(path), isolate=True)
     with ranktune.tuning():
         assert f(7) == 14
-    assert f.tuner._isolation.mode == "fork"
+    assert f.tuner._isolation == "fork"
     assert errors_of(ranktune.Cache(path).entries()[0])["kill"] == "crashed: SIGSEGV (signal 11)"
 
 
@@ -164,7 +164,7 @@ def test_a_bad_variable_reads_the_same_to_python_and_to_the_command(cli, tmp_pat
 
 
 def test_the_memory_line_is_the_cause_not_the_failed_report_of_it():
-    from ranktune._isolate.reasons import memory_line
+    memory_line = _ranktune.reason_memory_line
     # A native candidate under RUST_BACKTRACE: its backtrace could not allocate either.
     twice = "memory allocation of 67108864 bytes failed\nmemory allocation of 1308987 bytes failed\n"
     assert memory_line(twice) == "memory allocation of 67108864 bytes failed"

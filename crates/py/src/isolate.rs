@@ -1,7 +1,7 @@
 //! Isolated measuring for `ranktune.autotune(isolate=...)`: what the Rust
 //! tuner decides about it, for the Python side to use as it is.
 //!
-//! - [`tune_measure_timed`]: the tuner's sampler over runs that time
+//! - [`measure_requests`]: the tuner's sampler over runs that time
 //!   themselves ([`measure_timed`], the sampling `tune_measure` uses), so a
 //!   worker's timings give the same statistic as in-process ones;
 //! - [`IsolationLimits`]: the limits' defaults and the per-candidate time
@@ -13,9 +13,8 @@
 //!   the tuner's [`settings`] as `ranktune tune` reads its flags (one
 //!   wording), and the launchers' local size.
 //!
-//! Owns only the bridging. The worker processes are started and supervised
-//! by `python/ranktune/_isolate/` (its module docs say why there and not
-//! here); nothing here forks, waits or kills.
+//! Owns only the bridging: nothing here forks, waits or kills (`worker.rs`
+//! supervises the workers Python starts).
 
 use crate::{convert, tune};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -28,7 +27,6 @@ use ranktune_tune::{measure_timed, Limits};
 use std::time::Duration;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(tune_measure_timed, m)?)?;
     m.add_function(wrap_pyfunction!(protocol_read, m)?)?;
     m.add_function(wrap_pyfunction!(protocol_line, m)?)?;
     m.add_function(wrap_pyfunction!(isolation_settings, m)?)?;
@@ -47,54 +45,37 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// Measures `n` candidates whose runs time themselves: `run(i, reps)` runs
-/// candidate `i` `reps` times in a row (e.g. in a worker process) and
-/// returns how long that took, in µs for all `reps` (a float), or the
-/// reason it failed (a str, kept as it is). An `Exception` it raises fails
-/// the candidate with its type and message, as in `tune_measure`; a
+/// Measures `n` candidates whose runs time themselves: `request(i,
+/// reps)` runs candidate `i` `reps` times in a row (in a worker process)
+/// and gives how long that took, in µs for all `reps`, or the reason it
+/// failed (kept as it is). A Python `Exception` it raises fails the
+/// candidate with its type and message, as in `tune_measure`; a
 /// `KeyboardInterrupt` or `SystemExit` stops the measuring and is raised.
-/// The sampling (`warmup=`/`samples=`, else adaptive) is `tune_measure`'s,
-/// so both give the same statistic. Returns one stats dict or
-/// `{"error": text}` per candidate.
-#[pyfunction]
-#[pyo3(signature = (n, run, warmup=None, samples=None))]
-fn tune_measure_timed<'py>(
+/// The sampling (`warmup`/`samples`, else adaptive) is `tune_measure`'s,
+/// so both give the same statistic: the tuner's [`measure_timed`]. Returns
+/// one stats dict or `{"error": text}` per candidate.
+pub(crate) fn measure_requests<'py>(
     py: Python<'py>,
     n: usize,
-    run: Bound<'py, PyAny>,
     warmup: Option<u32>,
     samples: Option<u32>,
+    mut request: impl FnMut(usize, u32) -> PyResult<Result<f64, String>>,
 ) -> PyResult<Bound<'py, PyList>> {
     let mut fatal: Option<PyErr> = None;
     let mut call = |i: usize, reps: u32| -> Result<f64, String> {
         if fatal.is_some() {
             return Err("interrupted".into());
         }
-        match run.call1((i, reps)) {
-            Ok(v) => {
-                if let Ok(why) = v.downcast::<PyString>() {
-                    return Err(why.to_string());
-                }
-                if !v.is_instance_of::<PyFloat>() {
-                    return Err(format!(
-                        "run(i, reps) must return the time in µs (a float) or a reason (a str), \
-                         not {}",
-                        v.get_type()
-                    ));
-                }
-                let us: f64 = v.extract().map_err(|e| e.to_string())?;
-                if us.is_finite() && us >= 0.0 {
-                    Ok(us)
-                } else {
-                    Err(format!("the measured time is not one: {us}"))
-                }
+        match request(i, reps) {
+            Ok(Ok(us)) if us.is_finite() && us >= 0.0 => Ok(us),
+            Ok(Ok(us)) => Err(format!("the measured time is not one: {us}")),
+            Ok(Err(why)) => Err(why),
+            Err(e) if e.is_instance_of::<pyo3::exceptions::PyException>(py) => {
+                Err(format!("{}: {}", tune::type_name(py, &e), e.value(py)))
             }
             Err(e) => {
-                if !e.is_instance_of::<pyo3::exceptions::PyException>(py) {
-                    fatal = Some(e);
-                    return Err("interrupted".into());
-                }
-                Err(format!("{}: {}", tune::type_name(py, &e), e.value(py)))
+                fatal = Some(e);
+                Err("interrupted".into())
             }
         }
     };
@@ -276,20 +257,22 @@ fn setting<T>(
 }
 
 /// `isolation_settings(isolate=None, timeout=None, memory=None)`: `(mode,
-/// timeout_s, memory_mib)` of `autotune`'s `isolate=`, `candidate_timeout=`
-/// and `candidate_memory=` -- each `None` reads its variable
+/// limits)` of `autotune`'s `isolate=`, `candidate_timeout=` and
+/// `candidate_memory=` -- each `None` reads its variable
 /// (`RANKTUNE_ISOLATE`, `RANKTUNE_CANDIDATE_TIMEOUT`,
 /// `RANKTUNE_CANDIDATE_MEMORY`). The mode is `"off"`, `"fork"` or
-/// `"spawn"` (`isolate=True`/`False`: fork/off; unset: off); a limit not
-/// given is `None`. A bad value raises `ValueError` with the tuner's
-/// sentence, naming the argument or the variable and what to give.
+/// `"spawn"` (`isolate=True`/`False`: fork/off; unset: off); `limits` the
+/// worker's [`IsolationLimits`] for this machine's share (None when off).
+/// A bad value, or a limit given where nothing is isolated, raises
+/// `ValueError` with the tuner's sentence, naming the argument or the
+/// variable and what to give.
 #[pyfunction]
 #[pyo3(signature = (isolate=None, timeout=None, memory=None))]
 fn isolation_settings(
     isolate: Option<&Bound<'_, PyAny>>,
     timeout: Option<&Bound<'_, PyAny>>,
     memory: Option<&Bound<'_, PyAny>>,
-) -> PyResult<(&'static str, Option<f64>, Option<u64>)> {
+) -> PyResult<(&'static str, Option<IsolationLimits>)> {
     let mode = match isolate {
         Some(v) if v.is_instance_of::<PyBool>() => {
             if v.is_truthy()? {
@@ -300,9 +283,27 @@ fn isolation_settings(
         }
         _ => setting(isolate, "isolate=", settings::ISOLATE_ENV, Mode::parse)?.unwrap_or(Mode::Off),
     };
+    let given = timeout.is_some() || memory.is_some();
     let timeout = setting(timeout, "candidate_timeout=", settings::TIMEOUT_ENV, settings::timeout)?;
     let memory = setting(memory, "candidate_memory=", settings::MEMORY_ENV, settings::memory_mib)?;
-    Ok((mode.name(), timeout.map(|d| d.as_secs_f64()), memory))
+    let turn_on = format!("isolate=\"fork\" or \"spawn\" (or {})", settings::ISOLATE_ENV);
+    settings::limits_need_isolation(
+        mode != Mode::Off,
+        given,
+        "candidate_timeout= and candidate_memory=",
+        &turn_on,
+    )
+    .map_err(PyValueError::new_err)?;
+    if mode == Mode::Off {
+        return Ok((mode.name(), None));
+    }
+    let local_ranks = settings::local_ranks_from(|name| std::env::var(name).ok());
+    let mut limits = Limits::for_local_ranks(local_ranks);
+    limits.timeout = timeout.or(limits.timeout);
+    if let Some(m) = memory {
+        limits.memory = Some(m.saturating_mul(1 << 20));
+    }
+    Ok((mode.name(), Some(IsolationLimits { limits })))
 }
 
 /// `isolation_local_ranks()`: how many ranks run on this machine, as the

@@ -14,7 +14,8 @@
 use crate::convert;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use ranktune_tune::isolation::adopted::{self, AdoptedPool, AdoptedWorker};
+use pyo3::types::PyList;
+use ranktune_tune::isolation::adopted::{self, AdoptedPool, AdoptedWorker, WorkerLost};
 use ranktune_tune::isolation::protocol::ToWorker;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::Mutex;
@@ -26,8 +27,14 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(reap_ended, m)?)?;
     m.add_function(wrap_pyfunction!(worker_prepare, m)?)?;
     m.add_function(wrap_pyfunction!(worker_limit_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(worker_serve, m)?)?;
+    m.add_function(wrap_pyfunction!(reason_failure_reply, m)?)?;
     Ok(())
 }
+
+/// A failure that cost the worker: `(i, kind, reason)`, `i` indexing the
+/// measured positions.
+type HardFailure = (usize, &'static str, String);
 
 /// A protocol message of the tuner's side from a Python dict.
 fn to_worker(m: &Bound<'_, PyAny>) -> PyResult<ToWorker> {
@@ -176,48 +183,25 @@ impl WorkerPool {
         *self.slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(pool);
         Ok(out)
     }
-}
 
-#[pymethods]
-impl WorkerPool {
-    #[new]
-    fn new(limits: PyRef<'_, crate::isolate::IsolationLimits>) -> Self {
-        WorkerPool {
-            slot: Mutex::new(Some(AdoptedPool::new(limits.limits().clone()))),
-            starts: Mutex::new((0, 0.0)),
-        }
-    }
-
-    /// A new bucket: its own time reference, and a kept worker takes the
-    /// bucket's `init` before it runs anything.
-    fn new_bucket(&self) -> PyResult<()> {
-        self.with_pool(AdoptedPool::new_bucket)
-    }
-
-    /// Runs candidate `position` `reps` times (`fallback`: it is the op's
-    /// fallback): the worker's time of the runs (µs, a float), or `(kind,
-    /// reason, hard)` when it failed (`hard`: it cost the worker — a crash,
-    /// a time-out, an exhausted memory — and goes on the blocklist, by the
-    /// tuner's rule, `FailureKind::is_hard`). Starts a worker first when none runs:
-    /// `start()` returns `(WorkerHandle, hello)`, `hello` the message it must
-    /// answer `ready` to (None: its first answer, unasked); a kept worker
-    /// is sent `init` (a protocol message, or None) first.
-    #[pyo3(signature = (position, reps, fallback, init, start))]
-    fn run(
+    /// Runs candidate `j` `reps` times (`fallback`: it is the op's
+    /// fallback): the worker's time of the runs (µs), or why it failed.
+    /// Starts a worker first when none runs (see `measure`). `start`'s
+    /// OSError fails the candidate; anything else it raises is raised.
+    fn request(
         &self,
         py: Python<'_>,
-        position: usize,
+        j: usize,
         reps: u32,
         fallback: bool,
-        init: Option<&Bound<'_, PyAny>>,
-        start: PyObject,
-    ) -> PyResult<PyObject> {
-        let init = init.map(to_worker).transpose()?;
+        init: Option<&ToWorker>,
+        start: &PyObject,
+    ) -> PyResult<Result<f64, WorkerLost>> {
         // Python's error from `start`, kept to raise after the run.
         let mut raised: Option<PyErr> = None;
         let got = self.with_pool(|pool| {
             py.allow_threads(|| {
-                pool.run(position, reps, fallback, init.as_ref(), || {
+                pool.run(j, reps, fallback, init, || {
                     Python::with_gil(|py| -> std::io::Result<(AdoptedWorker, Option<ToWorker>)> {
                         let started = (|| -> PyResult<_> {
                             let (handle, hello): (
@@ -243,11 +227,72 @@ impl WorkerPool {
             // Not an OSError (a bug, an interrupt): the caller's to see.
             return Err(e);
         }
+        Ok(got)
+    }
+}
+
+#[pymethods]
+impl WorkerPool {
+    #[new]
+    fn new(limits: PyRef<'_, crate::isolate::IsolationLimits>) -> Self {
+        WorkerPool {
+            slot: Mutex::new(Some(AdoptedPool::new(limits.limits().clone()))),
+            starts: Mutex::new((0, 0.0)),
+        }
+    }
+
+    /// `measure(positions, start, init, fork, warmup=None, samples=None)`:
+    /// measures one bucket's candidates at `positions` in the worker, with
+    /// the in-process statistic: `(stats, hard)`, `stats` one dict (or
+    /// `{"error": ...}`) per position, `hard` the `(i, kind, reason)` of
+    /// the failures that cost the worker (a crash, a time-out, an exhausted
+    /// memory: the tuner's rule, `FailureKind::is_hard`), `i` indexing
+    /// `positions`. A worker is started when none runs: `start()` returns
+    /// `(WorkerHandle, hello)`, `hello` the message it must answer `ready`
+    /// to (None: its first answer, unasked); a kept worker is sent `init`
+    /// (the bucket's protocol message, or None) first. The per-request
+    /// time limit's reference is the fallback's (position 0). After the
+    /// bucket a forked worker (`fork`) ends, its inputs being this call's;
+    /// a spawned one is kept for the next bucket. Interrupted, the worker
+    /// is killed at once.
+    #[pyo3(signature = (positions, start, init, fork, warmup=None, samples=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn measure<'py>(
+        &self,
+        py: Python<'py>,
+        positions: Vec<usize>,
+        start: PyObject,
+        init: Option<&Bound<'py, PyAny>>,
+        fork: bool,
+        warmup: Option<u32>,
+        samples: Option<u32>,
+    ) -> PyResult<(Bound<'py, PyList>, Vec<HardFailure>)> {
+        let init = init.map(to_worker).transpose()?;
+        self.with_pool(AdoptedPool::new_bucket)?;
+        let mut hard = Vec::new();
+        let got =
+            crate::isolate::measure_requests(py, positions.len(), warmup, samples, |j, reps| {
+                let fallback = positions[j] == 0;
+                Ok(match self.request(py, j, reps.max(1), fallback, init.as_ref(), &start)? {
+                    Ok(us) => Ok(us),
+                    Err(f) => {
+                        if f.kind.is_hard() {
+                            hard.push((j, f.kind.as_str(), f.message.clone()));
+                        }
+                        Err(f.message)
+                    }
+                })
+            });
         match got {
-            Ok(us) => Ok(us.into_pyobject(py)?.into_any().unbind()),
-            Err(f) => {
-                let hard = f.kind.is_hard();
-                Ok((f.kind.as_str(), f.message, hard).into_pyobject(py)?.into_any().unbind())
+            Ok(stats) => {
+                if fork {
+                    py.allow_threads(|| self.with_pool(|p| p.end(false)))?;
+                }
+                Ok((stats, hard))
+            }
+            Err(e) => {
+                py.allow_threads(|| self.with_pool(AdoptedPool::kill))?;
+                Err(e)
             }
         }
     }
@@ -257,11 +302,6 @@ impl WorkerPool {
     #[pyo3(signature = (wait=true))]
     fn end(&self, py: Python<'_>, wait: bool) -> PyResult<()> {
         py.allow_threads(|| self.with_pool(|p| p.end(wait)))
-    }
-
-    /// Kills the worker at once (an interrupted measure).
-    fn kill(&self, py: Python<'_>) -> PyResult<()> {
-        py.allow_threads(|| self.with_pool(AdoptedPool::kill))
     }
 
     /// The running worker's process id (None while none runs, or while a
@@ -312,4 +352,69 @@ fn worker_prepare(parent: i32) -> bool {
 fn worker_limit_memory(extra: Option<u64>) -> PyResult<Option<u64>> {
     ranktune_tune::isolation::setup::limit_memory(extra)
         .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))
+}
+
+/// `worker_serve(fd, handle, ready=True)`: a worker's loop on the socket
+/// `fd`, the tuner's own (`isolation::serve`): says `ready` first (unless
+/// `ready=False`: a spawned worker says it after its `init`), then answers
+/// each request with `handle(request)` (the request and the answer as the
+/// protocol's dicts) until the end of input. A line that is not a request
+/// is answered with why, without calling `handle`. What `handle` raises,
+/// or an answer that is not a worker's message, ends the loop and is
+/// raised. The GIL is released while it waits for a line.
+#[pyfunction]
+#[pyo3(signature = (fd, handle, ready=true))]
+fn worker_serve(py: Python<'_>, fd: i32, handle: Py<PyAny>, ready: bool) -> PyResult<()> {
+    use ranktune_tune::isolation::protocol::{ErrorKind, FromWorker};
+    let mut raised: Option<PyErr> = None;
+    py.allow_threads(|| {
+        ranktune_tune::isolation::serve::serve(fd, ready, &mut |request| {
+            let request = match request {
+                Ok(r) => r,
+                Err(e) => {
+                    return Some(FromWorker::Error { error: e.to_string(), kind: ErrorKind::Error })
+                }
+            };
+            Python::with_gil(|py| {
+                let answered = (|| -> PyResult<FromWorker> {
+                    let value = serde_json::to_value(&request)
+                        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                    let reply = handle.bind(py).call1((convert::to_py(py, &value)?,))?;
+                    let reply = convert::from_py(&reply, "the answer")?;
+                    serde_json::from_value(reply).map_err(|e| {
+                        PyValueError::new_err(format!("not a protocol message of the worker: {e}"))
+                    })
+                })();
+                answered.map_err(|e| raised = Some(e)).ok()
+            })
+        })
+    });
+    raised.map_or(Ok(()), Err)
+}
+
+/// `reason_failure_reply(text, memory_error, memory)`: the protocol's
+/// answer for an exception a candidate raised in a worker, `text` being
+/// its `Type: message`: kind `memory` when it is a `MemoryError`
+/// (`memory_error`) or names an allocator's failure (the tuner's
+/// [`reasons::memory_line`](ranktune_tune::isolation::reasons::memory_line)),
+/// with the limit (`memory` bytes, or none); else kind `error`, with the
+/// text as in-process measuring gives it.
+#[pyfunction]
+fn reason_failure_reply<'py>(
+    py: Python<'py>,
+    text: &str,
+    memory_error: bool,
+    memory: Option<u64>,
+) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
+    use ranktune_tune::isolation::reasons;
+    let d = pyo3::types::PyDict::new(py);
+    if memory_error || reasons::memory_line(text).is_some() {
+        let limit = memory.map(reasons::mib).unwrap_or_else(|| "none".to_string());
+        d.set_item("error", format!("limit {limit} ({})", reasons::last_line(text)))?;
+        d.set_item("kind", "memory")?;
+    } else {
+        d.set_item("error", text)?;
+        d.set_item("kind", "error")?;
+    }
+    Ok(d)
 }

@@ -12,51 +12,24 @@ its reason, and the tune goes on with a fresh worker.
   their description (``ranktune._rebuild``). It is kept for the op's next
   buckets (each gets a new ``init``) while it stays healthy.
 
-Both speak the worker protocol of ``crates/tune/src/isolation/protocol.rs``
-(newline-delimited JSON over one Unix socket on the worker's standard input
-and output, its standard error on a pipe), and every message is parsed and
-written by that Rust module (``_ranktune.protocol_read``/``protocol_line``).
-The limits' defaults and the per-request time limit are the Rust tuner's
-(``_ranktune.IsolationLimits``: ``max(5 s, 50 x the fallback's time)``, 60 s
-before anything of the bucket was timed, 120 s to start, memory as half of
-``MemAvailable`` over the local ranks, an ``RLIMIT_AS`` growth over this
-process's size), and so is the statistic (``_ranktune.tune_measure_timed``,
-the sampler of ``tune_measure`` over runs the worker times).
+Everything but the start is the Rust tuner's, through ``_ranktune``: the
+settings and their words (``isolation_settings``), the limits
+(``IsolationLimits``), the pool (``WorkerPool``: one worker at a time, the
+per-request deadline, SIGKILL, reaping, why a worker was lost, which
+failures are hard, the sampler), the worker protocol and the worker's loop
+(``worker_serve``), its set-up (``worker_prepare``, ``worker_limit_memory``)
+and the wording of a candidate's failure (``reason_failure_reply``). Python
+starts the worker because a forked worker must run Python code -- the
+candidates -- in a copy of this interpreter, and only ``os.fork`` makes that
+copy sound (CPython's fork protocol: the import lock, the threading state,
+``os.register_at_fork`` handlers).
 
-Why the supervision itself (start, deadlines, SIGKILL, reaping, reasons) is
-written here, in Python, and not the Rust tuner's ``isolation::pool``:
-
-- A forked worker must run Python code -- the candidates -- in a copy of
-  this interpreter. Only ``os.fork`` makes that copy sound: it runs CPython's
-  own fork protocol (the import lock, the threading module's state, the
-  handlers of ``os.register_at_fork``, where ``ranktune.trace`` forgets the
-  parent's trace session). The Rust tuner's fork is a bare ``fork(2)`` whose
-  child may run only async-signal-safe code until its Rust serve loop.
-- The Rust pool and worker handle are internal to the tuner crate (they
-  serve its bench of Rust ops); the bindings cannot reach them.
-- Everything the supervision needs is in Python's standard library:
-  ``socketpair``, ``poll``, ``wait4`` (with the worker's peak resident
-  memory), ``setrlimit``, signal dispositions, ``posix_spawn``; only
-  ``PR_SET_PDEATHSIG`` goes through ``ctypes``.
-
-The reasons are worded as the Rust worker words them (``worker.rs``):
-``crashed: SIGSEGV (signal 11)``, ``timed out after 1.0 s (limit 1.0 s)``,
-``ran out of memory: limit 128 MiB (MemoryError)``, ``the worker exited with
-status 3``. Hard failures (crash, timeout, memory) go on the cache's
-blocklist (``tune.py`` records them), as the Rust tuner's do.
-
-Owns worker processes, their limits and the classification of their
-deaths. It never decides, never touches the cache, and runs only while a
 The package, one job a module:
 
-- ``settings``: the mode and the limits from the arguments and the
-  environment;
-- ``reasons``: why a worker was lost, in the Rust worker's words;
 - ``handle``: starting a worker (fork or spawn) and handing it to the Rust
-  tuner's supervisor (requests, deadlines, SIGKILL, reaping, reasons);
-- ``serve``: the worker's side (its set-up, its loop, its timing), for a
-  forked worker and for ``ranktune._worker``;
-- ``measure``: an op's pool and one bucket's measure (the Rust pool).
+  supervisor;
+- ``serve``: the worker's side (its set-up, its timing, its answers), for
+  a forked worker and for ``ranktune._worker``.
 
 It never decides, never touches the cache, and runs only while a bucket is
 measured.
@@ -64,20 +37,10 @@ measured.
 
 from __future__ import annotations
 
-from ranktune._isolate.handle import fork_worker, reap_ended, spawn_worker
-from ranktune._isolate.measure import Measure, Pool
-from ranktune._isolate.serve import (
-    failure_reply,
-    limit_memory,
-    prepare_worker,
-    serve,
-    stdin_from_devnull,
-    timed_runs,
-)
-from ranktune._isolate.settings import ISOLATE_ENV, Settings, settings
+from ranktune._isolate.handle import fork_worker, spawn_worker
+from ranktune._isolate.serve import failure_reply, limit_memory, prepare_worker, stdin_from_devnull, timed_runs
 
 __all__ = [
-    "ISOLATE_ENV", "Settings", "settings", "Measure", "Pool", "fork_worker",
-    "spawn_worker", "reap_ended", "failure_reply", "limit_memory", "prepare_worker",
-    "serve", "stdin_from_devnull", "timed_runs",
+    "fork_worker", "spawn_worker", "failure_reply", "limit_memory", "prepare_worker", "stdin_from_devnull",
+    "timed_runs",
 ]  # fmt: skip

@@ -21,7 +21,7 @@ import ranktune
 from ranktune import _ranktune
 from ranktune._isolate import serve as _serve
 
-__all__ = ["fork_worker", "spawn_worker", "reap_ended"]
+__all__ = ["fork_worker", "spawn_worker"]
 
 def fork_worker(runner: Callable[[int, int], float], memory: Optional[int]) -> Any:
     """Forks a worker that answers ``{"run": j, "reps": n}`` with
@@ -57,7 +57,8 @@ def fork_worker(runner: Callable[[int, int], float], memory: Optional[int]) -> A
                 except Exception as e:  # noqa: BLE001 -- the candidate's failure, answered
                     return _serve.failure_reply(e, memory)
 
-            code = _serve.serve(child_sock.fileno(), handle)
+            _ranktune.worker_serve(child_sock.fileno(), handle)
+            code = 0
         except BaseException:  # noqa: BLE001 -- reported on the pipe; the child must not return
             try:
                 traceback.print_exc()
@@ -149,9 +150,3 @@ def _adopt(pid: int, sock: socket.socket, err_fd: int, memory: Optional[int]) ->
         os.kill(pid, 9)
         os.waitpid(pid, 0)
         raise
-
-
-def reap_ended(wait: bool = False) -> None:
-    """Reaps the workers told to exit that have; ``wait``: all of them,
-    killing one that does not exit within the grace period."""
-    _ranktune.reap_ended(wait)

@@ -1,8 +1,8 @@
 """The worker's side of isolated measuring, shared by a forked worker
 (``handle.fork_worker``) and a spawned one (``ranktune._worker``): its
-set-up (signals, ``PR_SET_PDEATHSIG``, the address-space limit), its loop
-over the protocol's requests, how it times runs and how it words a
-candidate's failure.
+set-up (signals, ``PR_SET_PDEATHSIG``, the address-space limit), how it
+times runs and how it answers a candidate's failure. Its loop over the
+protocol's requests is the Rust tuner's (``_ranktune.worker_serve``).
 
 Owns only what runs inside a worker process; never starts one.
 """
@@ -11,16 +11,14 @@ from __future__ import annotations
 
 import faulthandler
 import os
-import socket
 import sys
 import time
 from typing import Any, Callable, Dict, Optional
 
 from ranktune import _ranktune
-from ranktune._isolate.reasons import last_line, memory_line, mib
 
 __all__ = [
-    "prepare_worker", "stdin_from_devnull", "limit_memory", "failure_reply", "TimerError", "timed_runs", "serve",
+    "prepare_worker", "stdin_from_devnull", "limit_memory", "failure_reply", "TimerError", "timed_runs",
     "flush_std", "SERVE_FAILED", "NO_LIMIT",
 ]  # fmt: skip
 
@@ -71,14 +69,12 @@ def failure_reply(e: BaseException, memory: Optional[int]) -> Dict[str, Any]:
     """The protocol's error answer for an exception a candidate raised:
     kind ``memory`` when it says an allocation failed (``MemoryError``,
     a CUDA or CPU allocator's out-of-memory), else ``error``, with the text
-    ``tune_measure`` gives in-process (``Type: message``)."""
+    ``tune_measure`` gives in-process (``Type: message``): the Rust rule,
+    ``_ranktune.reason_failure_reply``."""
     if isinstance(e, TimerError):
         return {"error": str(e), "kind": "error"}
     text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-    if isinstance(e, MemoryError) or memory_line(text) is not None:
-        limit = mib(memory) if memory is not None else "none"
-        return {"error": f"limit {limit} ({last_line(text)})", "kind": "memory"}
-    return {"error": text, "kind": "error"}
+    return _ranktune.reason_failure_reply(text, isinstance(e, MemoryError), memory)  # type: ignore[no-any-return]
 
 
 class TimerError(Exception):
@@ -105,30 +101,6 @@ def timed_runs(run_once: Callable[[], Any], reps: int, timed: bool) -> float:
     for _ in range(reps):
         run_once()
     return (time.perf_counter() - t0) * 1e6
-
-
-def serve(fd: int, handle: Callable[[Dict[str, Any]], Dict[str, Any]], ready: bool = True) -> int:
-    """A worker's loop: says ``ready`` (unless ``ready=False``: a spawned
-    worker says it after its init), answers each request with
-    ``handle(request)`` until the end of input; the exit status."""
-    sock = socket.socket(fileno=os.dup(fd))
-    reader = sock.makefile("rb")
-    if ready:
-        sock.sendall(_ranktune.protocol_line({"ready": {"pid": os.getpid()}}, "worker"))
-    while True:
-        line = reader.readline(_ranktune.PROTOCOL_MAX_LINE + 1)
-        if not line:
-            return 0
-        try:
-            req = _ranktune.protocol_read(line, "tuner")
-        except ValueError as e:
-            reply: Dict[str, Any] = {"error": str(e), "kind": "error"}
-        else:
-            reply = handle(req)
-        try:
-            sock.sendall(_ranktune.protocol_line(reply, "worker"))
-        except OSError:
-            return 0
 
 
 def flush_std() -> None:

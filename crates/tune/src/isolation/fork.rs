@@ -9,7 +9,7 @@
 //! cache or a trace (its crash-signal handlers are reset, and the panic hook
 //! installed before the first fork writes only the panic's text in a worker).
 
-use super::protocol::{self, ErrorKind, FromWorker, Ready, ToWorker, MAX_LINE};
+use super::protocol::{ErrorKind, FromWorker, ToWorker};
 use super::sys::{self, raw, Forked};
 use super::worker::Worker;
 use super::Limits;
@@ -118,13 +118,8 @@ fn serve_loop(fd: RawFd, serve: &mut Serve<'_>) -> ! {
 
 /// Answers requests until the end of input; the exit status.
 fn serve_requests(fd: RawFd, serve: &mut Serve<'_>) -> i32 {
-    let ready = FromWorker::Ready { ready: Ready { pid: std::process::id() } };
-    if sys::write_all(fd, &protocol::encode(&ready)).is_err() {
-        return 0;
-    }
-    let mut buf = Vec::new();
-    while let Some(line) = read_line(fd, &mut buf) {
-        let reply = match protocol::decode::<ToWorker>(&line) {
+    super::serve::serve(fd, true, &mut |request| {
+        Some(match request {
             Ok(ToWorker::Run { run, reps }) => match serve(run, reps) {
                 Ok(us) => FromWorker::Us { us },
                 Err((kind, error)) => FromWorker::Error { error, kind },
@@ -134,29 +129,7 @@ fn serve_requests(fd: RawFd, serve: &mut Serve<'_>) -> i32 {
                 kind: ErrorKind::Error,
             },
             Err(e) => FromWorker::Error { error: e.to_string(), kind: ErrorKind::Error },
-        };
-        if sys::write_all(fd, &protocol::encode(&reply)).is_err() {
-            return 0;
-        }
-    }
+        })
+    });
     0
-}
-
-/// The next line from `fd` (blocking); `None` at the end of input, on an
-/// error, or for a line longer than [`MAX_LINE`].
-fn read_line(fd: RawFd, buf: &mut Vec<u8>) -> Option<Vec<u8>> {
-    loop {
-        if let Some(end) = buf.iter().position(|&b| b == b'\n') {
-            let rest = buf.split_off(end + 1);
-            return Some(std::mem::replace(buf, rest));
-        }
-        if buf.len() > MAX_LINE {
-            return None;
-        }
-        let mut chunk = [0u8; 4096];
-        match sys::read(fd, &mut chunk) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
 }

@@ -31,6 +31,7 @@ mod fork;
 pub(crate) mod pool;
 pub mod protocol;
 pub mod reasons;
+pub mod serve;
 pub mod settings;
 pub mod setup;
 mod spawn;

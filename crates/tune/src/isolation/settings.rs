@@ -140,6 +140,31 @@ pub fn local_ranks_from(env: impl Fn(&str) -> Option<String>) -> u32 {
         .unwrap_or(1)
 }
 
+/// Limits given where nothing is isolated: an error naming both limits
+/// and how to turn isolation on, or leave them out. `on`: isolation is on;
+/// `given`: a limit was given as a flag or argument (a variable alone is a
+/// job-wide setting, and is not refused). `limits` names the two (`--candidate-timeout
+/// and --candidate-memory`, `candidate_timeout= and candidate_memory=`),
+/// `turn_on` how to turn isolation on.
+///
+/// ```
+/// use ranktune_tune::isolation::settings::limits_need_isolation;
+/// assert!(limits_need_isolation(true, true, "a", "b").is_ok());
+/// let e = limits_need_isolation(false, true, "--t and --m", "--isolate").unwrap_err();
+/// assert_eq!(e, "--t and --m limit isolated workers; add --isolate, or leave them out");
+/// ```
+pub fn limits_need_isolation(
+    on: bool,
+    given: bool,
+    limits: &str,
+    turn_on: &str,
+) -> Result<(), String> {
+    if on || !given {
+        return Ok(());
+    }
+    Err(format!("{limits} limit isolated workers; add {turn_on}, or leave them out"))
+}
+
 /// A setting that does not parse: where it came from, the text, and what
 /// to give instead (its `Display` is the whole sentence).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -7,7 +7,7 @@
 
 use super::TuneArgs;
 use anyhow::bail;
-use ranktune_tune::isolation::settings::{self as parse, Mode};
+use ranktune_tune::isolation::settings::{self as parse, limits_need_isolation, Mode};
 use ranktune_tune::isolation::settings::{ISOLATE_ENV, MEMORY_ENV, TIMEOUT_ENV};
 use ranktune_tune::{Isolation, Limits};
 use std::time::Duration;
@@ -63,12 +63,13 @@ pub(super) fn settings(args: &TuneArgs) -> anyhow::Result<Settings> {
         (None, Some(v)) => Some(parse::memory_mib(&v, MEMORY_ENV)?),
         (None, None) => None,
     };
-    if !on && (args.candidate_timeout.is_some() || args.candidate_memory.is_some()) {
-        bail!(
-            "--candidate-timeout and --candidate-memory limit isolated workers; add --isolate \
-             (or {ISOLATE_ENV}=1), or leave them out"
-        );
-    }
+    limits_need_isolation(
+        on,
+        args.candidate_timeout.is_some() || args.candidate_memory.is_some(),
+        "--candidate-timeout and --candidate-memory",
+        &format!("--isolate (or {ISOLATE_ENV}=1)"),
+    )
+    .map_err(anyhow::Error::msg)?;
     Ok(Settings { on, timeout, memory_mib })
 }
 
