@@ -352,6 +352,10 @@ def torch_trace_target(
 def torch_profile_window(value: Optional[str] = None) -> Optional[List[Tuple[int, int]]]:
     """Inclusive iteration ranges from `value` or RANKTUNE_PROFILE_ITERS /
     TLLM_PROFILE_START_STOP; None when unset."""
+def torch_trace_publish(
+    raw: _Path, path: _Path, cycle: int, defaults: Dict[str, Any], other: Dict[str, Any]
+) -> os.PathLike:
+    """Publishes torch.profiler's exported trace ``raw`` as cycle ``cycle`` of ``path``; the file written."""
 
 def cli_main(argv: List[str], rank_exe: Optional[str] = None) -> int:
     """The `ranktune` command (only in builds with the `cli` feature, as the

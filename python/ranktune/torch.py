@@ -28,8 +28,6 @@ ranktune does.
 
 from __future__ import annotations
 
-import gzip as _gzip
-import json
 import os
 import signal
 import threading
@@ -62,17 +60,6 @@ def _rank_world(group: Any = None) -> Tuple[Optional[int], Optional[int]]:
 
 
 # -- the profiler hook --------------------------------------------------------
-def _cycle_path(path: str, cycle: int) -> str:
-    """The file of profiling cycle ``cycle`` (from 0): the rank's file for
-    the first, ``<stem>.cycle<N><ext>`` (N from 2) after it."""
-    if cycle == 0:
-        return path
-    for ext in (".json.gz", ".json", ".gz"):
-        if path.endswith(ext):
-            return f"{path[: -len(ext)]}.cycle{cycle + 1}{ext}"
-    return f"{path}.cycle{cycle + 1}"
-
-
 class TraceHandler:
     """The callable :func:`trace_handler` returns; ``files`` lists what it
     wrote, in order."""
@@ -100,10 +87,8 @@ class TraceHandler:
     def __call__(self, prof: Any) -> None:
         with self._lock:
             t = self.target()
-            final = _cycle_path(t["path"], self._cycle)
+            self.files.append(_export(prof, t, self._cycle))
             self._cycle += 1
-            _export(prof, final, t, self._cycle)
-            self.files.append(final)
 
     def watch(self, prof: Any) -> None:
         """Exports the cycle ``prof`` is recording when SIGTERM arrives
@@ -123,60 +108,33 @@ class TraceHandler:
         signal.signal(signal.SIGTERM, on_term)
 
 
-def _export(prof: Any, final: str, t: Dict[str, Any], cycle: int) -> None:
-    """Exports ``prof``'s trace to ``final``: torch writes a temp file in the
-    same directory, the header is completed, and a second temp file is
-    renamed over ``final`` (readers see the old file or the whole new one)."""
-    directory = os.path.dirname(final) or "."
-    base = os.path.basename(final)
-    raw = os.path.join(directory, f".{base}.{os.getpid()}.torch.json")
-    tmp = os.path.join(directory, f".{base}.{os.getpid()}.tmp")
+def _export(prof: Any, t: Dict[str, Any], cycle: int) -> str:
+    """Exports ``prof``'s cycle ``cycle`` (from 0) as this rank's file:
+    torch writes a temp file beside it, which Rust publishes with the
+    header (``distributedInfo`` naming the rank, ``otherData`` with
+    ranktune's run id, first, so streaming readers find them before the
+    events), atomically: readers see the old file or the whole new one.
+    The first cycle is the rank's file, later ones ``<stem>.cycle<N><ext>``
+    (the Rust rule). Returns the file written."""
+    final = t["path"]
+    raw = os.path.join(os.path.dirname(final) or ".", f".{os.path.basename(final)}.{os.getpid()}.torch.json")
+    defaults = {k: t[k] for k in ("rank", "world_size", "local_rank")}
+    other = {
+        "run_id": t["run_id"],
+        "run_id_source": t["run_id_source"],
+        "ranktune_version": _ranktune.__version__,
+        "profiler": f"torch.profiler {torch.__version__}",
+        "cycle": cycle + 1,
+        "ranktune_base_ns": t["base_ns"],
+    }
     try:
         prof.export_chrome_trace(raw)
-        with open(raw, "rb") as f:
-            doc = json.load(f)
-        out = _with_header(doc, t, cycle)
-        opener = _gzip.open if final.endswith(".gz") else open
-        with opener(tmp, "wt", encoding="utf-8") as f:  # type: ignore[operator]
-            json.dump(out, f)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
+        return os.fspath(_ranktune.torch_trace_publish(raw, final, cycle, {**defaults, "backend": "torch.profiler"}, other))
     finally:
-        for p in (raw, tmp):
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
-
-
-def _with_header(doc: Dict[str, Any], t: Dict[str, Any], cycle: int) -> Dict[str, Any]:
-    """``doc`` with ``distributedInfo`` (the rank, always), ``otherData``
-    (ranktune's run id) first, so streaming readers find them before the
-    events."""
-    info = dict(doc.get("distributedInfo") or {})
-    info.setdefault("rank", t["rank"])
-    info.setdefault("world_size", t["world_size"])
-    info.setdefault("local_rank", t["local_rank"])
-    info.setdefault("backend", "torch.profiler")
-    other = dict(doc.get("otherData") or {})
-    other.update(
-        {
-            "run_id": t["run_id"],
-            "run_id_source": t["run_id_source"],
-            "ranktune_version": _ranktune.__version__,
-            "profiler": f"torch.profiler {torch.__version__}",
-            "cycle": cycle,
-            "ranktune_base_ns": t["base_ns"],
-        }
-    )
-    out: Dict[str, Any] = {"distributedInfo": info, "otherData": other}
-    if "baseTimeNanoseconds" in doc:
-        out["baseTimeNanoseconds"] = doc["baseTimeNanoseconds"]
-    for k, v in doc.items():
-        if k not in out:
-            out[k] = v
-    return out
+        try:
+            os.unlink(raw)
+        except FileNotFoundError:
+            pass
 
 
 def trace_handler(path: Any = None, *, gzip: Optional[bool] = None) -> TraceHandler:

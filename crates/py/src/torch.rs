@@ -3,9 +3,10 @@
 //! and clock base its header names (the same as ranktune's own traces), and
 //! the profiling window from the environment.
 //!
-//! Owns only the translation: the rules are `ranktune-trace`'s. Never
-//! writes a trace (Python's `torch.profiler` exports, `ranktune.torch`
-//! renames).
+//! And the publication of what `torch.profiler` exported as this rank's
+//! file ([`torch_trace_publish`]: the header, atomic, the cycle's name).
+//!
+//! Owns only the translation: the rules are `ranktune-trace`'s.
 
 use crate::errors;
 use pyo3::prelude::*;
@@ -17,6 +18,7 @@ use std::path::PathBuf;
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(torch_trace_target, m)?)?;
     m.add_function(wrap_pyfunction!(torch_profile_window, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_trace_publish, m)?)?;
     Ok(())
 }
 
@@ -96,4 +98,35 @@ fn torch_profile_window(value: Option<String>) -> PyResult<Option<Vec<(u64, u64)
     };
     let w = IterWindow::parse_from(&var, &text).map_err(errors::to_py)?;
     Ok(Some(w.ranges().to_vec()))
+}
+
+/// `torch_trace_publish(raw, path, cycle, defaults, other)`: publishes the
+/// Chrome trace `torch.profiler` exported to `raw` as profiling cycle
+/// `cycle` (from 0) of this rank's file `path` (the first cycle `path`
+/// itself, then `<stem>.cycle<N><ext>`): `distributedInfo` first, the
+/// profiler's members completed with `defaults` (rank, world size, local
+/// rank, backend), `otherData` updated with `other` (the run id and
+/// versions), then the profiler's members as it wrote them; atomically and
+/// durably, gzipped for a `.gz` path. Returns the file written. The GIL is
+/// released while it writes.
+#[pyfunction]
+fn torch_trace_publish(
+    py: Python<'_>,
+    raw: PathBuf,
+    path: PathBuf,
+    cycle: u32,
+    defaults: &Bound<'_, PyDict>,
+    other: &Bound<'_, PyDict>,
+) -> PyResult<PathBuf> {
+    let object = |d: &Bound<'_, PyDict>, what: &str| -> PyResult<serde_json::Map<String, serde_json::Value>> {
+        match crate::convert::from_py(d.as_any(), what)? {
+            serde_json::Value::Object(m) => Ok(m),
+            _ => Err(pyo3::exceptions::PyTypeError::new_err(format!("{what} must be a dict"))),
+        }
+    };
+    let (defaults, other) = (object(defaults, "defaults")?, object(other, "other")?);
+    let target = ranktune_trace::cycle_path(&path, cycle);
+    py.allow_threads(|| ranktune_trace::publish_adopted(&raw, &target, &defaults, &other))
+        .map_err(errors::to_py)?;
+    Ok(target)
 }

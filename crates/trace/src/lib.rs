@@ -57,6 +57,7 @@
 //! summarizing them is the `ranktune-trace-analyze` crate's job.
 
 mod active;
+mod adopt;
 mod api;
 mod clock;
 mod config;
@@ -73,6 +74,7 @@ mod subscriber;
 mod sys;
 mod window;
 
+pub use adopt::{cycle_path, publish_adopted};
 pub use api::{counter, instant, set_thread_name, span, span_at, step, Site, SpanGuard};
 pub use config::{TraceConfig, BASE_VAR, MAX_EVENTS_VAR, PATH_VARS, SIGNALS_VAR, WINDOW_VARS};
 pub use error::TraceError;
