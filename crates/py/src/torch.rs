@@ -118,7 +118,9 @@ fn torch_trace_publish(
     defaults: &Bound<'_, PyDict>,
     other: &Bound<'_, PyDict>,
 ) -> PyResult<PathBuf> {
-    let object = |d: &Bound<'_, PyDict>, what: &str| -> PyResult<serde_json::Map<String, serde_json::Value>> {
+    let object = |d: &Bound<'_, PyDict>,
+                  what: &str|
+     -> PyResult<serde_json::Map<String, serde_json::Value>> {
         match crate::convert::from_py(d.as_any(), what)? {
             serde_json::Value::Object(m) => Ok(m),
             _ => Err(pyo3::exceptions::PyTypeError::new_err(format!("{what} must be a dict"))),
