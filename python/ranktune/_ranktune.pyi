@@ -267,8 +267,8 @@ def worker_limit_memory(extra: Optional[int]) -> Optional[int]:
     """Limits this worker's address space to its size plus ``extra`` bytes (None: no limit)."""
 def worker_serve(fd: int, handle: Callable[[Dict[str, Any]], Dict[str, Any]], ready: bool = True) -> None:
     """A worker's loop on socket ``fd``: answers each request with ``handle(request)`` until the end of input."""
-def reason_failure_reply(text: str, memory_error: bool, memory: Optional[int]) -> Dict[str, Any]:
-    """The protocol's answer for a candidate's exception (``text``: ``Type: message``)."""
+def worker_run(run_once: Callable[[], Any], reps: int, timed: bool, memory: Optional[int]) -> Dict[str, Any]:
+    """A worker's answer to a run request: ``{"us": x}``, or ``{"error", "kind"}`` when a run raised."""
 
 PROTOCOL_VERSION: int
 PROTOCOL_MAX_LINE: int

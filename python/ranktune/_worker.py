@@ -120,10 +120,9 @@ class _Setup:
             fn(*args, **kwargs)
             return None
 
-        try:
-            return {"us": _isolate.timed_runs(once, reps, timer is not None)}
-        except Exception as e:  # noqa: BLE001 -- the candidate's failure, answered
-            reply = _isolate.failure_reply(e, self.memory)
+        reply: Dict[str, Any] = _ranktune.worker_run(once, reps, timer is not None, self.memory)
+        if "us" in reply:
+            return reply
         try:
             self.rebuild()
         except Exception as e:  # noqa: BLE001 -- this bucket's later runs fail with it

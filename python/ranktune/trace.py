@@ -52,7 +52,6 @@ PathLike = Union[str, "os.PathLike[str]"]
 _lock = threading.Lock()
 _atexit_registered = False
 _previous_sigterm: Any = None
-_our_sigterm: Any = None
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
@@ -89,7 +88,7 @@ def start(path: PathLike, iterations: Optional[Union[str, int]] = None) -> str:
     Raises :class:`ranktune.Error` when the path is unusable or a trace is
     already recording.
     """
-    global _atexit_registered, _previous_sigterm, _our_sigterm
+    global _atexit_registered, _previous_sigterm
     window = None if iterations is None else str(iterations)
     with _lock:
         file = _ranktune.trace_start(os.fspath(path), window)

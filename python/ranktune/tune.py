@@ -554,19 +554,14 @@ class Tuned:
             }
             _check_init_size(init, call)
         timed = self._timed_by_callable(args, kwargs)
-
-        def runner(j: int, reps: int) -> float:
-            # In a forked worker: its copy of the arguments and the timer.
-            i = run[j]
-            return _isolate.timed_runs(lambda: self._run_once(i, args, kwargs), reps, timed)
-
         memory = self._limits.memory
 
         def start() -> Tuple[Any, Optional[Dict[str, Any]]]:
             # A new worker for the Rust pool, and the message it must
             # answer ready to (a forked one answers unasked).
             if self._isolation == "fork":
-                return _isolate.fork_worker(runner, memory), None
+                # Its copy of the arguments and the timer.
+                return _isolate.fork_worker(lambda j: self._run_once(run[j], args, kwargs), timed, memory), None
             return _isolate.spawn_worker(memory), hello
 
         hello = {"init": init} if init is not None else None
@@ -589,10 +584,6 @@ class Tuned:
 # call goes through the core (a fallback is measured, a collective strategy's
 # hit agreed on).
 _all: "weakref.WeakSet[Tuned]" = weakref.WeakSet()
-
-# One coordinator per process and meeting place: the ranks' collective
-# calls are matched by their order, so every op shares one sequence.
-_coordinators: Dict[Any, Any] = {}
 
 def _process_group_in_use(group: Any) -> bool:
     """Whether the strategy meets through torch.distributed: ``group=`` was
@@ -619,15 +610,8 @@ def _coordinator(cache: Any, group: Any = None) -> Any:
         c = _rt_torch._coordinator_for(group)
         if c is not None:
             return c
-    # One coordinator per meeting place (the Rust rule: the cache file's
-    # directory, or its Redis server).
-    key = cache.meeting_place
-    with _lock:
-        c = _coordinators.get(key)
-        if c is None:
-            c = _ranktune.Coordinator.for_cache(cache)
-            _coordinators[key] = c
-        return c
+    # One per process and meeting place (the Rust rule).
+    return _ranktune.Coordinator.for_cache(cache)
 
 
 def _to_stored(t: Any) -> Any:
@@ -730,26 +714,10 @@ def autotune(
       ``"off"``/``False``. ``None``: ``$RANKTUNE_ISOLATE``,
       ``$RANKTUNE_CANDIDATE_TIMEOUT``, ``$RANKTUNE_CANDIDATE_MEMORY``.
     """
-    t = Tuned(
-        op,
-        candidates,
-        key,
-        buckets,
-        cache,
-        strategy,
-        warmup,
-        samples,
-        timer,
-        sync,
-        tolerance,
-        group,
-        retry_failed,
-        validate,
-        isolate,
-        candidate_timeout,
-        candidate_memory,
-    )
-    return t._make_entry()
+    return Tuned(
+        op, candidates, key, buckets, cache, strategy, warmup, samples, timer, sync, tolerance, group,
+        retry_failed, validate, isolate, candidate_timeout, candidate_memory,
+    )._make_entry()  # fmt: skip
 
 
 _open_pools: "weakref.WeakSet[Tuned]" = weakref.WeakSet()

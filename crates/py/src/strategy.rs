@@ -63,6 +63,38 @@ pub(crate) struct PyCoordinator {
     inner: Mutex<Option<Coordinator>>,
 }
 
+impl PyCoordinator {
+    /// A new coordinator for `cache`'s meeting place (see `for_cache`).
+    fn connect(
+        py: Python<'_>,
+        cache: &PyRef<'_, crate::cache::Cache>,
+        timeout: Option<f64>,
+    ) -> PyResult<Self> {
+        let timeout = timeout_or_env(timeout)?;
+        let info = RankInfo::detect(&RankOverrides::default()).map_err(errors::to_py)?;
+        let location = cache.location_ref().clone();
+        let coll = py
+            .allow_threads(|| {
+                let at = match &location {
+                    CacheLocation::File(p) => ranktune_collective::CacheAt::File(p),
+                    CacheLocation::Redis(u) => ranktune_collective::CacheAt::Redis(u),
+                };
+                ranktune_collective::from_env_for_cache(&info, at)
+            })
+            .map_err(|e| {
+                // The collective's error names the place (a directory, a
+                // server with its password hidden).
+                errors::Error::new_err(format!(
+                    "connecting the ranks for the cache {location}: {}; \
+                     strategy=\"independent\" needs no connection but lets ranks disagree",
+                    ranktune_core::error_chain::Chain(&e)
+                ))
+            })?;
+        let coord = Coordinator::new(coll).with_timeout(timeout);
+        Ok(PyCoordinator { inner: Mutex::new(Some(coord)) })
+    }
+}
+
 #[pymethods]
 impl PyCoordinator {
     #[new]
@@ -88,35 +120,31 @@ impl PyCoordinator {
     /// tune --cache` makes them meet: a cache file's directory, a cache on a
     /// Redis server on that server (under its `?prefix=`), unless
     /// `RANKTUNE_COLLECTIVE` names another place or MPI launched the job.
+    /// One per process and meeting place (`Cache.meeting_place`): the
+    /// ranks' collective calls are matched by their order, so every op of
+    /// the process shares one sequence; the first call's `timeout` holds.
     #[staticmethod]
     #[pyo3(signature = (cache, timeout=None))]
     fn for_cache(
         py: Python<'_>,
         cache: PyRef<'_, crate::cache::Cache>,
         timeout: Option<f64>,
-    ) -> PyResult<Self> {
-        let timeout = timeout_or_env(timeout)?;
-        let info = RankInfo::detect(&RankOverrides::default()).map_err(errors::to_py)?;
-        let location = cache.location_ref().clone();
-        let coll = py
-            .allow_threads(|| {
-                let at = match &location {
-                    CacheLocation::File(p) => ranktune_collective::CacheAt::File(p),
-                    CacheLocation::Redis(u) => ranktune_collective::CacheAt::Redis(u),
-                };
-                ranktune_collective::from_env_for_cache(&info, at)
-            })
-            .map_err(|e| {
-                // The collective's error names the place (a directory, a
-                // server with its password hidden).
-                errors::Error::new_err(format!(
-                    "connecting the ranks for the cache {location}: {}; \
-                     strategy=\"independent\" needs no connection but lets ranks disagree",
-                    ranktune_core::error_chain::Chain(&e)
-                ))
-            })?;
-        let coord = Coordinator::new(coll).with_timeout(timeout);
-        Ok(PyCoordinator { inner: Mutex::new(Some(coord)) })
+    ) -> PyResult<Py<PyCoordinator>> {
+        static BY_PLACE: Mutex<Vec<(String, Py<PyCoordinator>)>> = Mutex::new(Vec::new());
+        let place = cache.location_ref().meeting_place();
+        let known = |list: &[(String, Py<PyCoordinator>)]| {
+            list.iter().find(|(p, _)| *p == place).map(|(_, c)| c.clone_ref(py))
+        };
+        if let Some(c) = known(&BY_PLACE.lock().unwrap_or_else(|p| p.into_inner())) {
+            return Ok(c);
+        }
+        let made = Py::new(py, Self::connect(py, &cache, timeout)?)?;
+        let mut list = BY_PLACE.lock().unwrap_or_else(|p| p.into_inner());
+        // Another thread may have connected meanwhile: the first one stays.
+        Ok(known(&list).unwrap_or_else(|| {
+            list.push((place.clone(), made.clone_ref(py)));
+            made
+        }))
     }
 
     /// `Coordinator.over_store(store, rank, world_size, job, timeout=None,

@@ -64,13 +64,7 @@ fn tune_measure<'py>(
             match run.call1((i,)) {
                 Ok(v) => {
                     if timed {
-                        let secs: f64 = v.extract().map_err(|_| {
-                            "timer= must return the run's duration in seconds (a float)".to_string()
-                        })?;
-                        if !(secs.is_finite() && secs >= 0.0) {
-                            return Err(format!("timer= returned {secs}, not a duration"));
-                        }
-                        reported.set(reported.get() + secs * 1e6);
+                        reported.set(reported.get() + timer_seconds(&v)? * 1e6);
                     }
                 }
                 Err(e) => {
@@ -78,7 +72,7 @@ fn tune_measure<'py>(
                         fatal = Some(e);
                         return Err("interrupted".into());
                     }
-                    return Err(format!("{}: {}", type_name(py, &e), e.value(py)));
+                    return Err(exception_text(py, &e));
                 }
             }
         }
@@ -89,6 +83,29 @@ fn tune_measure<'py>(
         return Err(e);
     }
     results_list(py, results)
+}
+
+/// The seconds a `timer=` call returned, or why that is no duration.
+pub(crate) fn timer_seconds(v: &Bound<'_, PyAny>) -> Result<f64, String> {
+    let secs: f64 =
+        v.extract().ok().filter(|_| !v.is_instance_of::<pyo3::types::PyBool>()).ok_or_else(
+            || "timer= must return the run's duration in seconds (a float)".to_string(),
+        )?;
+    if !(secs.is_finite() && secs >= 0.0) {
+        return Err(format!("timer= returned {secs}, not a duration"));
+    }
+    Ok(secs)
+}
+
+/// What a candidate's exception says: `Type: message` (`Type` alone for an
+/// empty message), as a failed candidate's reason.
+pub(crate) fn exception_text(py: Python<'_>, e: &PyErr) -> String {
+    let message = e.value(py).to_string();
+    if message.is_empty() {
+        type_name(py, e)
+    } else {
+        format!("{}: {message}", type_name(py, e))
+    }
 }
 
 /// The sampler's results as Python gets them: a list with, per candidate,

@@ -28,7 +28,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(worker_prepare, m)?)?;
     m.add_function(wrap_pyfunction!(worker_limit_memory, m)?)?;
     m.add_function(wrap_pyfunction!(worker_serve, m)?)?;
-    m.add_function(wrap_pyfunction!(reason_failure_reply, m)?)?;
+    m.add_function(wrap_pyfunction!(worker_run, m)?)?;
     Ok(())
 }
 
@@ -392,29 +392,52 @@ fn worker_serve(py: Python<'_>, fd: i32, handle: Py<PyAny>, ready: bool) -> PyRe
     raised.map_or(Ok(()), Err)
 }
 
-/// `reason_failure_reply(text, memory_error, memory)`: the protocol's
-/// answer for an exception a candidate raised in a worker, `text` being
-/// its `Type: message`: kind `memory` when it is a `MemoryError`
-/// (`memory_error`) or names an allocator's failure (the tuner's
-/// [`reasons::memory_line`](ranktune_tune::isolation::reasons::memory_line)),
-/// with the limit (`memory` bytes, or none); else kind `error`, with the
-/// text as in-process measuring gives it.
+/// `worker_run(run_once, reps, timed, memory)`: a worker's answer to
+/// `{"run": p, "reps": reps}`: runs `run_once()` `reps` times, timed as
+/// in-process measuring times them (the wall clock around all of them, or
+/// -- `timed`, a `timer=` or CUDA events -- the sum of the seconds each
+/// call returned, checked as `tune_measure` checks them), and answers
+/// `{"us": total}`; or, when a run raised an `Exception`, `{"error":
+/// "Type: message", "kind": ...}`: kind `memory` when it is a
+/// `MemoryError` or names an allocator's failure (the tuner's
+/// `reasons::memory_line`), with the limit (`memory` bytes, or none),
+/// else `error`. A `KeyboardInterrupt` or `SystemExit` is raised.
 #[pyfunction]
-fn reason_failure_reply<'py>(
+fn worker_run<'py>(
     py: Python<'py>,
-    text: &str,
-    memory_error: bool,
+    run_once: &Bound<'py, PyAny>,
+    reps: u32,
+    timed: bool,
     memory: Option<u64>,
 ) -> PyResult<Bound<'py, pyo3::types::PyDict>> {
     use ranktune_tune::isolation::reasons;
     let d = pyo3::types::PyDict::new(py);
-    if memory_error || reasons::memory_line(text).is_some() {
-        let limit = memory.map(reasons::mib).unwrap_or_else(|| "none".to_string());
-        d.set_item("error", format!("limit {limit} ({})", reasons::last_line(text)))?;
-        d.set_item("kind", "memory")?;
-    } else {
-        d.set_item("error", text)?;
-        d.set_item("kind", "error")?;
+    let started = std::time::Instant::now();
+    let mut total = 0.0;
+    for _ in 0..reps {
+        let got = match run_once.call0() {
+            Ok(v) if timed => crate::tune::timer_seconds(&v).map(|s| total += s * 1e6),
+            Ok(_) => Ok(()),
+            Err(e) if !e.is_instance_of::<pyo3::exceptions::PyException>(py) => return Err(e),
+            Err(e) => {
+                let text = crate::tune::exception_text(py, &e);
+                let memory_error = e.is_instance_of::<pyo3::exceptions::PyMemoryError>(py);
+                if memory_error || reasons::memory_line(&text).is_some() {
+                    let limit = memory.map(reasons::mib).unwrap_or_else(|| "none".to_string());
+                    d.set_item("error", format!("limit {limit} ({})", reasons::last_line(&text)))?;
+                    d.set_item("kind", "memory")?;
+                    return Ok(d);
+                }
+                Err(text)
+            }
+        };
+        if let Err(why) = got {
+            d.set_item("error", why)?;
+            d.set_item("kind", "error")?;
+            return Ok(d);
+        }
     }
+    let us = if timed { total } else { started.elapsed().as_secs_f64() * 1e6 };
+    d.set_item("us", us)?;
     Ok(d)
 }

@@ -17,8 +17,8 @@ settings and their words (``isolation_settings``), the limits
 (``IsolationLimits``), the pool (``WorkerPool``: one worker at a time, the
 per-request deadline, SIGKILL, reaping, why a worker was lost, which
 failures are hard, the sampler), the worker protocol and the worker's loop
-(``worker_serve``), its set-up (``worker_prepare``, ``worker_limit_memory``)
-and the wording of a candidate's failure (``reason_failure_reply``). Python
+(``worker_serve``), its set-up (``worker_prepare``, ``worker_limit_memory``),
+how it times runs and words a candidate's failure (``worker_run``). Python
 starts the worker because a forked worker must run Python code -- the
 candidates -- in a copy of this interpreter, and only ``os.fork`` makes that
 copy sound (CPython's fork protocol: the import lock, the threading state,
@@ -38,9 +38,6 @@ measured.
 from __future__ import annotations
 
 from ranktune._isolate.handle import fork_worker, spawn_worker
-from ranktune._isolate.serve import failure_reply, limit_memory, prepare_worker, stdin_from_devnull, timed_runs
+from ranktune._isolate.serve import limit_memory, prepare_worker, stdin_from_devnull
 
-__all__ = [
-    "fork_worker", "spawn_worker", "failure_reply", "limit_memory", "prepare_worker", "stdin_from_devnull",
-    "timed_runs",
-]  # fmt: skip
+__all__ = ["fork_worker", "spawn_worker", "limit_memory", "prepare_worker", "stdin_from_devnull"]

@@ -23,11 +23,12 @@ from ranktune._isolate import serve as _serve
 
 __all__ = ["fork_worker", "spawn_worker"]
 
-def fork_worker(runner: Callable[[int, int], float], memory: Optional[int]) -> Any:
-    """Forks a worker that answers ``{"run": j, "reps": n}`` with
-    ``runner(j, n)`` (µs of the ``n`` runs); what it raises fails the
-    candidate (``failure_reply``). It never returns into the caller's code:
-    it leaves by ``os._exit``."""
+def fork_worker(run_once: Callable[[int], Any], timed: bool, memory: Optional[int]) -> Any:
+    """Forks a worker that answers ``{"run": j, "reps": n}`` by running
+    ``run_once(j)`` ``n`` times (``_ranktune.worker_run``: timed as
+    in-process, by what each run returns when ``timed``; what it raises
+    fails the candidate). It never returns into the caller's code: it
+    leaves by ``os._exit``."""
     parent_sock, child_sock, err_r, err_w = _channel()
     try:
         parent = os.getpid()
@@ -52,10 +53,8 @@ def fork_worker(runner: Callable[[int, int], float], memory: Optional[int]) -> A
             def handle(req: Dict[str, Any]) -> Dict[str, Any]:
                 if "init" in req:
                     return {"error": "a forked worker takes no init message", "kind": "error"}
-                try:
-                    return {"us": float(runner(req["run"], req["reps"]))}
-                except Exception as e:  # noqa: BLE001 -- the candidate's failure, answered
-                    return _serve.failure_reply(e, memory)
+                j = req["run"]
+                return _ranktune.worker_run(lambda: run_once(j), req["reps"], timed, memory)  # type: ignore[no-any-return]
 
             _ranktune.worker_serve(child_sock.fileno(), handle)
             code = 0

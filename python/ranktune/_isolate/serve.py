@@ -1,8 +1,9 @@
 """The worker's side of isolated measuring, shared by a forked worker
 (``handle.fork_worker``) and a spawned one (``ranktune._worker``): its
-set-up (signals, ``PR_SET_PDEATHSIG``, the address-space limit), how it
-times runs and how it answers a candidate's failure. Its loop over the
-protocol's requests is the Rust tuner's (``_ranktune.worker_serve``).
+set-up (signals, ``PR_SET_PDEATHSIG``, the address-space limit). Its
+loop over the protocol's requests, how it times runs and how it answers
+a candidate's failure are the Rust tuner's (``_ranktune.worker_serve``,
+``_ranktune.worker_run``).
 
 Owns only what runs inside a worker process; never starts one.
 """
@@ -12,15 +13,11 @@ from __future__ import annotations
 import faulthandler
 import os
 import sys
-import time
-from typing import Any, Callable, Dict, Optional
+from typing import Optional
 
 from ranktune import _ranktune
 
-__all__ = [
-    "prepare_worker", "stdin_from_devnull", "limit_memory", "failure_reply", "TimerError", "timed_runs",
-    "flush_std", "SERVE_FAILED", "NO_LIMIT",
-]  # fmt: skip
+__all__ = ["prepare_worker", "stdin_from_devnull", "limit_memory", "flush_std", "SERVE_FAILED", "NO_LIMIT"]
 
 # Exit status of a worker whose own loop failed (not a candidate).
 SERVE_FAILED = 70
@@ -63,44 +60,6 @@ def limit_memory(memory: Optional[int]) -> None:
     except OSError as e:
         os.write(2, f"cannot set the memory limit: {e}\n".encode())
         os._exit(NO_LIMIT)
-
-
-def failure_reply(e: BaseException, memory: Optional[int]) -> Dict[str, Any]:
-    """The protocol's error answer for an exception a candidate raised:
-    kind ``memory`` when it says an allocation failed (``MemoryError``,
-    a CUDA or CPU allocator's out-of-memory), else ``error``, with the text
-    ``tune_measure`` gives in-process (``Type: message``): the Rust rule,
-    ``_ranktune.reason_failure_reply``."""
-    if isinstance(e, TimerError):
-        return {"error": str(e), "kind": "error"}
-    text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
-    return _ranktune.reason_failure_reply(text, isinstance(e, MemoryError), memory)  # type: ignore[no-any-return]
-
-
-class TimerError(Exception):
-    """A ``timer=`` that did not return a duration (its text is the reason,
-    as in-process)."""
-
-
-def timed_runs(run_once: Callable[[], Any], reps: int, timed: bool) -> float:
-    """µs of ``reps`` calls of ``run_once`` as ``tune_measure`` times them
-    in-process: the wall clock around all of them, or -- ``timed``, a
-    ``timer=`` (or CUDA events) -- the sum of what each call returned
-    (seconds)."""
-    if timed:
-        total = 0.0
-        for _ in range(reps):
-            secs = run_once()
-            if isinstance(secs, bool) or not isinstance(secs, (int, float)):
-                raise TimerError("timer= must return the run's duration in seconds (a float)")
-            if not (secs >= 0 and secs != float("inf")):
-                raise TimerError(f"timer= returned {secs}, not a duration")
-            total += secs * 1e6
-        return total
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        run_once()
-    return (time.perf_counter() - t0) * 1e6
 
 
 def flush_std() -> None:
