@@ -226,6 +226,9 @@ class WorkerHandle:
     the pid and both descriptors)."""
 
     def __init__(self, pid: int, sock_fd: int, err_fd: int, memory: Optional[int] = None) -> None: ...
+    @staticmethod
+    def spawn(program: _Path, args: List[str], env: Dict[str, str], memory: Optional[int] = None) -> "WorkerHandle":
+        """Starts ``program args`` as a worker (the Rust tuner's start of a worker program)."""
     @property
     def pid(self) -> int: ...
     def request(

@@ -83,6 +83,37 @@ impl WorkerHandle {
         Ok(WorkerHandle { pid, worker: Mutex::new(Some(worker)) })
     }
 
+    /// `WorkerHandle.spawn(program, args, env, memory=None)`: starts
+    /// `program args` as a worker, as the Rust tuner starts a worker
+    /// program: the protocol on its standard input and output (one
+    /// socket), its standard error on a pipe, the worker's signals set
+    /// between fork and exec, `env` (a dict) on top of this process's
+    /// environment. The worker sets its own memory limit; `memory` (bytes
+    /// it may add) is for the reasons. `OSError` when it cannot start.
+    #[staticmethod]
+    #[pyo3(signature = (program, args, env, memory=None))]
+    fn spawn(
+        py: Python<'_>,
+        program: std::path::PathBuf,
+        args: Vec<String>,
+        env: std::collections::HashMap<String, String>,
+        memory: Option<u64>,
+    ) -> PyResult<Self> {
+        let mut limits = ranktune_tune::Limits::for_local_ranks(1);
+        limits.memory = memory;
+        let cmd = ranktune_tune::WorkerCommand {
+            program: program.into_os_string(),
+            args: args.into_iter().map(Into::into).collect(),
+            env: env.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            spec: serde_json::Value::Null,
+            limits,
+        };
+        let worker = py
+            .allow_threads(|| AdoptedWorker::spawn(&cmd))
+            .map_err(|e| pyo3::exceptions::PyOSError::new_err(e.to_string()))?;
+        Ok(WorkerHandle { pid: worker.pid(), worker: Mutex::new(Some(worker)) })
+    }
+
     /// The worker's process id.
     #[getter]
     fn pid(&self) -> i32 {

@@ -107,36 +107,25 @@ def _site_dirs() -> "set[str]":
 def spawn_worker(memory: Optional[int]) -> Any:
     """Starts ``python -m ranktune._worker`` (this interpreter) with the
     protocol on its standard input and output (one socket) and its
-    standard error on a pipe; it sets its signals first, and its memory
+    standard error on a pipe (``_ranktune.WorkerHandle.spawn``, the Rust
+    tuner's start of a worker program); it sets its signals first, and its memory
     limit -- ``memory`` over its own size -- once each bucket is set up
     (its imports made and the arguments rebuilt: a fresh interpreter
     starts far smaller than this process, so this process's size is no
     measure of it)."""
-    parent_sock, child_sock, err_r, err_w = _channel()
-    argv = [sys.executable, "-m", "ranktune._worker", "--parent", str(os.getpid())]
+    args = ["-m", "ranktune._worker", "--parent", str(os.getpid())]
     if memory is not None:
-        argv += ["--memory", str(memory)]
-    env = dict(os.environ)
+        args += ["--memory", str(memory)]
+    env = {}
     # The worker imports this very ranktune package: where it is not in a
     # site directory (a fresh interpreter finds those itself), its parent
     # directory goes on the worker's PYTHONPATH. A site directory is never
     # put there, where it would come before the standard library.
     pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(ranktune.__file__)))
     if pkg_root not in _site_dirs():
-        env["PYTHONPATH"] = os.pathsep.join([pkg_root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    actions = [
-        (os.POSIX_SPAWN_DUP2, child_sock.fileno(), 0),
-        (os.POSIX_SPAWN_DUP2, child_sock.fileno(), 1),
-        (os.POSIX_SPAWN_DUP2, err_w, 2),
-    ]
-    try:
-        pid = os.posix_spawn(sys.executable, argv, env, file_actions=actions)
-    except BaseException:
-        _close_all(parent_sock, err_r)
-        raise
-    finally:
-        _close_all(child_sock, err_w)
-    return _adopt(pid, parent_sock, err_r, memory)
+        env["PYTHONPATH"] = os.pathsep.join([pkg_root] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else []))
+    # Started as the Rust tuner starts a worker program.
+    return _ranktune.WorkerHandle.spawn(sys.executable, args, env, memory)
 
 
 def _adopt(pid: int, sock: socket.socket, err_fd: int, memory: Optional[int]) -> Any:

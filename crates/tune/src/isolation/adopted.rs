@@ -13,7 +13,7 @@ use super::pool::Pool;
 use super::protocol::{FromWorker, ToWorker};
 use super::sys;
 use super::worker::Worker;
-use super::Limits;
+use super::{Limits, WorkerCommand};
 use crate::failure::FailureKind;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::Mutex;
@@ -50,6 +50,17 @@ impl AdoptedWorker {
         sys::set_nonblocking(sock.as_raw_fd())?;
         sys::set_nonblocking(stderr.as_raw_fd())?;
         Ok(AdoptedWorker { worker: Worker::new(pid, sock, stderr, memory) })
+    }
+
+    /// Starts `cmd`'s program as a worker that sets its own memory limit
+    /// (a fresh interpreter starts far smaller than this process, so no
+    /// limit fits it at exec): its standard input and output one socket,
+    /// its standard error a pipe, the worker's signals set between fork
+    /// and exec, `cmd.env` on top of this process's environment.
+    /// `cmd.limits.memory` is what it may add, for the reasons; `cmd.spec`
+    /// is not used (the caller's init carries it).
+    pub fn spawn(cmd: &WorkerCommand) -> std::io::Result<AdoptedWorker> {
+        super::spawn::start_program(cmd, None).map(|worker| AdoptedWorker { worker })
     }
 
     /// Its process id.

@@ -15,12 +15,18 @@ use std::process::{Command, Stdio};
 
 /// Starts `cmd`'s program as a worker.
 pub(crate) fn start(cmd: &WorkerCommand) -> io::Result<Worker> {
-    let (parent_sock, child_sock) = sys::socket_pair()?;
-    sys::set_nonblocking(raw(&parent_sock))?;
-    let child_out = child_sock.try_clone()?;
     // The worker may grow by the memory limit over what this process is
     // now (a worker that loads the same libraries starts about as big).
     let address_limit = cmd.limits.memory.map(|m| sys::vm_size().unwrap_or(0).saturating_add(m));
+    start_program(cmd, address_limit)
+}
+
+/// Starts `cmd`'s program as a worker, its address space limited to
+/// `address_limit` bytes at exec (None: a worker that sets its own limit).
+pub(crate) fn start_program(cmd: &WorkerCommand, address_limit: Option<u64>) -> io::Result<Worker> {
+    let (parent_sock, child_sock) = sys::socket_pair()?;
+    sys::set_nonblocking(raw(&parent_sock))?;
+    let child_out = child_sock.try_clone()?;
     let mut c = Command::new(&cmd.program);
     c.args(&cmd.args)
         .envs(cmd.env.iter().map(|(k, v)| (k, v)))
