@@ -159,7 +159,7 @@ class TunedOp:
     def __init__(
         self,
         op: str,
-        candidates: List[Tuple[str, int, Any]],
+        candidates: List[Tuple[str, int, int, Any]],
         cache: Optional[Cache],
         strategy: Optional[str],
         tolerance: float,
@@ -185,6 +185,8 @@ class TunedOp:
     def failures(self) -> List[Tuple[Tuple[int, ...], str, Any, str, str]]: ...
     def choices(self) -> Dict[Tuple[int, ...], int]:
         """{bucket: position} of the choices made or loaded so far."""
+    def spawn_init(self, bucket: Tuple[int, ...], positions: List[int], spec: Dict[str, Any]) -> Dict[str, Any]:
+        """The init message of a spawned worker measuring ``positions`` (ValueError when too large)."""
     def position(self, bucket: Tuple[int, ...]) -> Optional[int]:
         """The position of ``bucket``'s choice, if any."""
     def dispatch(self, bucket: Tuple[int, ...], tuning: bool, level: int) -> Tuple[str, int]:

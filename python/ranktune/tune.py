@@ -212,32 +212,6 @@ def _torch_on_gpu(args: Any, kwargs: Any) -> bool:
     return _rt_torch.on_gpu(args, kwargs)
 
 
-def _check_init_size(init: Dict[str, Any], call: Dict[str, Any]) -> None:
-    """Raises ``ValueError`` naming the largest argument when a spawned
-    worker's ``init`` would not fit the protocol's line limit (the worker
-    could not read it: a worker that "could not start" says less)."""
-    size = len(_ranktune.protocol_line({"init": init}, "tuner"))
-    if size <= _ranktune.PROTOCOL_MAX_LINE:
-        return
-    import json
-
-    parts = [(f"argument {i}", d) for i, d in enumerate(call["args"])]
-    parts += [(f"argument {k!r}", d) for k, d in call["kwargs"].items()]
-    name, biggest = max(parts, key=lambda p: len(json.dumps(p[1])), default=("the call", call))
-    raise ValueError(
-        f'isolate="spawn" describes the call to its worker in one protocol line of at most '
-        f"{_ranktune.PROTOCOL_MAX_LINE} bytes, but this one takes {size} ({name}: "
-        f"{len(json.dumps(biggest))} bytes -- plain values are sent as they are, tensors and "
-        'arrays by shape); pass large data as a tensor or an array, or use isolate="fork"'
-    )
-
-
-def _sizes(b: Tuple[int, ...]) -> bool:
-    """Whether bucket ``b`` is sizes (no negative dim): what the worker
-    protocol keys."""
-    return all(x >= 0 for x in b)
-
-
 def _dims(k: Any) -> Tuple[int, ...]:
     if isinstance(k, int):
         return (k,)
@@ -315,7 +289,7 @@ class Tuned:
         # a bad value raises ValueError naming it).
         self._core = _ranktune.TunedOp(
             op,
-            [(n, i, _to_stored(t)) for n, i, t, _ in self._cands],
+            [(n, i, ti, _to_stored(t)) for (n, i, t, _), (_, ti) in zip(self._cands, raw)],
             self._cache,
             strategy,
             tolerance,
@@ -332,7 +306,6 @@ class Tuned:
         # Isolated measuring (None reads $RANKTUNE_ISOLATE and the limits'
         # variables; a bad value raises ValueError naming it).
         self._isolation, self._limits = _ranktune.isolation_settings(isolate, candidate_timeout, candidate_memory)
-        self._tactic_index = [ti for _, ti in raw]
         # What a spawned worker imports: checked here when isolate="spawn"
         # was asked for this op; with RANKTUNE_ISOLATE=spawn (a whole
         # job's setting) at its first isolated measure, so an op whose
@@ -517,7 +490,7 @@ class Tuned:
         the core puts on the blocklist); the rest are measured by a fresh
         worker."""
         assert self._pool is not None
-        init = None
+        hello = None
         if self._isolation == "spawn":
             # Described here, so an argument a worker cannot rebuild is
             # the caller's ValueError, not every candidate's failure.
@@ -526,33 +499,14 @@ class Tuned:
                     self._spawn_refs = self._spawn_references(self._raw)
                 except ValueError as e:
                     raise ValueError(f"{self.op}, measured under {_ranktune.ISOLATE_ENV}=spawn: {e}") from None
-            call = _rebuild.describe_call(tuple(args), dict(kwargs))
-            init = {
-                "protocol": _ranktune.PROTOCOL_VERSION,
-                "op": self.op,
-                # The protocol's bucket is unsigned dims (a bucket rule
-                # that keeps negative ones sends none: the worker needs
-                # only the call).
-                "bucket": [list(b)] if _sizes(b) else [],
-                "candidates": [
-                    {
-                        "runner": self._cands[p][1],
-                        "runner_name": self._cands[p][0],
-                        "tactic": self._tactic_index[p],
-                        "value": _to_stored(self._cands[p][2]),
-                    }
-                    for p in run
-                ],
-                "spec": {
-                    "python": {
-                        "candidates": [self._spawn_refs[p] for p in run],
-                        "call": call,
-                        **self._spawn_timing,
-                        "sys_path": [x for x in sys.path if isinstance(x, str)],
-                    }
-                },
+            spec = {
+                "candidates": [self._spawn_refs[p] for p in run],
+                "call": _rebuild.describe_call(tuple(args), dict(kwargs)),
+                **self._spawn_timing,
+                "sys_path": [x for x in sys.path if isinstance(x, str)],
             }
-            _check_init_size(init, call)
+            # The protocol's message, checked to fit its line (the Rust rule).
+            hello = self._core.spawn_init(b, run, {"python": spec})
         timed = self._timed_by_callable(args, kwargs)
         memory = self._limits.memory
 
@@ -564,7 +518,6 @@ class Tuned:
                 return _isolate.fork_worker(lambda j: self._run_once(run[j], args, kwargs), timed, memory), None
             return _isolate.spawn_worker(memory), hello
 
-        hello = {"init": init} if init is not None else None
         with self._pool_lock:
             got, hard = self._pool.measure(
                 run, start, hello, self._isolation == "fork", self._warmup, self._samples

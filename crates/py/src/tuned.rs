@@ -46,10 +46,12 @@ fn sizes(b: &Bucket) -> Option<Vec<u64>> {
     b.iter().map(|&d| u64::try_from(d).ok()).collect()
 }
 
-/// One candidate: its runner's name and index, its tactic as stored.
+/// One candidate: its runner's name and index, its tactic's index in the
+/// runner and its value as stored.
 struct Cand {
     runner: String,
     runner_index: usize,
+    tactic_index: usize,
     tactic: Value,
 }
 
@@ -75,7 +77,7 @@ struct State {
 
 /// `TunedOp(op, candidates, cache, strategy, tolerance, retry_failed,
 /// validate, legacy_checksum)`: one tuned op's decisions. `candidates`:
-/// `[(runner, runner_index, tactic), ...]` in canonical order (the first is
+/// `[(runner, runner_index, tactic_index, tactic), ...]` in canonical order (the first is
 /// the fallback), tactics in any form (stored as their JSON value, else
 /// their repr); `cache`: a `Cache` or None (choices live in this process
 /// only); `strategy`: a name or None (`RANKTUNE_STRATEGY`, else
@@ -311,7 +313,7 @@ impl TunedOp {
     fn new(
         py: Python<'_>,
         op: String,
-        candidates: Vec<(String, usize, Bound<'_, PyAny>)>,
+        candidates: Vec<(String, usize, usize, Bound<'_, PyAny>)>,
         cache: Option<PyRef<'_, Cache>>,
         strategy: Option<Bound<'_, PyAny>>,
         tolerance: f64,
@@ -327,10 +329,11 @@ impl TunedOp {
         };
         let cands = candidates
             .iter()
-            .map(|(runner, runner_index, t)| {
+            .map(|(runner, runner_index, tactic_index, t)| {
                 Ok(Cand {
                     runner: runner.clone(),
                     runner_index: *runner_index,
+                    tactic_index: *tactic_index,
                     tactic: tactic_value(t)?,
                 })
             })
@@ -683,6 +686,70 @@ impl TunedOp {
         self.record(py, &bucket, winner, results.downcast()?, kind == "shared")
     }
 
+    /// `spawn_init(bucket, positions, spec)`: the `init` message of a
+    /// spawned worker that measures the candidates at `positions` at
+    /// `bucket` (sent with no bucket when a dim is negative: the worker
+    /// needs only the call), `spec` being what it rebuilds them from
+    /// (`{"python": {...}}`). A message the worker could not read (over
+    /// the protocol's line limit) raises `ValueError` naming the largest
+    /// argument of `spec["python"]["call"]`.
+    fn spawn_init<'py>(
+        &self,
+        py: Python<'py>,
+        bucket: Bucket,
+        positions: Vec<usize>,
+        spec: &Bound<'py, PyAny>,
+    ) -> PyResult<PyObject> {
+        use ranktune_tune::isolation::protocol::{self, Init, InitCandidate, ToWorker, MAX_LINE};
+        let spec = crate::convert::from_py(spec, "spec")?;
+        let mut candidates = Vec::with_capacity(positions.len());
+        for &p in &positions {
+            let c = self
+                .cands
+                .get(p)
+                .ok_or_else(|| PyValueError::new_err(format!("no candidate {p}")))?;
+            candidates.push(InitCandidate {
+                runner: c.runner_index as u32,
+                runner_name: c.runner.clone(),
+                tactic: c.tactic_index as u32,
+                value: c.tactic.clone(),
+            });
+        }
+        let bucket = sizes(&bucket).map(|d| vec![d]).unwrap_or_default();
+        let init = Init {
+            protocol: protocol::PROTOCOL_VERSION,
+            op: self.op.clone(),
+            bucket,
+            candidates,
+            spec,
+        };
+        let message = ToWorker::Init { init };
+        let size = protocol::encode(&message).len();
+        if size > MAX_LINE {
+            let call = &message_spec(&message)["python"]["call"];
+            let mut parts: Vec<(String, &Value)> = Vec::new();
+            if let Some(args) = call["args"].as_array() {
+                parts.extend(args.iter().enumerate().map(|(i, a)| (format!("argument {i}"), a)));
+            }
+            if let Some(kwargs) = call["kwargs"].as_object() {
+                parts.extend(kwargs.iter().map(|(k, a)| (format!("argument {k:?}"), a)));
+            }
+            let len = |v: &Value| v.to_string().len();
+            let (name, biggest) =
+                parts.into_iter().max_by_key(|(_, v)| len(v)).unwrap_or(("the call".into(), call));
+            return Err(PyValueError::new_err(format!(
+                "isolate=\"spawn\" describes the call to its worker in one protocol line of at \
+                 most {MAX_LINE} bytes, but this one takes {size} ({name}: {} bytes -- plain \
+                 values are sent as they are, tensors and arrays by shape); pass large data as a \
+                 tensor or an array, or use isolate=\"fork\"",
+                len(biggest)
+            )));
+        }
+        let value =
+            serde_json::to_value(&message).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        crate::convert::to_py(py, &value)
+    }
+
     /// The position of `bucket`'s choice, if it has one.
     fn position(&self, bucket: Bucket) -> Option<usize> {
         self.state().choices.get(&bucket).copied()
@@ -786,4 +853,12 @@ fn decide_list(stats: &Bound<'_, PyList>, tolerance: f64) -> PyResult<Option<usi
     }
     let refs: Vec<Option<&Stats>> = parsed.iter().map(Option::as_ref).collect();
     Ok(decide(&refs, tolerance))
+}
+
+/// The spec an init message carries.
+fn message_spec(m: &ranktune_tune::isolation::protocol::ToWorker) -> &Value {
+    match m {
+        ranktune_tune::isolation::protocol::ToWorker::Init { init } => &init.spec,
+        _ => &Value::Null,
+    }
 }
