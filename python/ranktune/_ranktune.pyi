@@ -155,6 +155,8 @@ def session_sigterm_save() -> None:
     """Saves everything pending at once (the SIGTERM handler's save)."""
 
 # One op's decisions by the Rust tuner's rules (crates/py/src/tuned.rs).
+def miss_rule(found: str, tuning: bool) -> str:
+    """The miss dispatch by name (``ranktune_tune::miss_action``)."""
 class TunedOp:
     def __init__(
         self,

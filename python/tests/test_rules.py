@@ -93,3 +93,41 @@ def test_what_the_environment_says_is_the_rust_rule_on_the_shared_cases(monkeypa
         else:
             assert _ranktune.collective_choice() == want, c
         assert _ranktune.job_id() == c["job_id"], c
+
+
+def test_the_miss_dispatch_is_the_rust_rule_on_the_shared_cases(tmp_path):
+    """The cases crates/tune/tests/tune/miss_rule.rs runs in Rust, asked of
+    the one rule (ranktune_tune::miss_action); and a real op's dispatch in
+    each state Python can reach follows it."""
+    import json
+    import os
+    import warnings
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(here, "..", "..", "crates", "testkit", "data", "rules", "miss.json")
+    with open(path) as f:
+        cases = json.load(f)["cases"]
+    assert len(cases) == 12
+    for c in cases:
+        assert _ranktune.miss_rule(c["found"], c["tuning"]) == c["action"], c
+    # What TunedOp.dispatch answers for each of the rule's actions.
+    python = {"hit": "hit", "validate": "check", "tune": "tune", "fallback_warn": "fallback", "fallback": "fallback"}
+    cache = ranktune.Cache(tmp_path / "t.json")
+    f = ranktune.autotune("m", {"a": abs, "b": abs}, key=lambda n: n, cache=cache, validate=True)
+    core = f.tuner._core
+    for tuning in (False, True):  # nothing
+        assert core.dispatch((4,), tuning, 1) == (python[_ranktune.miss_rule("nothing", tuning)], 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        f(3)  # answered with the fallback: "fallback" from now on
+    assert core.dispatch((2,), False, 1)[0] == python[_ranktune.miss_rule("fallback", False)]
+    assert core.dispatch((2,), True, 1)[0] == python[_ranktune.miss_rule("fallback", True)]
+    with ranktune.tuning():
+        f(8)
+    assert core.dispatch((8,), False, 1)[0] == python[_ranktune.miss_rule("hit", False)]
+    g = ranktune.autotune("m", {"a": abs, "b": abs}, key=lambda n: n, cache=cache, validate=True)
+    assert g.tuner._core.dispatch((8,), False, 1)[0] == python[_ranktune.miss_rule("unchecked", False)]
+    h = ranktune.autotune("m", {"a": abs, "b": abs}, key=lambda n: n, cache=cache, strategy="merge")
+    assert _ranktune.miss_rule("hit_confirm", True) == "tune_confirm"
+    assert h.tuner._core.dispatch((8,), True, 1)[0] == "together"  # the ranks confirm it
+    assert h.tuner._core.dispatch((8,), False, 1)[0] == python[_ranktune.miss_rule("hit_confirm", False)]

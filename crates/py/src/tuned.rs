@@ -34,7 +34,22 @@ use std::sync::{Mutex, MutexGuard};
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<TunedOp>()?;
+    m.add_function(wrap_pyfunction!(miss_rule, m)?)?;
     Ok(())
+}
+
+/// `miss_rule(found, tuning)`: the miss dispatch [`TunedOp::dispatch`]
+/// follows ([`miss_action`]), by name: `found` is `nothing`, `hit`,
+/// `hit_confirm`, `unchecked`, `fallback` or `failed`; the answer `hit`,
+/// `validate`, `tune`, `tune_confirm`, `fallback_warn` or `fallback`.
+#[pyfunction]
+fn miss_rule(found: &str, tuning: bool) -> PyResult<&'static str> {
+    let f = Found::from_name(found).ok_or_else(|| {
+        PyValueError::new_err(format!(
+            "found={found:?}: give nothing, hit, hit_confirm, unchecked, fallback or failed"
+        ))
+    })?;
+    Ok(miss_action(f, tuning).name())
 }
 
 /// A bucket: the dims tuple (a Python bucket rule may keep negative dims).

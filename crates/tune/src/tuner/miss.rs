@@ -40,6 +40,35 @@ pub enum Found {
     Failed,
 }
 
+impl Found {
+    /// Its name in the shared rule cases and the bindings: `nothing`,
+    /// `hit`, `hit_confirm`, `unchecked`, `fallback`, `failed`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Found::Nothing => "nothing",
+            Found::Hit { confirm: false } => "hit",
+            Found::Hit { confirm: true } => "hit_confirm",
+            Found::Unchecked => "unchecked",
+            Found::Fallback => "fallback",
+            Found::Failed => "failed",
+        }
+    }
+
+    /// The one named `name` ([`Found::name`]).
+    pub fn from_name(name: &str) -> Option<Found> {
+        [
+            Found::Nothing,
+            Found::Hit { confirm: false },
+            Found::Hit { confirm: true },
+            Found::Unchecked,
+            Found::Fallback,
+            Found::Failed,
+        ]
+        .into_iter()
+        .find(|f| f.name() == name)
+    }
+}
+
 /// What a miss does ([`miss_action`]'s answer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MissAction {
@@ -60,6 +89,21 @@ pub enum MissAction {
         /// Warn that the bucket has no tuned choice.
         warn: bool,
     },
+}
+
+impl MissAction {
+    /// Its name in the shared rule cases and the bindings: `hit`,
+    /// `validate`, `tune`, `tune_confirm`, `fallback_warn`, `fallback`.
+    pub fn name(self) -> &'static str {
+        match self {
+            MissAction::Hit => "hit",
+            MissAction::Validate => "validate",
+            MissAction::Tune { confirm_hit: false } => "tune",
+            MissAction::Tune { confirm_hit: true } => "tune_confirm",
+            MissAction::Fallback { warn: true } => "fallback_warn",
+            MissAction::Fallback { warn: false } => "fallback",
+        }
+    }
 }
 
 /// The miss dispatch: a choice that needs checking is checked first; in

@@ -4,6 +4,7 @@
 //! binary in a second process) stay binaries of their own.
 
 mod lost_worker_rule;
+mod miss_rule;
 mod strategy_processes;
 mod strategy_tuner;
 mod tune_blocklist;
