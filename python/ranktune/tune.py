@@ -218,10 +218,10 @@ def _dims(k: Any) -> Tuple[int, ...]:
     return tuple(int(x) for x in k)
 
 
-# Stack levels of the warnings the Rust core gives, counted from the
-# method that asks it: the tuned function's caller.
-_AT_CALLER = 3  # _slow -> the entry -> the caller
-_AT_CALLER_MEASURING = 6  # run/_tune/_together -> _slow -> the entry -> the caller
+# The stack level of the warnings the Rust core gives when _slow asks it:
+# _slow -> the entry -> the tuned function's caller (one more per frame
+# between _slow and the core).
+_AT_CALLER = 3
 
 
 class Tuned:
@@ -397,7 +397,7 @@ class Tuned:
         if action == "check":
             return self._first_use(b, pos, args, kwargs)
         if action == "tune":
-            pos = self._core.tune(b, lambda run: self._run(b, run, args, kwargs), _AT_CALLER_MEASURING)
+            pos = self._core.tune(b, lambda run: self._run(b, run, args, kwargs), _AT_CALLER)
         elif action == "together":
             pos = self._together(b, args, kwargs)
         elif action in ("hit", "fallback"):
@@ -437,7 +437,7 @@ class Tuned:
         core = self._core
         res = _coordinator(self._cache, self._group).resolve(
             core.strategy, self.op, [list(b)], core.checksum, len(self._cands), core.position(b),
-            lambda ps: core.measure(b, ps, lambda run: self._run(b, run, args, kwargs), _AT_CALLER_MEASURING + 1),
+            lambda ps: core.measure(b, ps, lambda run: self._run(b, run, args, kwargs), _AT_CALLER + 2),
             core.tolerance,
         )  # fmt: skip
         return core.resolved(b, res, _AT_CALLER + 1)

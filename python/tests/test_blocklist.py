@@ -39,9 +39,10 @@ def test_a_known_bad_candidate_is_not_run_and_counts_as_failed(tmp_path):
     block_fast(cache)
     calls = []
     f = make(cache, calls)
-    with ranktune.tuning(), pytest.warns(RuntimeWarning, match="not measuring known-bad candidates"):
+    with ranktune.tuning(), pytest.warns(RuntimeWarning, match="not measuring known-bad candidates") as w:
         assert f(100) == 200  # bucket 64: fast is blocked
         assert f(40) == 80  # bucket 32: smaller, measured
+    assert {x.filename for x in w if "known-bad" in str(x.message)} == {__file__}, "at the caller's line"
     assert f.tuner.skipped == [("fast", None, "crash: crashed: SIGSEGV")]
     entries = {e["bucket"][0][0]: e for e in cache.entries()}
     assert entries[64]["runner"] == "slow"

@@ -1,13 +1,16 @@
-//! The `ranktune._ranktune` Python extension module: thin PyO3 bindings over
-//! the library crates. The public Python API lives in `python/ranktune/`
-//! (which wraps this module); everything here converts arguments, releases
-//! the GIL around file I/O, lock waits, merges and trace export, and maps
-//! Rust errors to the `ranktune.Error` exception family.
+//! The `ranktune._ranktune` Python extension module: PyO3 bindings over the
+//! library crates. The public Python API lives in `python/ranktune/`
+//! (which wraps this module and keeps only what must be Python: the hit,
+//! the user's callables, a worker's fork, rebuilding arguments); everything
+//! here converts arguments, releases the GIL around file I/O, lock waits,
+//! merges and trace export, and maps Rust errors to the `ranktune.Error`
+//! exception family. An autotuned op's decisions (`tuned.rs`) and its saves
+//! (`session.rs`) run here, on the library crates' rules.
 //!
-//! This crate owns only the translation between Python and Rust: it must
-//! never hold a Rust lock while running Python code, never decide anything
-//! the library crates decide (cache merging, the path rule, the check
-//! rules), and never depend on the command's crates (clap, indicatif).
+//! This crate must never hold a Rust lock while running Python code, never
+//! re-write a rule the library crates own (cache merging, the path rule,
+//! the check rules, the miss dispatch), and never depend on the command's
+//! crates (clap, indicatif).
 
 mod autosave;
 mod blocklist;

@@ -419,8 +419,8 @@ impl TunedOp {
     /// reason)`.
     #[getter]
     fn skipped<'py>(&self, py: Python<'py>) -> PyResult<Vec<(String, PyObject, String)>> {
-        let st = self.state();
-        st.skipped
+        let skipped = self.state().skipped.clone();
+        skipped
             .iter()
             .map(|(r, t, why)| Ok((r.clone(), crate::convert::to_py(py, t)?, why.clone())))
             .collect()
@@ -430,8 +430,8 @@ impl TunedOp {
     /// kind, reason)`.
     #[getter]
     fn failures<'py>(&self, py: Python<'py>) -> PyResult<Vec<PyObject>> {
-        let st = self.state();
-        st.failures
+        let failures = self.state().failures.clone();
+        failures
             .iter()
             .map(|(b, r, t, kind, why)| {
                 let b = PyTuple::new(py, b)?;
@@ -454,7 +454,8 @@ impl TunedOp {
     /// `{bucket: position}`: the choices made or loaded so far.
     fn choices<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        for (b, p) in &self.state().choices {
+        let choices = self.state().choices.clone();
+        for (b, p) in &choices {
             d.set_item(PyTuple::new(py, b)?, p)?;
         }
         Ok(d)
