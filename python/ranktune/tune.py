@@ -324,8 +324,9 @@ class Tuned:
                 "ranks connect through the cache's directory or server, or the group's store "
                 "(give cache=, set RANKTUNE_CACHE, or initialise torch.distributed)"
             )
-        # Raw key value -> chosen callable, for hits (never holds a miss);
-        # cleared when tuning starts.
+        # Raw key value -> the callable to run: a choice, or the fallback of
+        # a bucket without one (outside tuning); cleared when tuning starts,
+        # so a bucket without a choice is then measured.
         self._hot: Dict[Any, Callable[..., Any]] = {}
         _all.add(self)
 
