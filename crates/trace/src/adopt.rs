@@ -12,12 +12,11 @@
 //! (their text is copied as it is) and never decides when to publish.
 
 use crate::TraceError;
-use ranktune_core::atomic_file::{Publish, PublishError};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::fmt;
-use std::io::{self, BufWriter, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 /// The file of profiling cycle `cycle` (from 0) of the rank's file `path`:
@@ -99,7 +98,7 @@ pub fn publish_adopted(
     }
     let mut extra = object("otherData");
     extra.extend(other.iter().map(|(k, v)| (k.clone(), v.clone())));
-    let write = |w: &mut dyn Write| -> io::Result<()> {
+    crate::export::publish(target, &mut |w| {
         write!(w, "{{\"distributedInfo\": {}, \"otherData\": {}", spaced(&info), spaced(&extra))?;
         let base = members.0.iter().find(|(k, _)| k == "baseTimeNanoseconds");
         let rest = members.0.iter().filter(|(k, _)| {
@@ -109,29 +108,7 @@ pub fn publish_adopted(
             write!(w, ", {}: {}", Value::from(k.as_str()), v.get())?;
         }
         w.write_all(b"}")
-    };
-    let gz = target.extension().is_some_and(|e| e == "gz");
-    let published = Publish::new(target).durable().write_with(|temp| -> io::Result<()> {
-        let buf = BufWriter::with_capacity(1 << 16, temp.file());
-        if gz {
-            let mut enc = flate2::write::GzEncoder::new(buf, flate2::Compression::default());
-            write(&mut enc)?;
-            enc.finish()?.into_inner().map_err(io::IntoInnerError::into_error)?;
-        } else {
-            let mut w = buf;
-            write(&mut w)?;
-            w.into_inner().map_err(io::IntoInnerError::into_error)?;
-        }
-        Ok(())
-    });
-    match published {
-        Ok(()) => Ok(()),
-        Err(e) if e.published() => Ok(()),
-        Err(PublishError::Writer(source) | PublishError::Io { source, .. }) => {
-            Err(write_err(source))
-        }
-        Err(e) => Err(write_err(io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))),
-    }
+    })
 }
 
 /// A JSON object with a space after each colon and comma: `{"rank": 3}`.

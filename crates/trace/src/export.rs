@@ -57,8 +57,18 @@ pub(crate) struct Meta {
 /// Writes `rec`'s events so far to `path`, published atomically and
 /// durably ([`ranktune_core::atomic_file`]): the file is complete or absent.
 pub(crate) fn export(path: &Path, rec: &Recorder, meta: &Meta) -> Result<(), TraceError> {
+    publish(path, &mut |w| write_json(w, rec, meta))
+}
+
+/// Publishes what `write` writes as the trace file `path`, atomically and
+/// durably ([`ranktune_core::atomic_file`]: complete or absent), gzipped
+/// for a `.gz` path: the one way every trace file is written.
+pub(crate) fn publish(
+    path: &Path,
+    write: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
+) -> Result<(), TraceError> {
     let write_err = |source| TraceError::Write { path: path.to_path_buf(), source };
-    match Publish::new(path).durable().write_with(|temp| write_file(temp.file(), path, rec, meta)) {
+    match Publish::new(path).durable().write_with(|temp| write_file(temp.file(), path, write)) {
         Ok(()) => Ok(()),
         // Only making the rename durable failed: a complete file is in place.
         Err(e) if e.published() => Ok(()),
@@ -69,18 +79,22 @@ pub(crate) fn export(path: &Path, rec: &Recorder, meta: &Meta) -> Result<(), Tra
     }
 }
 
-fn write_file(file: &mut fs::File, path: &Path, rec: &Recorder, meta: &Meta) -> io::Result<()> {
+fn write_file(
+    file: &mut fs::File,
+    path: &Path,
+    write: &mut dyn FnMut(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
     let gz = path.extension().is_some_and(|e| e == "gz");
     if gz {
         let mut enc = flate2::write::GzEncoder::new(
             BufWriter::with_capacity(1 << 16, file),
             flate2::Compression::default(),
         );
-        write_json(&mut enc, rec, meta)?;
+        write(&mut enc)?;
         enc.finish()?.into_inner().map_err(io::IntoInnerError::into_error)?;
     } else {
         let mut w = BufWriter::with_capacity(1 << 16, file);
-        write_json(&mut w, rec, meta)?;
+        write(&mut w)?;
         w.into_inner().map_err(io::IntoInnerError::into_error)?;
     }
     Ok(())
