@@ -102,15 +102,9 @@ pub use limit::{
     ENTRY_OVERHEAD_BYTES, MAX_FILE_BYTES_ENV, MAX_SECTIONS, MAX_SECTION_ENTRIES_ENV,
 };
 pub use listing::{block_listing, entry_listing};
-pub use location::{
-    redact_text, CacheLocation, RedisUrl, CACHE_ENV, DEFAULT_REDIS_PREFIX, REDIS_PASSWORD_ENV,
-    TRTLLM_CACHE_ENV,
-};
+pub use location::{redact_text, CacheLocation, RedisUrl, CACHE_ENV, TRTLLM_CACHE_ENV};
 pub use memory::MemoryStore;
 pub use merge::{merge, new_wins, place_in_rank, Conflict, Merged, PlaceError, WonBy};
-pub use redis_store::{
-    RedisConfig, RedisStore, DEFAULT_REDIS_CONNECT_TIMEOUT, DEFAULT_REDIS_TIMEOUT, MAX_ENTRY_BYTES,
-    REDIS_CONNECT_TIMEOUT_ENV, REDIS_TIMEOUT_ENV,
-};
+pub use redis_store::{RedisConfig, RedisStore, MAX_ENTRY_BYTES};
 pub use store::{Loaded, RemovePredicate, Resolver, SaveReport, Store};
 pub use time::unix_label;

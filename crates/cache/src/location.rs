@@ -17,13 +17,6 @@ use std::path::{Path, PathBuf};
 
 pub use ranktune_redis::{redact_text, RedisUrl};
 
-/// The prefix a Redis cache uses when its URL names none.
-pub const DEFAULT_REDIS_PREFIX: &str = ranktune_redis::DEFAULT_PREFIX;
-
-/// Environment variable with the Redis password, used when the URL has none
-/// (so that it never appears on a command line or in a process listing).
-pub const REDIS_PASSWORD_ENV: &str = ranktune_redis::PASSWORD_ENV;
-
 /// The variable that names the cache (a path or a Redis URL).
 pub const CACHE_ENV: &str = "RANKTUNE_CACHE";
 

@@ -83,13 +83,10 @@ pub use local::LocalCollective;
 pub use mpi::{MpiCollective, HELLO_TAG as MPI_HELLO_TAG};
 /// The job run's id: core's one type ([`ranktune_core::job::JobId`]).
 pub use ranktune_core::job::JobId;
-/// The Redis endpoint's rules, `ranktune-redis`'s (the same as the cache
-/// store's), re-exported under the names this crate has always used.
-pub use ranktune_redis::{
-    is_redis_url, redact_text as redact_url, RedisUrl,
-    CONNECT_TIMEOUT_ENV as REDIS_CONNECT_TIMEOUT_ENV,
-    DEFAULT_CONNECT_TIMEOUT as REDIS_DEFAULT_CONNECT_TIMEOUT, PASSWORD_ENV as REDIS_PASSWORD_ENV,
-};
+/// The Redis endpoint's URL type, `ranktune-redis`'s (the same as the
+/// cache store's); its settings and their variables are named there only.
+pub use ranktune_redis::RedisUrl;
+use ranktune_redis::{is_redis_url, redact_text};
 pub use redis::{RedisCollective, MAX_MESSAGE as REDIS_MAX_MESSAGE};
 pub use single::SingleRank;
 pub use typed::CollectiveExt;
@@ -233,7 +230,7 @@ impl Choice {
     /// Parses a `RANKTUNE_COLLECTIVE` value (case-insensitive; blank means `auto`).
     pub fn parse(value: &str) -> Result<Choice, CollectiveError> {
         if is_redis_url(value) {
-            let name = redact_url(value.trim());
+            let name = redact_text(value.trim());
             return match RedisUrl::parse(value.trim()) {
                 Ok(url) => Ok(Choice::Redis { url, name }),
                 Err(e) => Err(redis::bad_url(&name, e)),

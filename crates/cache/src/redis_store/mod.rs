@@ -81,15 +81,9 @@ use std::collections::BTreeMap;
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
-/// Environment variable: seconds to wait for a connection (default 5); the
-/// endpoint's ([`ranktune_redis`]), shared with the collectives.
-pub const REDIS_CONNECT_TIMEOUT_ENV: &str = ranktune_redis::CONNECT_TIMEOUT_ENV;
-/// Environment variable: seconds to wait for each reply (default 30).
-pub const REDIS_TIMEOUT_ENV: &str = ranktune_redis::TIMEOUT_ENV;
-/// Default connect timeout.
-pub const DEFAULT_REDIS_CONNECT_TIMEOUT: Duration = ranktune_redis::DEFAULT_CONNECT_TIMEOUT;
-/// Default reply timeout.
-pub const DEFAULT_REDIS_TIMEOUT: Duration = ranktune_redis::DEFAULT_TIMEOUT;
+// The endpoint's settings, their variables and defaults are
+// `ranktune_redis`'s (one name each, shared with the collectives).
+use ranktune_redis::{CONNECT_TIMEOUT_ENV, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TIMEOUT, TIMEOUT_ENV};
 /// The most bytes one entry's value may have; longer ones are skipped.
 pub const MAX_ENTRY_BYTES: usize = 1 << 20;
 
@@ -121,8 +115,8 @@ pub struct RedisConfig {
 impl Default for RedisConfig {
     fn default() -> Self {
         RedisConfig {
-            connect_timeout: DEFAULT_REDIS_CONNECT_TIMEOUT,
-            timeout: DEFAULT_REDIS_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            timeout: DEFAULT_TIMEOUT,
             max_entry_bytes: MAX_ENTRY_BYTES,
             max_total_bytes: crate::DEFAULT_MAX_FILE_BYTES,
             max_section_entries: crate::DEFAULT_MAX_SECTION_ENTRIES,
@@ -420,13 +414,13 @@ impl RedisStore {
             reason
         } else if e.is_timeout() && connecting {
             format!(
-                "no connection within {:.1}s ({REDIS_CONNECT_TIMEOUT_ENV}); is the server up, \
+                "no connection within {:.1}s ({CONNECT_TIMEOUT_ENV}); is the server up, \
                  reachable and not stopped?",
                 self.cfg.connect_timeout.as_secs_f64()
             )
         } else if e.is_timeout() {
             format!(
-                "no answer within {:.1}s ({REDIS_TIMEOUT_ENV}); the server may be stopped or \
+                "no answer within {:.1}s ({TIMEOUT_ENV}); the server may be stopped or \
                  overloaded. A save that timed out is applied whole or not at all; once the \
                  server answers, run it again (saves are idempotent)",
                 self.cfg.timeout.as_secs_f64()

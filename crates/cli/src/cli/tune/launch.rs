@@ -72,7 +72,7 @@ pub(super) fn launch(
         CacheLocation::Redis(u) => u.password(),
         CacheLocation::File(_) => None,
     } {
-        launcher = launcher.env(ranktune_cache::REDIS_PASSWORD_ENV, pw);
+        launcher = launcher.env(ranktune_redis::PASSWORD_ENV, pw);
     }
     let launched = launcher.stop_on(Arc::clone(stop)).run::<RankReport>(n, &mut bar);
     drop(bar);
