@@ -128,10 +128,10 @@ def test_the_environment_turns_it_on_and_bad_values_name_what_to_give(tmp_path, 
         ({"RANKTUNE_CANDIDATE_TIMEOUT": "soon"}, {"isolate": "fork"},
          'RANKTUNE_CANDIDATE_TIMEOUT="soon" is not a number of seconds; give e.g. 30 or 2.5'),
         ({}, {"isolate": "fork", "candidate_timeout": -1},
-         'candidate_timeout="-1" is not a usable time limit; give a number of seconds above 0'),
+         'candidate_timeout="-1" is not a usable time; give a number of seconds above 0'),
         ({"RANKTUNE_CANDIDATE_MEMORY": "lots"}, {"isolate": "spawn"},
          'RANKTUNE_CANDIDATE_MEMORY="lots" is not a whole number of MiB; give e.g. 4096'),
-        ({}, {"isolate": "fork", "candidate_memory": 0}, 'candidate_memory="0" is out of range'),
+        ({}, {"isolate": "fork", "candidate_memory": 0}, 'candidate_memory="0" is not a usable number of MiB; give one from 1'),
         ({}, {"isolate": "off", "candidate_timeout": 3}, "limit isolated workers; add isolate="),
     ]
     for env, kw, text in bad:

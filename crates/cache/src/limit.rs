@@ -18,15 +18,18 @@ pub const DEFAULT_MAX_FILE_BYTES: u64 = 1 << 30;
 /// The size limit from `RANKTUNE_CACHE_MAX_BYTES`, or
 /// [`DEFAULT_MAX_FILE_BYTES`] when unset; a malformed value is an error.
 pub fn max_file_bytes() -> Result<u64, CacheError> {
-    match std::env::var(MAX_FILE_BYTES_ENV) {
-        Err(_) => Ok(DEFAULT_MAX_FILE_BYTES),
-        Ok(s) if s.trim().is_empty() => Ok(DEFAULT_MAX_FILE_BYTES),
-        Ok(s) => s.trim().parse::<u64>().map_err(|_| {
-            CacheError::Invalid(format!(
-                "{MAX_FILE_BYTES_ENV}={s:?} is not a number of bytes; set it to e.g. {DEFAULT_MAX_FILE_BYTES}"
-            ))
-        }),
-    }
+    limit(MAX_FILE_BYTES_ENV, 0, "bytes", DEFAULT_MAX_FILE_BYTES)
+}
+
+/// The whole number in `name` (at least `least`, in `unit`), or `default`
+/// when it is unset or blank: the one setting rule
+/// ([`ranktune_core::setting`]).
+fn limit(name: &str, least: u64, unit: &str, default: u64) -> Result<u64, CacheError> {
+    use ranktune_core::setting::{from_env, process_env, whole};
+    let example = default.to_string();
+    from_env(process_env, name, |t, s| whole(t, s, least..=u64::MAX, unit, &example))
+        .map(|v| v.unwrap_or(default))
+        .map_err(|e| CacheError::Invalid(e.to_string()))
 }
 
 /// Environment variable that sets the most entries one section of a cache
@@ -51,14 +54,5 @@ pub const ENTRY_OVERHEAD_BYTES: u64 = 64;
 /// The entry limit from `RANKTUNE_CACHE_MAX_ENTRIES`, or
 /// [`DEFAULT_MAX_SECTION_ENTRIES`] when unset; a malformed value is an error.
 pub fn max_section_entries() -> Result<u64, CacheError> {
-    match std::env::var(MAX_SECTION_ENTRIES_ENV) {
-        Err(_) => Ok(DEFAULT_MAX_SECTION_ENTRIES),
-        Ok(s) if s.trim().is_empty() => Ok(DEFAULT_MAX_SECTION_ENTRIES),
-        Ok(s) => s.trim().parse::<u64>().ok().filter(|n| *n > 0).ok_or_else(|| {
-            CacheError::Invalid(format!(
-                "{MAX_SECTION_ENTRIES_ENV}={s:?} is not a positive number of entries; set it to \
-                 e.g. {DEFAULT_MAX_SECTION_ENTRIES}"
-            ))
-        }),
-    }
+    limit(MAX_SECTION_ENTRIES_ENV, 1, "entries", DEFAULT_MAX_SECTION_ENTRIES)
 }

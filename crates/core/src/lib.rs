@@ -12,6 +12,8 @@
 //!   fingerprints, checksums and names — never Rust's randomized `Hash`.
 //! - [`clock`]: the one "now in unix seconds" helper, and calendar dates.
 //! - [`error_chain`]: rendering an error with its sources on one line.
+//! - [`setting`]: one rule, and one wording, for seconds and whole numbers
+//!   given as a flag, an environment variable or a Python argument.
 //!
 //! This crate never reads a cache or a trace and never talks to other ranks.
 //!
@@ -36,3 +38,4 @@ pub mod fork_guard;
 pub mod hash;
 pub mod job;
 pub mod rank;
+pub mod setting;

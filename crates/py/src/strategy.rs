@@ -352,10 +352,9 @@ impl ranktune_collective::KeyValue for PyStore {
 /// `RANKTUNE_STRATEGY_TIMEOUT` (else 300 s).
 fn timeout_or_env(timeout: Option<f64>) -> PyResult<Duration> {
     match timeout {
-        Some(t) if t.is_finite() && t > 0.0 => Ok(Duration::from_secs_f64(t)),
-        Some(t) => {
-            Err(PyValueError::new_err(format!("timeout={t}: give a positive number of seconds")))
-        }
+        // The variable's rule and words (`strategy::timeout_from_env`).
+        Some(t) => strategy::timeout_from_text(&t.to_string(), "timeout=")
+            .map_err(|e| PyValueError::new_err(e.to_string())),
         None => strategy::timeout_from_env().map_err(errors::to_py),
     }
 }

@@ -50,15 +50,8 @@ pub enum RedisError {
         reason: String,
     },
     /// A setting variable is malformed (never silently the default).
-    #[error("{name}={value:?} is not a positive number of seconds; set it to e.g. {example}")]
-    Setting {
-        /// The variable.
-        name: &'static str,
-        /// Its value as set.
-        value: String,
-        /// A good value (the default, in whole seconds).
-        example: u64,
-    },
+    #[error(transparent)]
+    Setting(#[from] ranktune_core::setting::SettingError),
     /// A `rediss://` URL in a build without the `tls` feature.
     #[error(
         "{url}: this build of ranktune has no TLS support (rediss://); rebuild with the `tls` \

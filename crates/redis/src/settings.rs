@@ -38,17 +38,11 @@ pub fn seconds_with(
     name: &'static str,
     default: Duration,
 ) -> Result<Duration, RedisError> {
-    match env(name) {
-        None => Ok(default),
-        Some(s) if s.trim().is_empty() => Ok(default),
-        Some(s) => s
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|v| v.is_finite() && *v > 0.0 && *v < 1e7)
-            .map(Duration::from_secs_f64)
-            .ok_or(RedisError::Setting { name, value: s, example: default.as_secs() }),
-    }
+    use ranktune_core::setting::{from_env, seconds, Seconds};
+    let example: &'static str = if default == DEFAULT_CONNECT_TIMEOUT { "5" } else { "30" };
+    // Above 0 (a zero timeout would fail every call) and under 1e7 s.
+    let bounds = Seconds { zero: false, max: Duration::from_secs(9_999_999), example };
+    Ok(from_env(env, name, |t, s| seconds(t, s, bounds))?.unwrap_or(default))
 }
 
 /// The connect timeout ([`CONNECT_TIMEOUT_ENV`]) through `env`.
@@ -75,7 +69,7 @@ mod tests {
         for bad in ["0", "-1", "soon", "inf", "NaN", "1e7"] {
             let err = connect_timeout_with(&env(bad)).unwrap_err().to_string();
             assert!(err.contains(CONNECT_TIMEOUT_ENV) && err.contains(bad), "{err}");
-            assert!(err.contains("set it to e.g. 5"), "{err}");
+            assert!(err.contains("e.g. 5"), "{err}");
         }
         assert_eq!(timeout_with(&env("x")).unwrap(), DEFAULT_TIMEOUT);
     }

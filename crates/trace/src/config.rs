@@ -122,13 +122,9 @@ impl TraceConfig {
     pub fn base_from_env_with(
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Option<u64>, TraceError> {
-        match env(BASE_VAR).filter(|s| !s.trim().is_empty()) {
-            None => Ok(None),
-            Some(value) => match value.trim().parse::<u64>() {
-                Ok(n) if n > 0 => Ok(Some(n)),
-                _ => Err(TraceError::BadNumber { var: BASE_VAR.into(), value }),
-            },
-        }
+        use ranktune_core::setting::{from_env, whole};
+        let example = "1764460800000000000";
+        Ok(from_env(env, BASE_VAR, |t, s| whole(t, s, 1..=u64::MAX, "nanoseconds", example))?)
     }
 
     /// Like [`TraceConfig::from_env`], reading variables through `env`.
@@ -151,13 +147,11 @@ impl TraceConfig {
         if let Some((var, value)) = window {
             cfg.window = Some(IterWindow::parse_from(var, &value)?);
         }
-        if let Some(value) = env(MAX_EVENTS_VAR).filter(|s| !s.trim().is_empty()) {
-            cfg.max_events = value
-                .trim()
-                .parse::<usize>()
-                .ok()
-                .filter(|&n| n > 0)
-                .ok_or(TraceError::BadNumber { var: MAX_EVENTS_VAR.into(), value })?;
+        let events = ranktune_core::setting::from_env(&env, MAX_EVENTS_VAR, |t, s| {
+            ranktune_core::setting::whole(t, s, 1..=usize::MAX as u64, "events", "1000000")
+        })?;
+        if let Some(n) = events {
+            cfg.max_events = usize::try_from(n).unwrap_or(usize::MAX);
         }
         cfg.base_ns = Self::base_from_env_with(&env)?;
         if let Some(value) = env(SIGNALS_VAR) {

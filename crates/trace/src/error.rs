@@ -78,14 +78,9 @@ pub enum TraceError {
         /// What is wrong with it.
         reason: String,
     },
-    /// A numeric setting is malformed.
-    #[error("{var}={value:?} is not a positive integer; set it to a number such as 1000000, or unset it")]
-    BadNumber {
-        /// The variable.
-        var: String,
-        /// Its value.
-        value: String,
-    },
+    /// A numeric setting is malformed (the one setting rule's sentence).
+    #[error(transparent)]
+    BadNumber(#[from] ranktune_core::setting::SettingError),
     /// A session is already recording in this process.
     #[error("a trace session is already active in this process; stop it before starting another")]
     AlreadyActive,

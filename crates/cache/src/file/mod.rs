@@ -115,21 +115,12 @@ pub const MAX_UNLOCKED_SPOOLS: usize = 256;
 /// assert!(lock_timeout_from_env().is_ok());
 /// ```
 pub fn lock_timeout_from_env() -> Result<Duration, CacheError> {
-    match std::env::var(LOCK_TIMEOUT_ENV) {
-        Err(_) => Ok(DEFAULT_LOCK_TIMEOUT),
-        Ok(s) if s.trim().is_empty() => Ok(DEFAULT_LOCK_TIMEOUT),
-        Ok(s) => s
-            .trim()
-            .parse::<f64>()
-            .ok()
-            .filter(|v| v.is_finite() && *v >= 0.0 && *v < 1e9)
-            .map(Duration::from_secs_f64)
-            .ok_or_else(|| {
-                CacheError::Invalid(format!(
-                    "{LOCK_TIMEOUT_ENV}={s:?} is not a number of seconds; set it to e.g. 300"
-                ))
-            }),
-    }
+    use ranktune_core::setting::{from_env, process_env, seconds, Seconds};
+    // 0 tries the lock once; the most is about 31 years (never, in practice).
+    let bounds = Seconds { zero: true, max: Duration::from_secs(1_000_000_000), example: "300" };
+    from_env(process_env, LOCK_TIMEOUT_ENV, |t, s| seconds(t, s, bounds))
+        .map(|t| t.unwrap_or(DEFAULT_LOCK_TIMEOUT))
+        .map_err(|e| CacheError::Invalid(e.to_string()))
 }
 
 /// The JSON file backend of [`Store`]. See the module docs for the files it

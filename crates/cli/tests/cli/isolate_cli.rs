@@ -227,12 +227,12 @@ fn bad_isolation_settings_are_clear_errors_naming_the_flag_or_variable() {
         (
             &["--isolate"],
             &[("RANKTUNE_CANDIDATE_TIMEOUT", "-1")],
-            "RANKTUNE_CANDIDATE_TIMEOUT=\"-1\" is not a usable time limit",
+            "RANKTUNE_CANDIDATE_TIMEOUT=\"-1\" is not a usable time;",
         ),
         (
             &["--isolate", "--candidate-memory", "0"],
             &[],
-            "--candidate-memory \"0\" is out of range",
+            "--candidate-memory \"0\" is not a usable number of MiB; give one from 1",
         ),
         (&["--candidate-memory", "512"], &[], "add --isolate"),
     ];

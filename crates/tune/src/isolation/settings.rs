@@ -9,6 +9,8 @@
 //! over its variable) and what the settings become ([`Limits`](super::Limits),
 //! [`Isolation`](super::Isolation)) are the callers'.
 
+use ranktune_core::setting;
+pub use ranktune_core::setting::SettingError;
 use std::time::Duration;
 
 /// The variable that turns isolation on (`1`, `fork`; `spawn`: fresh
@@ -89,22 +91,8 @@ impl Mode {
 ///     .starts_with("--candidate-timeout \"soon\" is not a number of seconds"));
 /// ```
 pub fn timeout(text: &str, source: &str) -> Result<Duration, SettingError> {
-    let Ok(v) = text.trim().parse::<f64>() else {
-        return Err(SettingError::new(
-            source,
-            text,
-            "is not a number of seconds; give e.g. 30 or 2.5",
-        ));
-    };
-    match Duration::try_from_secs_f64(v) {
-        Ok(d) if v > 0.0 && d <= MAX_TIMEOUT => Ok(d),
-        _ => Err(SettingError::new(
-            source,
-            text,
-            "is not a usable time limit; give a number of seconds above 0 (at most a week), \
-             e.g. 30",
-        )),
-    }
+    let bounds = setting::Seconds { zero: false, max: MAX_TIMEOUT, example: "30" };
+    setting::seconds(text, source, bounds)
 }
 
 /// A memory limit: a whole number of MiB from 1 up (`4096`).
@@ -115,19 +103,7 @@ pub fn timeout(text: &str, source: &str) -> Result<Duration, SettingError> {
 /// assert!(memory_mib("lots", "candidate_memory=").is_err());
 /// ```
 pub fn memory_mib(text: &str, source: &str) -> Result<u64, SettingError> {
-    match text.trim().parse::<u64>() {
-        Ok(v) if (1..=MAX_MIB).contains(&v) => Ok(v),
-        Ok(_) => Err(SettingError::new(
-            source,
-            text,
-            "is out of range; give a whole number of MiB from 1 up, e.g. 4096",
-        )),
-        Err(_) => Err(SettingError::new(
-            source,
-            text,
-            "is not a whole number of MiB; give e.g. 4096 (4 GiB)",
-        )),
-    }
+    setting::whole(text, source, 1..=MAX_MIB, "MiB", "4096")
 }
 
 /// How many ranks run on this machine as the launcher says (the first of
@@ -163,37 +139,6 @@ pub fn limits_need_isolation(
         return Ok(());
     }
     Err(format!("{limits} limit isolated workers; add {turn_on}, or leave them out"))
-}
-
-/// A setting that does not parse: where it came from, the text, and what
-/// to give instead (its `Display` is the whole sentence).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{} {why}", shown(source_name, text))]
-pub struct SettingError {
-    /// The flag (`--candidate-timeout`), variable (`RANKTUNE_ISOLATE`) or
-    /// argument (`isolate=`) it came from.
-    pub source_name: String,
-    /// The text given.
-    pub text: String,
-    why: &'static str,
-}
-
-impl SettingError {
-    fn new(source: &str, text: &str, why: &'static str) -> Self {
-        SettingError { source_name: source.to_string(), text: text.to_string(), why }
-    }
-}
-
-/// `--flag "text"` for a flag, `argument="text"` for a Python argument
-/// (named with its `=`), `VARIABLE="text"` for a variable.
-fn shown(source: &str, text: &str) -> String {
-    if source.starts_with('-') {
-        format!("{source} {text:?}")
-    } else if source.ends_with('=') {
-        format!("{source}{text:?}")
-    } else {
-        format!("{source}={text:?}")
-    }
 }
 
 #[cfg(test)]

@@ -16,6 +16,9 @@ pub enum StrategyError {
         /// The text given.
         value: String,
     },
+    /// A setting that does not parse (the one setting rule's sentence).
+    #[error(transparent)]
+    Setting(#[from] ranktune_core::setting::SettingError),
     /// A bad environment variable.
     #[error("{var}={value:?}: {reason}")]
     Env {

@@ -118,17 +118,19 @@ pub fn timeout_from_env() -> Result<Duration, StrategyError> {
 pub fn timeout_from_env_with(
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Duration, StrategyError> {
-    let Some(v) = env(TIMEOUT_ENV).filter(|v| !v.trim().is_empty()) else {
-        return Ok(DEFAULT_TIMEOUT);
-    };
-    match v.trim().parse::<f64>() {
-        Ok(s) if s.is_finite() && s > 0.0 && s <= 1e7 => Ok(Duration::from_secs_f64(s)),
-        _ => Err(StrategyError::Env {
-            var: TIMEOUT_ENV,
-            value: v,
-            reason: "expected a positive number of seconds, e.g. 60 or 2.5".into(),
-        }),
-    }
+    let t = ranktune_core::setting::from_env(env, TIMEOUT_ENV, timeout_from_text)?;
+    Ok(t.unwrap_or(DEFAULT_TIMEOUT))
+}
+
+/// The collective timeout in `text` (from `source`: the variable, or a
+/// Python argument): seconds above 0, at most 10,000,000.
+pub fn timeout_from_text(
+    text: &str,
+    source: &str,
+) -> Result<Duration, ranktune_core::setting::SettingError> {
+    use ranktune_core::setting::{seconds, Seconds};
+    let bounds = Seconds { zero: false, max: Duration::from_secs(10_000_000), example: "60" };
+    seconds(text, source, bounds)
 }
 
 #[cfg(test)]

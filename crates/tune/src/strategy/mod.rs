@@ -50,6 +50,7 @@ pub use coordinator::{
 };
 pub use error::StrategyError;
 pub use kind::{
-    timeout_from_env, timeout_from_env_with, Strategy, DEFAULT_TIMEOUT, STRATEGY_ENV, TIMEOUT_ENV,
+    timeout_from_env, timeout_from_env_with, timeout_from_text, Strategy, DEFAULT_TIMEOUT,
+    STRATEGY_ENV, TIMEOUT_ENV,
 };
 pub use split::{balanced_share, parallel_share};
