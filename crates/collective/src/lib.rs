@@ -182,7 +182,7 @@ pub const COLLECTIVE_DIR_ENV: &str = "RANKTUNE_COLLECTIVE_DIR";
 
 /// Which implementation to use; `RANKTUNE_COLLECTIVE` names it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Choice {
+pub enum CollectiveChoice {
     /// `auto` (or unset): one rank → [`SingleRank`]; launched by an MPI
     /// launcher in a build with the `mpi` feature → MPI; a cache on a Redis
     /// server ([`from_env_for_cache`]) → [`RedisCollective`] on that server;
@@ -205,42 +205,44 @@ pub enum Choice {
     },
 }
 
-/// The variable that names the collective implementation ([`Choice`]).
+/// The variable that names the collective implementation ([`CollectiveChoice`]).
 pub const COLLECTIVE_ENV: &str = "RANKTUNE_COLLECTIVE";
 
-impl Choice {
+impl CollectiveChoice {
     /// The choice `RANKTUNE_COLLECTIVE` makes in the environment `env`
     /// (unset: `auto`); a value that names none is an error.
-    pub fn from_env_with(env: impl Fn(&str) -> Option<String>) -> Result<Choice, CollectiveError> {
-        Choice::parse(&env(COLLECTIVE_ENV).unwrap_or_default())
+    pub fn from_env_with(
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<CollectiveChoice, CollectiveError> {
+        CollectiveChoice::parse(&env(COLLECTIVE_ENV).unwrap_or_default())
     }
 
     /// The implementation's name, as `RANKTUNE_COLLECTIVE` spells it
     /// (`redis` for a server's URL).
     pub fn name(&self) -> &'static str {
         match self {
-            Choice::Auto => "auto",
-            Choice::File => "file",
-            Choice::Single => "single",
-            Choice::Mpi => "mpi",
-            Choice::Redis { .. } => "redis",
+            CollectiveChoice::Auto => "auto",
+            CollectiveChoice::File => "file",
+            CollectiveChoice::Single => "single",
+            CollectiveChoice::Mpi => "mpi",
+            CollectiveChoice::Redis { .. } => "redis",
         }
     }
 
     /// Parses a `RANKTUNE_COLLECTIVE` value (case-insensitive; blank means `auto`).
-    pub fn parse(value: &str) -> Result<Choice, CollectiveError> {
+    pub fn parse(value: &str) -> Result<CollectiveChoice, CollectiveError> {
         if is_redis_url(value) {
             let name = redact_text(value.trim());
             return match RedisUrl::parse(value.trim()) {
-                Ok(url) => Ok(Choice::Redis { url, name }),
+                Ok(url) => Ok(CollectiveChoice::Redis { url, name }),
                 Err(e) => Err(redis::bad_url(&name, e)),
             };
         }
         match value.trim().to_ascii_lowercase().as_str() {
-            "" | "auto" => Ok(Choice::Auto),
-            "file" | "store" => Ok(Choice::File),
-            "single" | "local" => Ok(Choice::Single),
-            "mpi" => Ok(Choice::Mpi),
+            "" | "auto" => Ok(CollectiveChoice::Auto),
+            "file" | "store" => Ok(CollectiveChoice::File),
+            "single" | "local" => Ok(CollectiveChoice::Single),
+            "mpi" => Ok(CollectiveChoice::Mpi),
             _ => Err(CollectiveError::Unsupported {
                 value: value.into(),
                 reason: "unknown implementation; use auto, file, single, mpi or a \
@@ -252,7 +254,7 @@ impl Choice {
 }
 
 /// Picks a collective for this rank from the environment: `RANKTUNE_COLLECTIVE`
-/// (see [`Choice`]), the job id for the store ([`JobId`]), and `rank`.
+/// (see [`CollectiveChoice`]), the job id for the store ([`JobId`]), and `rank`.
 /// `dir` is the shared directory for the store (the cache file's directory).
 ///
 /// A one-rank job gets [`SingleRank`]. More ranks started by an MPI launcher
@@ -295,7 +297,7 @@ pub enum CacheAt<'a> {
 /// ranks meet in its directory, as in [`from_env`]) or a Redis server. With `RANKTUNE_COLLECTIVE` unset or `auto`, a cache on
 /// a Redis server makes the ranks meet on that server too ([`RedisCollective`],
 /// under the URL's `?prefix=`), unless the job has one rank or MPI is chosen
-/// (see [`Choice::Auto`]); an explicit `RANKTUNE_COLLECTIVE` always wins.
+/// (see [`CollectiveChoice::Auto`]); an explicit `RANKTUNE_COLLECTIVE` always wins.
 pub fn from_env_for_cache(
     rank: &RankInfo,
     cache: CacheAt<'_>,
@@ -330,35 +332,37 @@ fn pick(
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Box<dyn Collective>, CollectiveError> {
     let requested = env(COLLECTIVE_ENV).unwrap_or_default();
-    let choice = Choice::parse(&requested)?;
+    let choice = CollectiveChoice::parse(&requested)?;
     let world = rank.world_size;
     let choice = match (choice, cache_url) {
-        (Choice::Auto, _) if world > 1 && cfg!(feature = "mpi") && mpi_launch(rank, &env) => {
-            Choice::Mpi
+        (CollectiveChoice::Auto, _)
+            if world > 1 && cfg!(feature = "mpi") && mpi_launch(rank, &env) =>
+        {
+            CollectiveChoice::Mpi
         }
-        (Choice::Auto, Some(url)) if world > 1 => {
-            Choice::Redis { url: url.clone(), name: url.to_string() }
+        (CollectiveChoice::Auto, Some(url)) if world > 1 => {
+            CollectiveChoice::Redis { url: url.clone(), name: url.to_string() }
         }
         (other, _) => other,
     };
     match choice {
-        Choice::Redis { url, name } => {
+        CollectiveChoice::Redis { url, name } => {
             let job = job_for(rank, &env, || name.clone())?;
             let c = RedisCollective::connect_named(rank.rank, world, &url, name, job, &env)?;
             tracing::debug!("collective: {}", c.describe());
             Ok(Box::new(c))
         }
-        Choice::Mpi => mpi_collective(rank, &requested),
-        Choice::Auto if world == 1 => Ok(Box::new(SingleRank)),
-        Choice::Single if world == 1 => Ok(Box::new(SingleRank)),
-        Choice::Single => Err(CollectiveError::Unsupported {
+        CollectiveChoice::Mpi => mpi_collective(rank, &requested),
+        CollectiveChoice::Auto if world == 1 => Ok(Box::new(SingleRank)),
+        CollectiveChoice::Single if world == 1 => Ok(Box::new(SingleRank)),
+        CollectiveChoice::Single => Err(CollectiveError::Unsupported {
             value: requested,
             reason: format!(
                 "this job has {world} ranks, and `single` serves one; ranks that are threads of \
                  one process use LocalCollective::group; processes use `file` (the default)"
             ),
         }),
-        Choice::Auto | Choice::File => {
+        CollectiveChoice::Auto | CollectiveChoice::File => {
             // An explicit meeting place wins over the cache's directory
             // (`ranktune tune --ranks N` gives its ranks a private one).
             let explicit = env(COLLECTIVE_DIR_ENV).filter(|d| !d.trim().is_empty());
@@ -553,8 +557,8 @@ mod tests {
     #[test]
     fn redis_urls_are_a_choice_and_a_cache_on_redis_picks_it() {
         assert_eq!(
-            Choice::parse(" redis://h:1/0 ").unwrap(),
-            Choice::Redis {
+            CollectiveChoice::parse(" redis://h:1/0 ").unwrap(),
+            CollectiveChoice::Redis {
                 url: RedisUrl::parse("redis://h:1/0").unwrap(),
                 name: "redis://h:1/0".into()
             }

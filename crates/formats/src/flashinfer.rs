@@ -34,7 +34,7 @@
 pub mod generation;
 pub mod key;
 
-use crate::ordered::{self, Layout, OValue};
+use crate::ordered::{self, OValue, TextLayout};
 use crate::trtllm::repr_str;
 use crate::{Exported, Format, FormatError, Imported, Input, SourceError, Writer};
 use ranktune_cache::{CacheData, Entry, EntryKey, Identity, Section};
@@ -180,13 +180,15 @@ pub fn import_bytes(bytes: &[u8]) -> Result<Imported, FormatError> {
         }
     }
     let record = OValue::Object(vec![
-        ("layout".into(), Layout::of(text).to_record()),
+        ("layout".into(), TextLayout::of(text).to_record()),
         ("order".into(), OValue::Array(order)),
         ("kept".into(), OValue::Array(kept)),
         ("values".into(), OValue::Array(values)),
     ]);
-    out.data
-        .set_origin(ORIGIN, ordered::write(&record, Layout { indent: None, final_newline: false }));
+    out.data.set_origin(
+        ORIGIN,
+        ordered::write(&record, TextLayout { indent: None, final_newline: false }),
+    );
     Ok(out)
 }
 
@@ -364,8 +366,8 @@ pub fn export(data: &CacheData) -> Exported {
     let layout = record
         .as_ref()
         .and_then(|r| r.get("layout"))
-        .and_then(Layout::from_record)
-        .unwrap_or(Layout { indent: Some(2), final_newline: false });
+        .and_then(TextLayout::from_record)
+        .unwrap_or(TextLayout { indent: Some(2), final_newline: false });
     let had_generation = kept.remove(GENERATION).is_some();
     if !kept.contains_key("_metadata") && record.is_none() {
         let main = envs.iter().max_by_key(|(_, n)| **n).map(|(e, _)| *e);

@@ -139,7 +139,7 @@ impl<'de: 'a, 'a> serde::Deserialize<'de> for Members<'a> {
 
 /// How a document is laid out on disk, as far as [`write`] reproduces it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Layout {
+pub struct TextLayout {
     /// Spaces per level (`json.dump(indent=N)`); `None` for one line with
     /// Python's default separators (`", "`, `": "`).
     pub indent: Option<usize>,
@@ -147,14 +147,14 @@ pub struct Layout {
     pub final_newline: bool,
 }
 
-impl Layout {
+impl TextLayout {
     /// The layout of `text`: the indentation of its first indented line,
     /// and whether it ends with a newline.
-    pub fn of(text: &str) -> Layout {
+    pub fn of(text: &str) -> TextLayout {
         let body = text.trim_end_matches('\n');
         let indent =
             body.find('\n').map(|at| body[at + 1..].bytes().take_while(|b| *b == b' ').count());
-        Layout { indent, final_newline: text.ends_with('\n') }
+        TextLayout { indent, final_newline: text.ends_with('\n') }
     }
 
     /// The layout as an origin record's `"layout"` member: `[indent or
@@ -166,11 +166,11 @@ impl Layout {
         ])
     }
 
-    /// Reads what [`Layout::to_record`] wrote; `None` for anything else.
-    pub fn from_record(v: &OValue) -> Option<Layout> {
+    /// Reads what [`TextLayout::to_record`] wrote; `None` for anything else.
+    pub fn from_record(v: &OValue) -> Option<TextLayout> {
         match v {
             OValue::Array(parts) => match parts.as_slice() {
-                [indent, newline] => Some(Layout {
+                [indent, newline] => Some(TextLayout {
                     indent: match indent {
                         OValue::Scalar(t) => t.parse().ok(),
                         _ => None,
@@ -187,7 +187,7 @@ impl Layout {
 /// Writes `v` as Python's `json.dump(v, f, indent=layout.indent)` would
 /// (ASCII only, non-ASCII escaped), followed by a newline when the layout
 /// says so. Scalars are written as their text.
-pub fn write(v: &OValue, layout: Layout) -> String {
+pub fn write(v: &OValue, layout: TextLayout) -> String {
     let mut out = String::new();
     match layout.indent {
         Some(n) => write_indented(v, n, 0, &mut out),
@@ -338,10 +338,10 @@ mod tests {
         let keys: Vec<&str> = v.members().unwrap().iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["2", "1"]);
         assert_eq!(v.get("2").unwrap().get("b"), Some(&OValue::scalar("1e-06")));
-        assert_eq!(Layout::of(text), Layout { indent: Some(4), final_newline: true });
-        assert_eq!(write(&v, Layout::of(text)), text);
+        assert_eq!(TextLayout::of(text), TextLayout { indent: Some(4), final_newline: true });
+        assert_eq!(write(&v, TextLayout::of(text)), text);
         assert_eq!(
-            write(&v, Layout { indent: None, final_newline: false }),
+            write(&v, TextLayout { indent: None, final_newline: false }),
             "{\"2\": {\"b\": 1e-06, \"a\": [1.50, \"x\\u00e9\"]}, \"1\": {}}"
         );
         assert_eq!(v.to_value()["2"]["b"], serde_json::json!(1e-06));

@@ -33,7 +33,7 @@
 //! otherwise. This module does no file I/O: callers hand it paths and
 //! text, it hands back text.
 
-use crate::ordered::{self, Layout, OValue};
+use crate::ordered::{self, OValue, TextLayout};
 use crate::trtllm::{ms_to_us, repr_float, us_to_ms};
 use crate::{Exported, Format, FormatError, Imported, Input, SourceError, Writer};
 use ranktune_cache::{
@@ -233,7 +233,7 @@ pub fn import_file(path: &str, bytes: &[u8]) -> Result<Imported, FormatError> {
                     FormatError::Shape(format!(
                         "\"key\"[{i}] is {}, not a string, number, bool or null (Triton's \
                          tuning keys hold the values of scalar arguments); fix or remove the file",
-                        ordered::write(v, Layout { indent: None, final_newline: false })
+                        ordered::write(v, TextLayout { indent: None, final_newline: false })
                     ))
                 })
             })
@@ -305,7 +305,7 @@ pub fn import_file(path: &str, bytes: &[u8]) -> Result<Imported, FormatError> {
     ]);
     out.data.set_origin(
         &origin_name(&key),
-        ordered::write(&record, Layout { indent: None, final_newline: false }),
+        ordered::write(&record, TextLayout { indent: None, final_newline: false }),
     );
     out.data.insert(Section::Rank(0), key, entry);
     Ok(out)
@@ -387,7 +387,7 @@ fn candidate(pair: &OValue) -> Result<(Candidate, Option<Vec<f64>>), String> {
         .map(|v| number(v))
         .collect::<Option<Vec<f64>>>()
         .ok_or("the timing is not a number or a list of numbers")?;
-    let shown = || ordered::write(timing, Layout { indent: None, final_newline: false });
+    let shown = || ordered::write(timing, TextLayout { indent: None, final_newline: false });
     let mut c =
         Candidate { runner: RUNNER.into(), runner_index: 0, tactic, stats: None, error: None };
     if ms.iter().any(|t| !t.is_finite()) {
@@ -620,7 +620,7 @@ fn write_file(tuning_key: &[String], entry: &Entry, recorded: Option<&str>) -> S
         ("key".into(), OValue::Array(key_as_written(tuning_key, recorded_text))),
         ("configs_timings".into(), OValue::Array(pairs)),
     ]);
-    ordered::write(&doc, Layout { indent: None, final_newline: false })
+    ordered::write(&doc, TextLayout { indent: None, final_newline: false })
 }
 
 /// How deep [`read_source`](crate::read_source) looks for autotune files in a folder: Triton's

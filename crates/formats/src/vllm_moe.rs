@@ -22,7 +22,7 @@
 //! cache's metadata, so [`export`] writes the same file back. This module
 //! does no file I/O: callers hand it names and text, it hands back text.
 
-use crate::ordered::{self, Layout, OValue};
+use crate::ordered::{self, OValue, TextLayout};
 use crate::{Exported, Format, FormatError, Imported, Input, SourceError, Writer};
 use ranktune_cache::{read_cache_bytes, CacheData, CacheError, Entry, EntryKey, Identity, Section};
 use serde_json::Value;
@@ -268,7 +268,7 @@ pub fn import_file(name: &str, bytes: &[u8]) -> Result<Imported, FormatError> {
             }
         }
     }
-    let layout = Layout::of(text);
+    let layout = TextLayout::of(text);
     let mut record = vec![
         ("layout".into(), layout.to_record()),
         ("order".into(), OValue::Array(order)),
@@ -284,7 +284,7 @@ pub fn import_file(name: &str, bytes: &[u8]) -> Result<Imported, FormatError> {
     let record = OValue::Object(record);
     out.data.set_origin(
         &origin_name(&file.file_name()),
-        ordered::write(&record, Layout { indent: None, final_newline: false }),
+        ordered::write(&record, TextLayout { indent: None, final_newline: false }),
     );
     Ok(out)
 }
@@ -296,7 +296,7 @@ fn origin_name(file_name: &str) -> String {
 /// What an import recorded about one file.
 #[derive(Default)]
 struct Origin {
-    layout: Option<Layout>,
+    layout: Option<TextLayout>,
     order: Vec<String>,
     keys: BTreeMap<String, Vec<String>>,
     kept: BTreeMap<String, OValue>,
@@ -314,7 +314,7 @@ fn read_origin(data: &CacheData, file_name: &str) -> Origin {
         Value::String(s) => Some(s),
         _ => None,
     };
-    if let Some(l) = record.get("layout").and_then(Layout::from_record) {
+    if let Some(l) = record.get("layout").and_then(TextLayout::from_record) {
         origin.layout = Some(l);
     }
     if let Some(OValue::Array(names)) = record.get("order") {
@@ -437,7 +437,7 @@ fn write_file(origin: &Origin, mut configs: BTreeMap<u64, Value>) -> String {
         let value = config_value(&member, &config);
         members.push((member, value));
     }
-    let layout = origin.layout.unwrap_or(Layout { indent: Some(4), final_newline: true });
+    let layout = origin.layout.unwrap_or(TextLayout { indent: Some(4), final_newline: true });
     ordered::write(&OValue::Object(members), layout)
 }
 

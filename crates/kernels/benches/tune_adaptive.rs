@@ -64,7 +64,7 @@ fn compare<I: TuneInputs>(op: &Op<I>, base: &[Vec<u64>], round: usize, t: &mut T
                 let tv = op.tactic(Choice {
                     runner_index: r,
                     tactic_index: tac,
-                    source: Source::Tuned,
+                    source: ChoiceSource::Tuned,
                 })?;
                 e.candidates
                     .iter()

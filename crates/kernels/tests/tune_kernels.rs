@@ -47,7 +47,7 @@ fn tuned_gemm_choice_computes_the_product() {
     let t = tuner();
     let mut io = runners::GemmIo::new(37, 24, 40).unwrap();
     let choice = t.choose_one(&op, &io);
-    assert_eq!(choice.source, Source::Tuned);
+    assert_eq!(choice.source, ChoiceSource::Tuned);
     assert_eq!(op.key_of(&io).unwrap().to_nested(), vec![vec![32, 40], vec![32, 24]]);
     op.run(choice, &mut io).unwrap();
     let mut want = vec![0.0; 37 * 24];
@@ -56,7 +56,7 @@ fn tuned_gemm_choice_computes_the_product() {
         assert!((a - b).abs() < 1e-3, "{a} vs {b}");
     }
     t.set_tuning(false);
-    assert_eq!(t.choose_one(&op, &io).source, Source::Cache);
+    assert_eq!(t.choose_one(&op, &io).source, ChoiceSource::Cache);
 }
 
 #[test]
@@ -64,11 +64,11 @@ fn all_quick_profiles_tune_without_failures() {
     let t = tuner();
     let s = runners::softmax_op(16).unwrap();
     for key in s.config().profiles(&runners::rows_base(softmax::QUICK_COLS)) {
-        assert_ne!(t.tune_key(&s, &key).source, Source::Fallback);
+        assert_ne!(t.tune_key(&s, &key).source, ChoiceSource::Fallback);
     }
     let r = runners::rmsnorm_op(16).unwrap();
     for key in r.config().profiles(&runners::rows_base(rmsnorm::QUICK_COLS)) {
-        assert_ne!(t.tune_key(&r, &key).source, Source::Fallback);
+        assert_ne!(t.tune_key(&r, &key).source, ChoiceSource::Fallback);
     }
     let st = t.stats().total;
     assert_eq!((st.tuned, st.failed_tactics), (10, 0));

@@ -23,7 +23,8 @@ use pyo3::types::{PyBool, PyBytes, PyFloat, PyInt, PyList, PyString};
 use ranktune_tune::isolation::protocol::{self, FromWorker, ToWorker};
 use ranktune_tune::isolation::reasons;
 use ranktune_tune::isolation::settings::{self, Mode, SettingError};
-use ranktune_tune::{measure_timed, Limits};
+use ranktune_tune::isolation::Limits;
+use ranktune_tune::measure_timed;
 use std::time::Duration;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -31,11 +31,11 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// `collective_choice()`: what `RANKTUNE_COLLECTIVE` asks for (`auto`,
 /// `file`, `single`, `mpi` or `redis`), by the rule `ranktune tune`
-/// follows (`Choice::from_env_with`); a value that names none is a
+/// follows (`CollectiveChoice::from_env_with`); a value that names none is a
 /// `ValueError` saying what it takes.
 #[pyfunction]
 fn collective_choice() -> PyResult<&'static str> {
-    ranktune_collective::Choice::from_env_with(|name| std::env::var(name).ok())
+    ranktune_collective::CollectiveChoice::from_env_with(|name| std::env::var(name).ok())
         .map(|c| c.name())
         .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))
 }

@@ -99,9 +99,9 @@ impl WorkerHandle {
         env: std::collections::HashMap<String, String>,
         memory: Option<u64>,
     ) -> PyResult<Self> {
-        let mut limits = ranktune_tune::Limits::for_local_ranks(1);
+        let mut limits = ranktune_tune::isolation::Limits::for_local_ranks(1);
         limits.memory = memory;
-        let cmd = ranktune_tune::WorkerCommand {
+        let cmd = ranktune_tune::isolation::WorkerCommand {
             program: program.into_os_string(),
             args: args.into_iter().map(Into::into).collect(),
             env: env.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),

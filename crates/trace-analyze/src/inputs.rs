@@ -25,9 +25,10 @@ use super::reader::TraceReader;
 use super::AnalyzeError;
 use std::path::{Path, PathBuf};
 
-/// How a file's rank was found.
+/// How a file's rank was found (the evidence for it; where a process's own
+/// rank comes from is `ranktune_core::rank::RankSource`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RankSource {
+pub enum RankEvidence {
     /// `--rank FILE=N`.
     Explicit,
     /// `distributedInfo.rank` in the file.
@@ -38,14 +39,14 @@ pub enum RankSource {
     Default,
 }
 
-impl RankSource {
+impl RankEvidence {
     /// Short description for messages.
     pub fn describe(self) -> &'static str {
         match self {
-            RankSource::Explicit => "from --rank",
-            RankSource::DistributedInfo => "from distributedInfo",
-            RankSource::FileName => "from its name",
-            RankSource::Default => "only input, no rank given",
+            RankEvidence::Explicit => "from --rank",
+            RankEvidence::DistributedInfo => "from distributedInfo",
+            RankEvidence::FileName => "from its name",
+            RankEvidence::Default => "only input, no rank given",
         }
     }
 }
@@ -58,7 +59,7 @@ pub struct RankedInput {
     /// The file.
     pub path: PathBuf,
     /// How the rank was found.
-    pub source: RankSource,
+    pub source: RankEvidence,
     /// `baseTimeNanoseconds` of the file (0 when absent: times are absolute).
     pub base_ns: i128,
     /// `distributedInfo.world_size`, if present.
@@ -270,7 +271,7 @@ fn check_explicit(files: &[PathBuf], explicit: &[(PathBuf, u32)]) -> Result<(), 
 }
 
 /// One file's header as a [`RankedInput`], and whether its rank was found
-/// (else it is rank 0 for now, [`RankSource::Default`]); `None`, with a
+/// (else it is rank 0 for now, [`RankEvidence::Default`]); `None`, with a
 /// warning, when the file is not one rank's trace.
 fn read_input(
     path: PathBuf,
@@ -312,10 +313,10 @@ fn read_input(
     let found = explicit
         .iter()
         .find(|(f, _)| same_file(&path, f))
-        .map(|(_, r)| (*r, RankSource::Explicit))
-        .or(info_rank.map(|r| (r, RankSource::DistributedInfo)))
-        .or(rank_from_name(&name).map(|r| (r, RankSource::FileName)));
-    let (rank, source) = found.unwrap_or((0, RankSource::Default));
+        .map(|(_, r)| (*r, RankEvidence::Explicit))
+        .or(info_rank.map(|r| (r, RankEvidence::DistributedInfo)))
+        .or(rank_from_name(&name).map(|r| (r, RankEvidence::FileName)));
+    let (rank, source) = found.unwrap_or((0, RankEvidence::Default));
     let input = RankedInput { rank, path, source, base_ns, world_size, backend, run_id };
     Ok(Some((input, found.is_some())))
 }

@@ -72,7 +72,8 @@ mod summary;
 mod timefmt;
 
 pub use collectives::{
-    CollectiveCalls, CollectiveSkew, Collectives, Culprit, Mismatch, RankBlame, Source, MAX_CALLS,
+    CallSource, CollectiveCalls, CollectiveSkew, Collectives, Culprit, Mismatch, RankBlame,
+    MAX_CALLS,
 };
 pub use document::{
     BlameEntry, CollectivesEntry, CulpritEntry, InputsEntry, RankEntry, SkewEntry, SpanEntry,
@@ -80,8 +81,8 @@ pub use document::{
 };
 pub use error::AnalyzeError;
 pub use inputs::{
-    parse_rank_arg, rank_from_name, resolve, resolve_with, RankSource, RankedInput, ResolveOptions,
-    Resolved,
+    parse_rank_arg, rank_from_name, resolve, resolve_with, RankEvidence, RankedInput,
+    ResolveOptions, Resolved,
 };
 pub use merge::{
     merge, merge_to, Align, MergeOptions, MergeReport, OutputFormat, RankMerge,

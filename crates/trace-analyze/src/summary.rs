@@ -1142,7 +1142,7 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inputs::RankSource;
+    use crate::inputs::RankEvidence;
 
     fn input(dir: &std::path::Path, events: &str) -> RankedInput {
         let path = dir.join("trace_1.json");
@@ -1153,7 +1153,7 @@ mod tests {
         RankedInput {
             rank: 1,
             path,
-            source: RankSource::DistributedInfo,
+            source: RankEvidence::DistributedInfo,
             base_ns: 0,
             world_size: Some(2),
             backend: None,

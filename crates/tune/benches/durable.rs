@@ -19,6 +19,7 @@ use ranktune_cache::{CacheLocation, FileStore, Store};
 use ranktune_testkit::redis::RedisServer;
 mod support;
 
+use ranktune_tune::isolation::Isolation;
 use ranktune_tune::*;
 use std::hint::black_box;
 use std::time::{Duration, Instant};

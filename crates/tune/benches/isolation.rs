@@ -11,6 +11,7 @@
 
 mod support;
 
+use ranktune_tune::isolation::*;
 use ranktune_tune::*;
 use std::hint::black_box;
 use std::time::{Duration, Instant};

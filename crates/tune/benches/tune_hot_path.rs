@@ -76,7 +76,7 @@ fn setup() -> Setup {
     }
     tuner.set_tuning(false);
     let io = Rows { shapes: [[700, 4096], [700, 4096]] };
-    assert_eq!(tuner.choose_one(&op, &io).source, Source::Cache);
+    assert_eq!(tuner.choose_one(&op, &io).source, ChoiceSource::Cache);
     (tuner, op, io, raw, 512 * 7919)
 }
 
@@ -91,7 +91,7 @@ fn setup_validated() -> (Tuner, Op<Rows>, Rows) {
     fresh.load(&pending);
     for m in (0..14).map(|p| 1usize << p) {
         let io = Rows { shapes: [[m, 4096], [m, 4096]] };
-        assert_eq!(fresh.choose_one(&op2, &io).source, Source::Cache);
+        assert_eq!(fresh.choose_one(&op2, &io).source, ChoiceSource::Cache);
     }
     (fresh, op2, io)
 }

@@ -1,12 +1,12 @@
 //! The answer of `choose_one`: which runner and tactic, and where it came from.
 //!
-//! Owns the [`Choice`] and [`Source`] value types only. It depends on nothing
+//! Owns the [`Choice`] and [`ChoiceSource`] value types only. It depends on nothing
 //! else in the crate, so both the op (which runs a choice) and the tuner
 //! (which makes one) can use it without depending on each other.
 
 /// Where a [`Choice`] came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
+pub enum ChoiceSource {
     /// A stored decision (loaded or tuned earlier).
     Cache,
     /// Measured by this call.
@@ -30,11 +30,11 @@ pub struct Choice {
     /// Index into that runner's tactics.
     pub tactic_index: u32,
     /// Where it came from.
-    pub source: Source,
+    pub source: ChoiceSource,
 }
 
 impl Choice {
     /// Runner 0, tactic 0.
     pub const FALLBACK: Choice =
-        Choice { runner_index: 0, tactic_index: 0, source: Source::Fallback };
+        Choice { runner_index: 0, tactic_index: 0, source: ChoiceSource::Fallback };
 }

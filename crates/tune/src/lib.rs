@@ -24,11 +24,11 @@
 //! let op = Op::new("noop", vec![Box::new(Noop)], TuningConfig::new(vec![DynamicDim::powers_of_two(0, 0)])).unwrap();
 //! let id = Identity { lib_version: "0".into(), device_kind: "cpu".into(), device_name: "x".into(), capability: "".into(), cores: 1 };
 //! let tuner = Tuner::new(TunerOptions::new(Section::Rank(0), id, "digest"));
-//! assert_eq!(tuner.choose_one(&op, &Rows { shape: [100] }).source, Source::Fallback);
+//! assert_eq!(tuner.choose_one(&op, &Rows { shape: [100] }).source, ChoiceSource::Fallback);
 //! tuner.set_tuning(true);
-//! assert_eq!(tuner.choose_one(&op, &Rows { shape: [100] }).source, Source::Tuned);
+//! assert_eq!(tuner.choose_one(&op, &Rows { shape: [100] }).source, ChoiceSource::Tuned);
 //! tuner.set_tuning(false);
-//! assert_eq!(tuner.choose_one(&op, &Rows { shape: [120] }).source, Source::Cache); // same bucket 64
+//! assert_eq!(tuner.choose_one(&op, &Rows { shape: [120] }).source, ChoiceSource::Cache); // same bucket 64
 //! ```
 //!
 //! What is where (every item is used from the crate root; the multi-rank
@@ -50,8 +50,9 @@
 //!   [`Op::with_validation`] are checked on first use.
 //! - [`FailureKind`], [`CandidateFailure`]: how a candidate failed.
 //! - [`strategy`]: how the ranks of a job share tuning.
-//! - [`Isolation`], [`Limits`], [`WorkerCommand`], [`isolation::protocol`]:
-//!   measuring in a worker process, so a candidate that crashes, hangs or
+//! - [`isolation`] ([`Isolation`](isolation::Isolation),
+//!   [`Limits`](isolation::Limits), [`WorkerCommand`](isolation::WorkerCommand),
+//!   [`protocol`](isolation::protocol)): measuring in a worker process, so a candidate that crashes, hangs or
 //!   runs out of memory fails alone; [`FailureKind`], [`CandidateFailure`]:
 //!   how a candidate failed.
 //!
@@ -78,11 +79,10 @@ pub use autosave::{
     SAVE_EVERY_ENV,
 };
 pub use bucket::{last_power_of_two, BucketGen, BucketMap, Constraint, Derive, DynamicDim};
-pub use choice::{Choice, Source};
+pub use choice::{Choice, ChoiceSource};
 pub use config::{TuningConfig, DEFAULT_MAX_TOKENS};
 pub use decide::{decide, DEFAULT_TIE_TOLERANCE, NOISE_BAND_CAP};
 pub use failure::{CandidateFailure, FailureKind};
-pub use isolation::{Isolation, Limits, WorkerCommand};
 pub use key::{BucketKey, MAX_DIMS, MAX_INPUTS};
 pub use measure::{measure_all, measure_timed, stats_of, CpuTimer, Sampling, Timer, MIN_SAMPLE_US};
 pub use op::{candidate_checksum, Op, OpError, Reference};

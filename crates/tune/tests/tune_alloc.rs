@@ -61,10 +61,10 @@ fn a_hit_allocates_nothing() {
     for _ in 0..10_000 {
         for i in &inputs {
             let ch = tuner.choose_one(&op, i);
-            assert_eq!(ch.source, Source::Cache);
+            assert_eq!(ch.source, ChoiceSource::Cache);
             sum += u64::from(ch.runner_index + ch.tactic_index);
         }
-        assert_eq!(tuner.choose_one(&op, &fallback_input).source, Source::Fallback);
+        assert_eq!(tuner.choose_one(&op, &fallback_input).source, ChoiceSource::Fallback);
     }
     let after = allocs();
     assert_eq!(after - before, 0, "allocations on the hot path");
@@ -86,12 +86,12 @@ fn a_validated_hit_allocates_nothing_after_its_first_use() {
     // First uses: each cached tactic is checked once (this allocates).
     let inputs: Vec<Rows> = [1, 64, 700].iter().map(|&r| Rows::new(r, 16)).collect();
     for i in &inputs {
-        assert_eq!(tuner.choose_one(&op, i).source, Source::Cache);
+        assert_eq!(tuner.choose_one(&op, i).source, ChoiceSource::Cache);
     }
     let before = allocs();
     for _ in 0..10_000 {
         for i in &inputs {
-            assert_eq!(tuner.choose_one(&op, i).source, Source::Cache);
+            assert_eq!(tuner.choose_one(&op, i).source, ChoiceSource::Cache);
         }
     }
     assert_eq!(allocs() - before, 0, "allocations on the hot path after validation");

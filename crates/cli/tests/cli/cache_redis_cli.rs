@@ -205,7 +205,7 @@ fn a_tune_whose_server_died_keeps_what_it_measured_for_cache_import() {
 #[test]
 fn the_cache_and_the_collective_accept_and_refuse_the_same_urls() {
     use ranktune_cache::CacheLocation;
-    use ranktune_collective::Choice;
+    use ranktune_collective::CollectiveChoice;
     let long = "p".repeat(200);
     let too_long = "p".repeat(201);
     for (url, good) in [
@@ -220,7 +220,7 @@ fn the_cache_and_the_collective_accept_and_refuse_the_same_urls() {
         ("redis://h/notadb".to_string(), false),
     ] {
         let cache = CacheLocation::parse(&url).map(|_| ()).map_err(|e| e.to_string());
-        let coll = Choice::parse(&url).map(|_| ()).map_err(|e| e.to_string());
+        let coll = CollectiveChoice::parse(&url).map(|_| ()).map_err(|e| e.to_string());
         assert_eq!((cache.is_ok(), coll.is_ok()), (good, good), "{url}: {cache:?} {coll:?}");
     }
 }

@@ -4,7 +4,7 @@
 //! decided once, in Rust, and Python asks it (issue 37).
 
 use ranktune_cache::CacheLocation;
-use ranktune_collective::Choice;
+use ranktune_collective::CollectiveChoice;
 use ranktune_core::job::JobId;
 use serde_json::Value;
 
@@ -26,7 +26,7 @@ fn every_shared_case_gets_its_answer() {
             }
             (want, got) => panic!("{case}: cache {want} but got {got:?}"),
         }
-        match (&case["collective"], Choice::from_env_with(env)) {
+        match (&case["collective"], CollectiveChoice::from_env_with(env)) {
             (Value::String(want), Ok(choice)) => assert_eq!(choice.name(), want, "{case}"),
             (Value::Object(e), Err(err)) => {
                 let want = e["error"].as_str().unwrap();

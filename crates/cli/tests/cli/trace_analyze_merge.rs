@@ -275,7 +275,7 @@ fn string_and_hex_ids_are_remapped_per_rank() {
         std::fs::write(dir.path().join(format!("t{r}.json")), t).unwrap();
     }
     let res = analyze::resolve(&[dir.path().display().to_string()], &[]).unwrap();
-    assert!(res.inputs.iter().all(|i| i.source == analyze::RankSource::DistributedInfo));
+    assert!(res.inputs.iter().all(|i| i.source == analyze::RankEvidence::DistributedInfo));
     let out = dir.path().join("m.json");
     analyze::merge(&res.inputs, &out, &MergeOptions::default()).unwrap();
     let doc = load(&out);

@@ -17,7 +17,7 @@ use super::key::{format_key, parse_key};
 use super::pyliteral;
 use super::tactic::{json_to_py, py_to_json};
 use crate::json::json_type;
-use crate::ordered::{self, Layout, OValue};
+use crate::ordered::{self, OValue, TextLayout};
 use crate::{parse_document, Exported, FormatError, Imported};
 use ranktune_cache::{CacheData, Entry, Identity, Section};
 use serde_json::Value;
@@ -79,7 +79,7 @@ const ORIGIN: &str = "trtllm";
 /// writes its own layout.
 fn origin_of(text: &str) -> Option<String> {
     let doc = ordered::parse(text).ok()?;
-    let layout = Layout::of(text);
+    let layout = TextLayout::of(text);
     let mut top = Vec::new();
     for (name, value) in doc.members()? {
         if name == "metadata" {
@@ -103,7 +103,7 @@ fn origin_of(text: &str) -> Option<String> {
         ("layout".into(), layout.to_record()),
         ("top".into(), OValue::Array(top)),
     ]);
-    Some(ordered::write(&record, Layout { indent: None, final_newline: false }))
+    Some(ordered::write(&record, TextLayout { indent: None, final_newline: false }))
 }
 
 /// One recorded entry: (key text, min_time text, tactic text).
@@ -111,7 +111,7 @@ type OriginRow = (String, OValue, OValue);
 
 /// A parsed origin record: layout, and the file's top-level members.
 struct Origin {
-    layout: Layout,
+    layout: TextLayout,
     metadata: Option<OValue>,
     /// Sections in file order, each with its entries in file order:
     /// (key text, min_time text, tactic text).
@@ -126,7 +126,7 @@ fn read_origin(data: &CacheData) -> Option<Origin> {
         OValue::Scalar(t) => serde_json::from_str::<String>(t).ok(),
         _ => None,
     };
-    let layout = Layout::from_record(record.get("layout")?)?;
+    let layout = TextLayout::from_record(record.get("layout")?)?;
     let OValue::Array(top) = record.get("top")? else { return None };
     let mut origin = Origin { layout, metadata: None, sections: Vec::new(), metadata_at: 0 };
     for member in top {
@@ -486,7 +486,7 @@ fn export_ordered(data: &CacheData) -> (OValue, Exported) {
         top.push((name, OValue::Object(members)));
     }
     let layout =
-        origin.as_ref().map_or(Layout { indent: Some(2), final_newline: true }, |o| o.layout);
+        origin.as_ref().map_or(TextLayout { indent: Some(2), final_newline: true }, |o| o.layout);
     let doc = OValue::Object(top);
     let text = ordered::write(&doc, layout);
     (doc, Exported { files: vec![(String::new(), text)], warnings, written, skipped })

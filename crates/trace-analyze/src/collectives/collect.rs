@@ -5,7 +5,7 @@
 //!
 //! It sees one rank only; matching across ranks is `matching`'s.
 
-use super::{Call, CollectiveCalls, Ns, Prev, Source, MAX_CALLS, NONE, NO_SEQ, PREV};
+use super::{Call, CallSource, CollectiveCalls, Ns, Prev, MAX_CALLS, NONE, NO_SEQ, PREV};
 use crate::json;
 use crate::reader::Event;
 use std::collections::{HashMap, VecDeque};
@@ -207,9 +207,9 @@ impl Collector {
                     fill(k, p);
                 }
             }
-            (kernels, Source::Kernels)
+            (kernels, CallSource::Kernels)
         } else if !params.is_empty() {
-            (params, Source::ParamComms)
+            (params, CallSource::ParamComms)
         } else {
             // Outermost collective span per thread: c10d::allreduce_ holds
             // nccl:all_reduce of the same call.
@@ -224,7 +224,7 @@ impl Collector {
                     _ => kept.push(s),
                 }
             }
-            (kept, Source::Spans)
+            (kept, CallSource::Spans)
         };
         chosen.sort_by_key(|c| c.start);
         let mut out = CollectiveCalls {

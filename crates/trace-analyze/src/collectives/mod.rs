@@ -41,7 +41,7 @@ type Prev = [(u32, Ns); PREV];
 
 /// Where a rank's collective calls came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub enum CallSource {
     /// NCCL kernels (arrival = kernel start on the GPU).
     Kernels,
     /// `record_param_comms` CPU events.
@@ -68,7 +68,7 @@ pub struct CollectiveCalls {
     base_ns: i128,
     strings: Vec<String>,
     calls: Vec<Call>,
-    source: Source,
+    source: CallSource,
     dropped: u64,
 }
 
@@ -78,7 +78,7 @@ impl Default for CollectiveCalls {
             base_ns: 0,
             strings: Vec::new(),
             calls: Vec::new(),
-            source: Source::Spans,
+            source: CallSource::Spans,
             dropped: 0,
         }
     }
@@ -94,7 +94,7 @@ impl CollectiveCalls {
         self.calls.is_empty()
     }
     /// Where the calls came from.
-    pub fn source(&self) -> Source {
+    pub fn source(&self) -> CallSource {
         self.source
     }
     /// Calls beyond [`MAX_CALLS`] that were not kept.

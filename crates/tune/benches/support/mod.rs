@@ -4,6 +4,7 @@
 //! (a folder with `mod.rs`, so cargo does not take it for a bench).
 
 use ranktune_cache::{Identity, Section};
+use ranktune_tune::isolation::*;
 use ranktune_tune::*;
 use std::hint::black_box;
 

@@ -12,7 +12,7 @@
 //! decides, then calls [`Tuner::publish`].
 
 use super::{Inner, Tuner};
-use crate::choice::{Choice, Source};
+use crate::choice::{Choice, ChoiceSource};
 use crate::key::BucketKey;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -132,7 +132,7 @@ impl Tuner {
                     SlotKind::Hit if slot.confirm && self.tuning.load(Ordering::Relaxed) => None,
                     SlotKind::Hit => {
                         bump(local.counters.hits.get(i));
-                        Some(Choice { runner_index: slot.runner, tactic_index: slot.tactic, source: Source::Cache })
+                        Some(Choice { runner_index: slot.runner, tactic_index: slot.tactic, source: ChoiceSource::Cache })
                     }
                     SlotKind::Fallback if self.tuning.load(Ordering::Relaxed) => None,
                     SlotKind::Fallback | SlotKind::Failed => {

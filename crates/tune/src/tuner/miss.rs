@@ -13,7 +13,7 @@
 
 use super::hot::{Slot, SlotKind};
 use super::Tuner;
-use crate::choice::{Choice, Source};
+use crate::choice::{Choice, ChoiceSource};
 use crate::key::{BucketKey, MAX_DIMS, MAX_INPUTS};
 use crate::op::Op;
 use crate::runner::TuneInputs;
@@ -188,7 +188,7 @@ impl Tuner {
                 return Choice {
                     runner_index: s.runner,
                     tactic_index: s.tactic,
-                    source: Source::Cache,
+                    source: ChoiceSource::Cache,
                 };
             }
             (MissAction::Tune { confirm_hit }, _) => {

@@ -9,7 +9,7 @@ use super::blocked::{self, SkippedTactic};
 use super::hot::SlotKind;
 use super::resolve::Outcome;
 use super::{Inner, Tuner};
-use crate::choice::{Choice, Source};
+use crate::choice::{Choice, ChoiceSource};
 use crate::failure::CandidateFailure;
 use crate::op::Op;
 use crate::runner::TuneInputs;
@@ -145,7 +145,7 @@ impl Tuner {
                     Choice {
                         runner_index: r as u32,
                         tactic_index: t as u32,
-                        source: Source::Tuned,
+                        source: ChoiceSource::Tuned,
                     },
                     SlotKind::Hit,
                 )

@@ -14,7 +14,7 @@ use super::inputs::Bench;
 use super::record::Measured;
 use super::resolve::{settle, Ask, Settled};
 use super::{Inner, Tuner};
-use crate::choice::{Choice, Source};
+use crate::choice::{Choice, ChoiceSource};
 use crate::key::BucketKey;
 use crate::op::Op;
 use crate::runner::TuneInputs;
@@ -83,7 +83,7 @@ impl Tuner {
                 return Choice {
                     runner_index: runner,
                     tactic_index: tactic,
-                    source: Source::Cache,
+                    source: ChoiceSource::Cache,
                 };
             }
             Settled::Measured(outcome) => {

@@ -194,8 +194,8 @@ fn mixed_hits_and_misses_in_tuning_mode_never_hang_and_end_aligned() {
         let want: Vec<(u32, u32)> =
             first.0.iter().map(|c| (c.runner_index, c.tactic_index)).collect();
         assert_eq!(pairs, want);
-        assert!(o.0.iter().all(|c| c.source == Source::Tuned), "{:?}", o.0);
-        assert!(o.1.iter().all(|c| c.source == Source::Cache));
+        assert!(o.0.iter().all(|c| c.source == ChoiceSource::Tuned), "{:?}", o.0);
+        assert!(o.1.iter().all(|c| c.source == ChoiceSource::Cache));
         assert_eq!((o.2.shared, o.2.agreed_hits), (4, 0));
     }
 }
@@ -215,7 +215,7 @@ fn equal_cached_hits_are_agreed_once_without_measuring() {
     for o in out {
         let (a, b, c, stats, coord) = o.unwrap();
         for ch in [a, b, c] {
-            assert_eq!((ch.runner_index, ch.tactic_index, ch.source), (1, 1, Source::Cache));
+            assert_eq!((ch.runner_index, ch.tactic_index, ch.source), (1, 1, ChoiceSource::Cache));
         }
         assert_eq!((stats.tuned, coord.agreed_hits, coord.shared), (0, 2, 0));
     }
@@ -237,7 +237,7 @@ fn shared_entries_win_for_collective_ops_and_rank_entries_for_independent_ones()
         tuner.load(&store.load().unwrap().data);
         let op = op_for(0, strategy, &c);
         let ch = tuner.choose_one(&op, &Rows::new(20, 8));
-        assert_eq!((ch.tactic_index, ch.source), (want, Source::Cache), "{strategy:?}");
+        assert_eq!((ch.tactic_index, ch.source), (want, ChoiceSource::Cache), "{strategy:?}");
     }
 }
 
@@ -252,7 +252,7 @@ fn a_rank_that_never_comes_makes_the_others_tune_alone_and_say_why() {
     });
     for (rank, o) in out.into_iter().enumerate().take(3) {
         let (choices, entries, records, (stats, broken)) = o.unwrap();
-        assert!(choices.iter().all(|c| c.source == Source::Tuned));
+        assert!(choices.iter().all(|c| c.source == ChoiceSource::Tuned));
         assert!(entries.iter().all(|(s, _, _)| *s == Section::Rank(rank as u32)));
         let why = records[0].fallback.clone().unwrap();
         assert!(why.contains("rows_op 1x8,1x8") && why.contains("[3] did not arrive"), "{why}");

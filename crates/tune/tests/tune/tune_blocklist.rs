@@ -140,7 +140,7 @@ fn a_cached_entry_of_a_known_bad_tactic_is_stale_and_tuned_again() {
     );
     second.set_tuning(true);
     let retuned = second.choose_one(&op, &Rows::new(700, 8));
-    assert_eq!(retuned.source, Source::Tuned);
+    assert_eq!(retuned.source, ChoiceSource::Tuned);
     assert_ne!((retuned.runner_index, retuned.tactic_index), (1, 1));
 }
 
@@ -313,10 +313,10 @@ fn a_cached_tactic_that_passes_is_an_ordinary_hit_after_one_check() {
     tuner.load(&cached_choice(&op, 1));
     let io = Vals { shape: [64], out: vec![] };
     let first = tuner.choose_one(&op, &io);
-    assert_eq!((first.runner_index, first.tactic_index, first.source), (1, 1, Source::Cache));
+    assert_eq!((first.runner_index, first.tactic_index, first.source), (1, 1, ChoiceSource::Cache));
     assert_eq!(runs.load(Ordering::Relaxed), 2, "the tactic and the reference, once");
     for _ in 0..10 {
-        assert_eq!(tuner.choose_one(&op, &io).source, Source::Cache);
+        assert_eq!(tuner.choose_one(&op, &io).source, ChoiceSource::Cache);
     }
     assert_eq!(runs.load(Ordering::Relaxed), 2);
     assert!(tuner.take_pending().blocklist.is_empty());
@@ -341,7 +341,7 @@ fn a_cached_tactic_whose_output_is_off_fails_the_reference_check() {
     next.load(&stored);
     next.set_tuning(true);
     let ch = next.choose_one(&op, &Vals { shape: [64], out: vec![] });
-    assert_eq!(ch.source, Source::Tuned);
+    assert_eq!(ch.source, ChoiceSource::Tuned);
     assert_eq!(next.records()[0].skipped.len(), 1);
     assert_ne!((ch.runner_index, ch.tactic_index), (1, 1));
 }
@@ -365,6 +365,6 @@ fn without_validation_a_cached_tactic_is_not_run_before_use() {
     let tuner = tuner_a();
     tuner.load(&cached_choice(&op, 1));
     let ch = tuner.choose_one(&op, &Vals { shape: [64], out: vec![] });
-    assert_eq!((ch.runner_index, ch.tactic_index, ch.source), (1, 1, Source::Cache));
+    assert_eq!((ch.runner_index, ch.tactic_index, ch.source), (1, 1, ChoiceSource::Cache));
     assert_eq!(runs.load(Ordering::Relaxed), 0);
 }

@@ -6,7 +6,9 @@
 
 use crate::tune_support::*;
 use ranktune_cache::Section;
-use ranktune_tune::isolation::{DEFAULT_TIMEOUT_FLOOR, DEFAULT_UNREFERENCED_TIMEOUT};
+use ranktune_tune::isolation::{
+    Isolation, Limits, WorkerCommand, DEFAULT_TIMEOUT_FLOOR, DEFAULT_UNREFERENCED_TIMEOUT,
+};
 use ranktune_tune::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -141,7 +143,11 @@ fn every_kind_of_death_fails_its_candidate_alone_and_the_tune_goes_on() {
     let t = tuner_with(Isolation::Fork(fork_limits()), &clock);
     let started = Instant::now();
     let c = t.choose_one(&op, &Rows::new(1, 8));
-    assert_eq!((c.source, c.tactic_index), (Source::Tuned, 8), "the fastest healthy tactic wins");
+    assert_eq!(
+        (c.source, c.tactic_index),
+        (ChoiceSource::Tuned, 8),
+        "the fastest healthy tactic wins"
+    );
     let rec = t.records().pop().unwrap();
     let reason = |i: usize| {
         rec.failures
@@ -227,7 +233,7 @@ fn a_spawned_program_speaking_the_protocol_is_a_worker() {
     };
     let t = tuner_with(Isolation::Spawn(cmd), &clock);
     let c = t.choose_one(&op, &Rows::new(1, 8));
-    assert_eq!((c.source, c.tactic_index), (Source::Tuned, 0));
+    assert_eq!((c.source, c.tactic_index), (ChoiceSource::Tuned, 0));
     let rec = t.records().pop().unwrap();
     assert_eq!(rec.best_us, Some(50.0), "the worker's own timing, per run");
     let msgs: Vec<&str> = rec.failures.iter().map(|f| f.2.as_str()).collect();
@@ -249,7 +255,7 @@ fn a_worker_program_that_cannot_start_fails_the_bucket_once_not_the_tune() {
     };
     let t = tuner_with(Isolation::Spawn(cmd), &clock);
     let c = t.choose_one(&op, &Rows::new(1, 8));
-    assert_eq!(c.source, Source::Fallback);
+    assert_eq!(c.source, ChoiceSource::Fallback);
     let rec = t.records().pop().unwrap();
     assert_eq!(rec.failures.len(), 2);
     assert!(

@@ -27,12 +27,12 @@ fn miss_outside_tuning_returns_fallback_then_tuning_stores_best() {
 
     tuner.set_tuning(true);
     let tuned = tuner.choose_one(&op, &Rows::new(700, 8)); // bucket 512
-    assert_eq!((tuned.runner_index, tuned.tactic_index, tuned.source), (1, 1, Source::Tuned));
+    assert_eq!((tuned.runner_index, tuned.tactic_index, tuned.source), (1, 1, ChoiceSource::Tuned));
     let small = tuner.choose_one(&op, &Rows::new(3, 8)); // bucket 2
     assert_eq!((small.runner_index, small.tactic_index), (1, 0));
     tuner.set_tuning(false);
     let hit = tuner.choose_one(&op, &Rows::new(1000, 8));
-    assert_eq!((hit.runner_index, hit.tactic_index, hit.source), (1, 1, Source::Cache));
+    assert_eq!((hit.runner_index, hit.tactic_index, hit.source), (1, 1, ChoiceSource::Cache));
     assert_eq!(op.tactic(hit), Some(&serde_json::json!({"variant": 1})));
 
     let s = tuner.stats();
@@ -185,18 +185,18 @@ fn reload_hits_and_stale_entries_are_rejected_for_each_reason() {
     let store = tuned_store(&c, &op);
 
     let (ch, stale) = reload(&store, "1", "cpu-a", &c, &op);
-    assert_eq!(ch.source, Source::Cache);
+    assert_eq!(ch.source, ChoiceSource::Cache);
     assert!(stale.is_empty());
 
     let (ch, stale) = reload(&store, "2", "cpu-a", &c, &op);
-    assert_eq!(ch.source, Source::Fallback);
+    assert_eq!(ch.source, ChoiceSource::Fallback);
     assert!(
         matches!(&stale[..], [StaleReason::LibVersion { stored, .. }] if stored == "1"),
         "{stale:?}"
     );
 
     let (ch, stale) = reload(&store, "1", "cpu-b", &c, &op);
-    assert_eq!(ch.source, Source::Fallback);
+    assert_eq!(ch.source, ChoiceSource::Fallback);
     assert!(matches!(&stale[..], [StaleReason::Device { .. }]), "{stale:?}");
 
     // Same runner name, other parameters.
@@ -204,7 +204,7 @@ fn reload_hits_and_stale_entries_are_rejected_for_each_reason() {
     fast.param = 2;
     let op2 = op_with(vec![Scripted::new("simple", vec![cost(1000, 100)], &c), fast]);
     let (ch, stale) = reload(&store, "1", "cpu-a", &c, &op2);
-    assert_eq!(ch.source, Source::Fallback);
+    assert_eq!(ch.source, ChoiceSource::Fallback);
     assert!(
         matches!(&stale[..], [StaleReason::Fingerprint { runner }] if runner == "fast"),
         "{stale:?}"
@@ -216,7 +216,7 @@ fn reload_hits_and_stale_entries_are_rejected_for_each_reason() {
         Scripted::new("fast", vec![cost(200, 50), cost(5000, 10)], &c),
     ]);
     let (ch, stale) = reload(&store, "1", "cpu-a", &c, &op3);
-    assert_eq!(ch.source, Source::Fallback);
+    assert_eq!(ch.source, ChoiceSource::Fallback);
     assert!(matches!(&stale[..], [StaleReason::Checksum]), "{stale:?}");
 }
 
@@ -227,7 +227,7 @@ fn other_ranks_sections_are_not_used() {
     let store = tuned_store(&c, &op);
     let tuner = tuner_for(1, "1", "cpu-a", &c);
     let _s = Session::start(&tuner, &store).unwrap();
-    assert_eq!(tuner.choose_one(&op, &Rows::new(64, 4)).source, Source::Fallback);
+    assert_eq!(tuner.choose_one(&op, &Rows::new(64, 4)).source, ChoiceSource::Fallback);
 }
 
 #[test]
@@ -293,7 +293,10 @@ fn hits_from_many_threads_are_counted() {
         for _ in 0..4 {
             s.spawn(|| {
                 for _ in 0..1000 {
-                    assert_eq!(tuner.choose_one(&op, &Rows::new(100, 4)).source, Source::Cache);
+                    assert_eq!(
+                        tuner.choose_one(&op, &Rows::new(100, 4)).source,
+                        ChoiceSource::Cache
+                    );
                 }
             });
         }

@@ -9,7 +9,7 @@ use super::TuneArgs;
 use anyhow::bail;
 use ranktune_tune::isolation::settings::{self as parse, limits_need_isolation, Mode};
 use ranktune_tune::isolation::settings::{ISOLATE_ENV, MEMORY_ENV, TIMEOUT_ENV};
-use ranktune_tune::{Isolation, Limits};
+use ranktune_tune::isolation::{Isolation, Limits};
 use std::time::Duration;
 
 /// The isolation settings `args` and the environment ask for: whether it

@@ -17,8 +17,9 @@ use ranktune_collective as collective;
 use ranktune_core::rank::{RankInfo, RankOverrides};
 use ranktune_kernels::{crashy, gemm, rmsnorm, runners, softmax};
 use ranktune_trace::{TraceConfig, TraceSession};
+use ranktune_tune::isolation::Isolation;
 use ranktune_tune::strategy::{self, Coordinator, Strategy};
-use ranktune_tune::{Isolation, Op, Session, Source, TuneInputs, Tuner, TunerOptions};
+use ranktune_tune::{ChoiceSource, Op, Session, TuneInputs, Tuner, TunerOptions};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicUsize;
 
@@ -410,12 +411,12 @@ fn tune_op<I: TuneInputs>(
             op.runner_names().get(choice.runner_index as usize).cloned().unwrap_or_default();
         let tactic = op.tactic(choice).cloned().unwrap_or(serde_json::Value::Null);
         let row = match choice.source {
-            Source::Tuned | Source::Fallback => {
+            ChoiceSource::Tuned | ChoiceSource::Fallback => {
                 let records = tuner.records();
                 let rec = records.iter().rev().find(|r| r.op == op.name() && r.bucket == bucket);
                 row_from_record(rank, op.name(), &bucket, &runner, tactic, choice.source, rec)
             }
-            Source::Cache => {
+            ChoiceSource::Cache => {
                 let entry = tuner.loaded_entry(op.name(), &runner, &bucket);
                 row_from_entry(rank, op.name(), &bucket, &runner, tactic, entry.as_ref())
             }

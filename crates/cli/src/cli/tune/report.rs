@@ -9,7 +9,7 @@
 
 use super::labels::tactic_label;
 use ranktune_cache::Entry;
-use ranktune_tune::{OpStats, Source, TuneRecord};
+use ranktune_tune::{ChoiceSource, OpStats, TuneRecord};
 use serde::{Deserialize, Serialize};
 
 /// One bucket's result in a report.
@@ -152,7 +152,7 @@ pub(super) fn row_from_record(
     bucket: &[Vec<u64>],
     runner: &str,
     tactic: serde_json::Value,
-    source: Source,
+    source: ChoiceSource,
     rec: Option<&TuneRecord>,
 ) -> Row {
     let best_us = rec.and_then(|r| r.best_us);
@@ -164,7 +164,7 @@ pub(super) fn row_from_record(
         bucket: bucket.to_vec(),
         runner: runner.to_string(),
         tactic,
-        source: if source == Source::Tuned { "tuned" } else { "fallback" }.to_string(),
+        source: if source == ChoiceSource::Tuned { "tuned" } else { "fallback" }.to_string(),
         best_us,
         fallback_us,
         fallback_samples,
