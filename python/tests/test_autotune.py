@@ -269,3 +269,18 @@ def test_errors_of_key_and_candidate_propagate_once_and_unchained(tmp_path, entr
         with pytest.raises(TypeError, match="candidate says no"):
             h(5)
         assert calls == [5]
+
+
+def test_a_malformed_rank_variable_is_an_error_never_rank_0(tmp_path, monkeypatch):
+    # The entry would go into rank 0's section: the launcher's variable is
+    # named instead, and nothing is saved.
+    path = tmp_path / "t.json"
+    f = ranktune.autotune("r", {"a": abs, "b": abs}, key=lambda n: n, cache=ranktune.Cache(path))
+    monkeypatch.setenv("RANK", "three")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    with pytest.raises(ranktune.Error, match="RANK"):
+        with ranktune.tuning():
+            f(4)
+    monkeypatch.delenv("RANK")
+    monkeypatch.delenv("WORLD_SIZE")
+    assert not path.exists() or ranktune.Cache(path).entries() == []

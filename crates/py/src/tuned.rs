@@ -156,15 +156,9 @@ impl TunedOp {
     /// `why`, seen now by this rank.
     fn block(&self, p: usize, dims: Vec<u64>, kind: &str, why: &str) -> (BlockKey, Blocked) {
         let c = &self.cands[p];
-        crate::blocklist::record(
-            &self.op,
-            &c.runner,
-            &c.tactic,
-            &self.env,
-            dims,
-            (kind, why),
-            Some(rank()),
-        )
+        // The rank that saw it, where it can be told.
+        let rank = rank().ok();
+        crate::blocklist::record(&self.op, &c.runner, &c.tactic, &self.env, dims, (kind, why), rank)
     }
 
     /// Loads the op's stored choices and its blocklist once: entries of the
@@ -181,7 +175,7 @@ impl TunedOp {
             self.state().loaded = true;
             return Ok(());
         };
-        let rank = rank();
+        let rank = rank()?;
         let checksums = [self.checksum.as_str(), self.legacy_checksum.as_str()];
         crate::logs::ensure();
         let loaded =
@@ -294,7 +288,7 @@ impl TunedOp {
             "time_us": results[win].get("median_us"),
             "runner_index": c.runner_index,
             "checksum": self.checksum,
-            "rank": rank(),
+            "rank": rank()?,
             "candidates": candidates,
         });
         if shared {
@@ -307,9 +301,11 @@ impl TunedOp {
     }
 }
 
-/// This process's rank (0 alone).
-fn rank() -> u32 {
-    RankInfo::detect(&RankOverrides::default()).map(|r| r.rank).unwrap_or(0)
+/// This process's rank (0 alone); a launcher's variable that does not
+/// parse is the caller's error, never a silent rank 0 (whose section the
+/// entry would then go into).
+fn rank() -> PyResult<u32> {
+    RankInfo::detect(&RankOverrides::default()).map(|r| r.rank).map_err(errors::to_py)
 }
 
 /// Warns `text` as a `RuntimeWarning` at Python stack level `level`.
