@@ -110,15 +110,17 @@ pub fn whole(
 ) -> Result<u64, SettingError> {
     match text.trim().parse::<u64>() {
         Ok(v) if range.contains(&v) => Ok(v),
-        Ok(_) => Err(SettingError::new(
-            source,
-            text,
-            format!(
-                "is not a usable number of {unit}; give one from {} to {}, e.g. {example}",
-                range.start(),
-                range.end()
-            ),
-        )),
+        Ok(_) => {
+            let span = match *range.end() {
+                u64::MAX => format!("from {} up", range.start()),
+                end => format!("from {} to {end}", range.start()),
+            };
+            Err(SettingError::new(
+                source,
+                text,
+                format!("is not a usable number of {unit}; give one {span}, e.g. {example}"),
+            ))
+        }
         Err(_) => Err(SettingError::new(
             source,
             text,
@@ -179,6 +181,8 @@ mod tests {
         let above = Seconds { zero: false, ..b };
         assert!(seconds("0", "T", above).is_err());
         assert!(whole("-1", "N", 0..=3, "ranks", "2").is_err());
+        let e = whole("0", "N", 1..=u64::MAX, "entries", "9").unwrap_err().to_string();
+        assert_eq!(e, "N=\"0\" is not a usable number of entries; give one from 1 up, e.g. 9");
         assert_eq!(whole(" 3 ", "N", 0..=3, "ranks", "2").unwrap(), 3);
     }
 }
