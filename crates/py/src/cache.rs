@@ -52,13 +52,16 @@ impl Cache {
 
 /// Warnings the store returned, as Python `RuntimeWarning`s.
 pub(crate) fn warn_all(py: Python<'_>, warnings: &[String]) -> PyResult<()> {
+    warnings.iter().try_for_each(|w| warn_at(py, w, 1))
+}
+
+/// `text` as a Python `RuntimeWarning` at stack level `level` (1: the
+/// Python frame that called the binding).
+pub(crate) fn warn_at(py: Python<'_>, text: &str, level: i32) -> PyResult<()> {
     let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
-    for w in warnings {
-        let text = std::ffi::CString::new(w.replace('\0', " "))
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-        PyErr::warn(py, &category, &text, 1)?;
-    }
-    Ok(())
+    let text = std::ffi::CString::new(text.replace('\0', " "))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    PyErr::warn(py, &category, &text, level)
 }
 
 fn store(location: &CacheLocation) -> PyResult<Box<dyn Store + Send + Sync>> {

@@ -16,7 +16,7 @@
 //! Owns one op's choices and their rules; holds no lock while Python code
 //! runs (the state's mutex is taken for a few map operations at a time).
 
-use crate::cache::{parse_entry, warn_all, Cache};
+use crate::cache::{parse_entry, warn_all, warn_at as warn, Cache};
 use crate::errors;
 use crate::rules::{tactic_value, PYTHON_FINGERPRINT};
 use crate::session;
@@ -137,10 +137,11 @@ impl TunedOp {
         let Some(dims) = sizes(bucket) else { return Vec::new() };
         let env = (!self.strategy.is_collective()).then_some(self.env.as_str());
         let shapes = [dims];
+        let records: Vec<_> = st.blocklist.blocking(&self.op, env, &shapes).collect();
         let mut out = Vec::new();
         for (i, c) in self.cands.iter().enumerate().skip(1) {
             let text = ranktune_cache::tactic_text(&c.tactic);
-            let hit = st.blocklist.blocking(&self.op, env, &shapes).find(|(k, _)| {
+            let hit = records.iter().find(|(k, _)| {
                 k.runner == c.runner
                     && k.fingerprint == PYTHON_FINGERPRINT
                     && k.tactic_text() == text
@@ -306,14 +307,6 @@ impl TunedOp {
 /// entry would then go into).
 fn rank() -> PyResult<u32> {
     RankInfo::detect(&RankOverrides::default()).map(|r| r.rank).map_err(errors::to_py)
-}
-
-/// Warns `text` as a `RuntimeWarning` at Python stack level `level`.
-fn warn(py: Python<'_>, text: &str, level: i32) -> PyResult<()> {
-    let category = py.get_type::<pyo3::exceptions::PyRuntimeWarning>();
-    let c = std::ffi::CString::new(text.replace('\0', " "))
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    PyErr::warn(py, &category, &c, level)
 }
 
 #[pymethods]
